@@ -1,0 +1,82 @@
+"""Build the fundamental systems shipped with zonal (src/zonal/harmonics/data/).
+
+Covers d = 2 to degree 100, d = 3 to degree 60, and every d in 4..20 up to the highest degree whose
+cumulative number of harmonics stays within --budget (default 2100). Points are stored as float32
+(the loader renormalises them in float64; any point set with a non-singular Gram matrix is a
+fundamental system, so rounding the points costs nothing). Prints the condition number of each
+level's Gram matrix.
+
+    .venv/bin/python scripts/build_fundamental_systems.py [--budget 2100] [--refine-steps 0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from zonal.harmonics.counts import num_harmonics
+from zonal.harmonics.fundamental_system import (
+    SHIPPED_ARCHIVE,
+    build_fundamental_system,
+    gram_matrix,
+    shipped_key,
+)
+
+
+def shipped_degrees(ambient_dim: int, budget: int) -> int:
+    """Highest degree shipped for ``ambient_dim``."""
+    if ambient_dim == 2:
+        return 100
+    if ambient_dim == 3:
+        return 60
+    total, degree = 0, -1
+    while total + num_harmonics(ambient_dim, degree + 1) <= budget:
+        degree += 1
+        total += num_harmonics(ambient_dim, degree)
+    return degree
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--budget", type=int, default=2100)
+    parser.add_argument("--refine-steps", type=int, default=0)
+    parser.add_argument("--max-ambient-dim", type=int, default=20)
+    parser.add_argument("--output", type=Path, default=SHIPPED_ARCHIVE)
+    args = parser.parse_args()
+    arrays: dict[str, np.ndarray] = {}
+    for ambient_dim in range(2, args.max_ambient_dim + 1):
+        top = shipped_degrees(ambient_dim, args.budget)
+        start = time.perf_counter()
+        worst = 1.0
+        for degree in range(top + 1):
+            points = build_fundamental_system(
+                ambient_dim, degree, refine_steps=args.refine_steps
+            ).astype(np.float32)
+            unit = points.astype(np.float64)
+            unit /= np.linalg.norm(unit, axis=1, keepdims=True)
+            eigenvalues = np.linalg.eigvalsh(gram_matrix(unit, degree))
+            worst = max(worst, eigenvalues[-1] / eigenvalues[0])
+            arrays[shipped_key(ambient_dim, degree)] = points
+        print(
+            f"d={ambient_dim:2d} degrees 0..{top:3d} "
+            f"harmonics={sum(num_harmonics(ambient_dim, n) for n in range(top + 1)):5d} "
+            f"worst Gram condition={worst:9.3g} ({time.perf_counter() - start:.1f} s)",
+            flush=True,
+        )
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=args.output.parent, suffix=".tmp.npz")
+    with os.fdopen(handle, "wb") as stream:
+        np.savez_compressed(stream, **arrays)
+    os.replace(temporary, args.output)
+    print(
+        f"wrote {len(arrays)} systems to {args.output} ({args.output.stat().st_size / 1e6:.2f} MB)"
+    )
+
+
+if __name__ == "__main__":
+    main()
