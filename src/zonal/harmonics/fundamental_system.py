@@ -30,16 +30,22 @@ import numpy as np
 import torch
 
 from zonal._validation import check_ambient_dim, check_degree
-from zonal.harmonics.counts import num_harmonics
+from zonal.harmonics.counts import gegenbauer_alpha, num_harmonics
 from zonal.harmonics.gegenbauer import zonal_harmonic
+from zonal.paths import cache_root
 
 SHIPPED_ARCHIVE = Path(__file__).with_name("data") / "fundamental_systems.npz"
 
 
 def _zonal_of_degree(t: np.ndarray, degree: int, ambient_dim: int) -> np.ndarray:
-    """Z_n(t) for the single degree n (float64 numpy)."""
-    values = zonal_harmonic(torch.from_numpy(t), degree, ambient_dim)  # [..., degree + 1]
-    return values[..., degree].numpy()
+    """Z_n(t) for the single degree n (float64 numpy), without storing the lower degrees."""
+    from zonal.harmonics.spherical_harmonics import _zonal_of_degree_inplace
+
+    with torch.no_grad():
+        values = _zonal_of_degree_inplace(
+            torch.from_numpy(np.array(t, dtype=np.float64)), degree, gegenbauer_alpha(ambient_dim)
+        )
+    return values.numpy()
 
 
 def gram_matrix(points: np.ndarray, degree: int) -> np.ndarray:
@@ -115,11 +121,8 @@ def refine_fundamental_system(points: np.ndarray, degree: int, steps: int = 100)
 
 
 def default_cache_dir() -> Path:
-    """The user cache folder: $ZONAL_CACHE_DIR, else $XDG_CACHE_HOME/zonal, else ~/.cache/zonal."""
-    if "ZONAL_CACHE_DIR" in os.environ:
-        return Path(os.environ["ZONAL_CACHE_DIR"])
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "zonal"
+    """The user cache root (``zonal.paths.cache_root``)."""
+    return cache_root()
 
 
 def _checksum(points: np.ndarray) -> str:

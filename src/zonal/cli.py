@@ -1,0 +1,270 @@
+"""The ``zonal`` command: the demo, the papers' experiments and the datasets.
+
+    zonal demo
+    zonal experiment list
+    zonal experiment run NAME [--full] [--output-dir DIR] [--seed N] [--set KEY=VALUE ...]
+    zonal experiment run NAME --resume RUN_DIR
+    zonal data list
+    zonal data fetch NAME
+    zonal --version
+
+Expected errors (an unknown name, a bad ``--set``, an unreadable checkpoint) are printed as one line
+on stderr with exit code 1; usage errors exit with 2. The subcommands import what they need when they
+run, so that one part missing does not break the others.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+import traceback
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import zonal
+
+if TYPE_CHECKING:
+    from zonal.experiments.run import ExperimentRun
+
+EXIT_ERROR = 1
+EXIT_INTERRUPTED = 130
+
+
+class CommandError(Exception):
+    """A failure to report to the user as one line, without a traceback."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``zonal`` command."""
+    parser = argparse.ArgumentParser(
+        prog="zonal", description="Gaussian processes on hyperspheres: demo, experiments, datasets."
+    )
+    parser.add_argument("--version", action="version", version=f"zonal {zonal.__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    demo = commands.add_parser("demo", help="run the demonstration")
+    demo.set_defaults(handler=_demo)
+
+    experiment = commands.add_parser("experiment", help="list and run the papers' experiments")
+    experiment_commands = experiment.add_subparsers(dest="action", required=True, metavar="ACTION")
+    listing = experiment_commands.add_parser("list", help="list the registered experiments")
+    listing.set_defaults(handler=_experiment_list)
+    run = experiment_commands.add_parser(
+        "run",
+        help="run an experiment into a new folder (or resume one)",
+        description="Run an experiment into a new folder under --output-dir, or continue an "
+        "interrupted run from its last checkpoint with --resume.",
+    )
+    run.add_argument("name", metavar="NAME", help="experiment name (see `zonal experiment list`)")
+    run.add_argument(
+        "--full", action="store_true", help="the paper-sized config, not the quick one"
+    )
+    run.add_argument(
+        "--output-dir",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="folder that receives the run folder (default: ./runs)",
+    )
+    run.add_argument("--seed", type=int, default=None, metavar="N", help="same as --set seed=N")
+    run.add_argument(
+        "--set",
+        dest="assignments",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override one config value (repeatable); VALUE is read as JSON where the key is not text",
+    )
+    run.add_argument(
+        "--resume",
+        type=Path,
+        default=None,
+        metavar="RUN_DIR",
+        help="continue this interrupted run from its last checkpoint, with its stored config",
+    )
+    run.set_defaults(handler=_experiment_run)
+
+    data = commands.add_parser("data", help="list and fetch the datasets")
+    data_commands = data.add_subparsers(dest="action", required=True, metavar="ACTION")
+    data_list = data_commands.add_parser("list", help="list the known datasets")
+    data_list.set_defaults(handler=_data_list)
+    fetch = data_commands.add_parser("fetch", help="download a dataset into the cache")
+    fetch.add_argument("name", metavar="NAME", help="dataset name (see `zonal data list`)")
+    fetch.set_defaults(handler=_data_fetch)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``zonal`` command with ``argv`` (default ``sys.argv[1:]``); returns the exit code."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit_request:  # --help, --version and usage errors
+        return _exit_code(exit_request.code)
+    try:
+        return args.handler(args)
+    except CommandError as error:
+        print(f"zonal: error: {error}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+def _demo(args: argparse.Namespace) -> int:
+    try:
+        demo = importlib.import_module("zonal.demo")
+    except ImportError as error:
+        raise CommandError(f"the demo is not available: {error}") from error
+    return _exit_code(demo.main())
+
+
+def _experiment_list(args: argparse.Namespace) -> int:
+    from zonal.experiments.registry import discovery_failures, list_experiments
+
+    experiments = list_experiments()
+    rows = [
+        (experiment.name, "; ".join(experiment.reproduces) or "-", experiment.summary)
+        for experiment in experiments
+    ]
+    _print_table(("NAME", "REPRODUCES", "SUMMARY"), rows)
+    for module, reason in discovery_failures().items():
+        print(f"zonal: warning: could not import {module}: {reason}", file=sys.stderr)
+    return 0
+
+
+def _experiment_run(args: argparse.Namespace) -> int:
+    from zonal.experiments.errors import ExperimentError
+    from zonal.experiments.run import execute_run
+
+    run = _prepare_run(args)
+    verb = "resuming" if args.resume is not None else "running"
+    print(
+        f"zonal: {verb} {run.experiment.name} ({run.preset}) in {run.directory.path}",
+        file=sys.stderr,
+    )
+    resume_hint = (
+        f"resume with: zonal experiment run {run.experiment.name} --resume {run.directory.path}"
+    )
+    try:
+        result = execute_run(run)
+    except KeyboardInterrupt:
+        print(f"zonal: interrupted; {resume_hint}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except ExperimentError as error:
+        raise CommandError(str(error)) from error
+    except Exception as error:  # a bug or a numerical failure: show where, then how to go on
+        traceback.print_exc()
+        reason = (str(error).strip().splitlines() or [""])[0]
+        raise CommandError(
+            f"{run.experiment.name} failed ({type(error).__name__}: {reason}); {resume_hint}"
+        ) from error
+    print(result.summary_line())
+    return 0
+
+
+def _prepare_run(args: argparse.Namespace) -> ExperimentRun:
+    """A new run folder for ``experiment run``, or the folder to ``--resume``."""
+    from zonal.experiments.config import parse_assignment
+    from zonal.experiments.errors import ExperimentError
+    from zonal.experiments.run import DEFAULT_RUNS_ROOT, create_run, open_run
+
+    try:
+        if args.resume is None:
+            overrides = dict(parse_assignment(text) for text in args.assignments)
+            if args.seed is not None:
+                overrides["seed"] = str(args.seed)
+            return create_run(
+                args.name,
+                full=args.full,
+                overrides=overrides,
+                runs_root=args.output_dir or DEFAULT_RUNS_ROOT,
+            )
+        options = {
+            "--full": args.full,
+            "--seed": args.seed is not None,
+            "--set": bool(args.assignments),
+            "--output-dir": args.output_dir is not None,
+        }
+        changed = [option for option, given in options.items() if given]
+        if changed:
+            raise CommandError(
+                f"--resume continues a run with its stored config; drop {', '.join(changed)}"
+            )
+        return open_run(args.resume, experiment=args.name)
+    except ExperimentError as error:
+        raise CommandError(str(error)) from error
+
+
+def _data_list(args: argparse.Namespace) -> int:
+    list_datasets = _datasets_function("list_datasets")
+    try:
+        entries = list_datasets()
+    except (LookupError, ValueError, OSError) as error:
+        raise CommandError(_error_text(error)) from error
+    rows = [(entry.name, entry.task, _format_shape(entry.shape), entry.source) for entry in entries]
+    _print_table(("NAME", "TASK", "SHAPE", "SOURCE"), rows)
+    return 0
+
+
+def _data_fetch(args: argparse.Namespace) -> int:
+    fetch = _datasets_function("fetch")
+    datasets = importlib.import_module("zonal.datasets")
+    data_errors = tuple(
+        getattr(datasets, name)
+        for name in ("DatasetUnavailableError", "CorruptArtifactError")
+        if hasattr(datasets, name)
+    )
+    try:
+        path = fetch(args.name)
+    except (LookupError, ValueError, OSError, *data_errors) as error:
+        raise CommandError(f"cannot fetch {args.name!r}: {_error_text(error)}") from error
+    print(path)
+    return 0
+
+
+def _datasets_function(name: str) -> Callable[..., Any]:
+    """``zonal.datasets.<name>``, imported now; a ``CommandError`` if it is not there."""
+    try:
+        datasets = importlib.import_module("zonal.datasets")
+    except ImportError as error:
+        raise CommandError(f"the datasets are not available: {error}") from error
+    function = getattr(datasets, name, None)
+    if function is None:
+        raise CommandError(f"zonal.datasets has no {name}(); the datasets are not available")
+    return function
+
+
+def _error_text(error: BaseException) -> str:
+    """The message of ``error``; a ``KeyError``'s without the quotes ``str`` adds."""
+    if isinstance(error, KeyError) and error.args:
+        return str(error.args[0])
+    return str(error)
+
+
+def _format_shape(shape: object) -> str:
+    if isinstance(shape, tuple | list):
+        return " x ".join(str(size) for size in shape)
+    return str(shape)
+
+
+def _print_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
+    """Print ``rows`` in left-aligned columns under ``header`` (the last column is not padded)."""
+    table = [tuple(header), *(tuple(str(cell) for cell in row) for row in rows)]
+    widths = [max(len(row[i]) for row in table) for i in range(len(header) - 1)]
+    for row in table:
+        cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
+        print("  ".join([*cells, row[-1]]).rstrip())
+
+
+def _exit_code(code: object) -> int:
+    """An exit code from what ``sys.exit`` or a ``main()`` returned: ``None`` is 0, text is 1."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)
+    return EXIT_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())

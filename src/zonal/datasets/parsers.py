@@ -1,0 +1,173 @@
+"""Parsers of the original file formats, bytes in, float64 tables out.
+
+Each parser reads the format as its authors wrote it (whitespace text, CSV, Excel, libsvm, IDX,
+ARFF) and raises ``ValueError`` naming the line or field it cannot read. None of them knows which
+dataset it reads: column roles are the loaders' business (``zonal.datasets.loaders``).
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+
+import numpy as np
+
+GZIP_MAGIC = b"\x1f\x8b"
+
+# IDX type codes (third byte of the magic number) -> big-endian numpy dtypes
+IDX_DTYPES = {
+    0x08: np.dtype(">u1"),
+    0x09: np.dtype(">i1"),
+    0x0B: np.dtype(">i2"),
+    0x0C: np.dtype(">i4"),
+    0x0D: np.dtype(">f4"),
+    0x0E: np.dtype(">f8"),
+}
+
+
+def maybe_gunzip(data: bytes) -> bytes:
+    """``data`` decompressed if it starts with the gzip magic, else unchanged."""
+    return gzip.decompress(data) if data[:2] == GZIP_MAGIC else data
+
+
+def _text_lines(data: bytes) -> list[str]:
+    return maybe_gunzip(data).decode("utf-8-sig").splitlines()
+
+
+def _float_rows(rows: list[list[str]], first_line: int) -> np.ndarray:
+    """Stack rows of numeric strings into a float64 table [N, C], checking every row's length."""
+    if not rows:
+        raise ValueError("the table has no data rows")
+    width = len(rows[0])
+    for number, row in enumerate(rows):
+        if len(row) != width:
+            raise ValueError(
+                f"row {first_line + number} has {len(row)} fields where the first has {width}"
+            )
+    try:
+        return np.array(rows, dtype=np.float64)
+    except ValueError as error:
+        raise ValueError(f"non-numeric field in the table: {error}") from error
+
+
+def parse_whitespace_table(data: bytes) -> np.ndarray:
+    """A table of numbers separated by blanks, one row a line; blank lines are skipped. [N, C]"""
+    rows = [line.split() for line in _text_lines(data) if line.strip()]
+    return _float_rows(rows, first_line=1)
+
+
+def parse_csv_table(data: bytes, header: bool) -> tuple[np.ndarray, list[str] | None]:
+    """A comma-separated numeric table [N, C] and its header's column names (None without one)."""
+    rows = [row for row in csv.reader(io.StringIO("\n".join(_text_lines(data)))) if row]
+    names = [name.strip() for name in rows.pop(0)] if header and rows else None
+    table = _float_rows([[field.strip() for field in row] for row in rows], 1 + int(header))
+    if names is not None and len(names) != table.shape[1]:
+        raise ValueError(f"the header has {len(names)} names for {table.shape[1]} columns")
+    return table, names
+
+
+def parse_excel_sheet(data: bytes, sheet: str | int = 0) -> tuple[np.ndarray, list[str]]:
+    """The numeric table [N, C] of one sheet of an Excel workbook and its header row's names.
+
+    Rows and columns that are entirely empty are dropped (some workbooks carry trailing ones).
+    Needs pandas and openpyxl (the ``data`` extra; ``.xls`` files also need xlrd).
+    """
+    try:
+        import pandas as pd
+    except ImportError as error:
+        raise ImportError(
+            "reading Excel files needs pandas and openpyxl: pip install 'zonal[data]'"
+        ) from error
+    frame = pd.read_excel(io.BytesIO(data), sheet_name=sheet, header=0)
+    frame = frame.dropna(axis=0, how="all").dropna(axis=1, how="all")
+    names = [str(name).strip() for name in frame.columns]
+    try:
+        table = frame.to_numpy(dtype=np.float64)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"sheet {sheet!r} holds non-numeric cells: {error}") from error
+    return table, names
+
+
+def parse_libsvm(data: bytes, num_features: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """libsvm / svmlight text: ``label index:value ...`` with 1-based indices, absent = 0.
+
+    Returns the dense features [N, num_features] (default: the largest index seen) and the labels
+    [N] as float64.
+    """
+    labels: list[float] = []
+    entries: list[dict[int, float]] = []
+    for number, line in enumerate(_text_lines(data), start=1):
+        fields = line.split("#", 1)[0].split()
+        if not fields:
+            continue
+        try:
+            labels.append(float(fields[0]))
+            row = {}
+            for field in fields[1:]:
+                index, value = field.split(":", 1)
+                row[int(index)] = float(value)
+        except ValueError as error:
+            raise ValueError(
+                f"line {number} is not libsvm 'label index:value ...': {line!r}"
+            ) from error
+        if any(index < 1 for index in row):
+            raise ValueError(f"line {number}: libsvm feature indices start at 1")
+        entries.append(row)
+    if not entries:
+        raise ValueError("the libsvm file has no data lines")
+    width = num_features or max((max(row, default=0) for row in entries), default=0)
+    features = np.zeros((len(entries), width))
+    for row_number, row in enumerate(entries):
+        for index, value in row.items():
+            if index > width:
+                raise ValueError(f"feature index {index} exceeds num_features={width}")
+            features[row_number, index - 1] = value
+    return features, np.asarray(labels)
+
+
+def parse_idx(data: bytes) -> np.ndarray:
+    """An IDX array (the MNIST file format; gzip allowed) in its native shape and dtype.
+
+    Header: two zero bytes, a type code, the number of dimensions, then each dimension as a
+    big-endian uint32; then the values, big-endian, in C order.
+    """
+    raw = maybe_gunzip(data)
+    if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] not in IDX_DTYPES:
+        raise ValueError(f"not an IDX file (magic bytes {raw[:4]!r})")
+    dtype, ndim = IDX_DTYPES[raw[2]], raw[3]
+    header_end = 4 + 4 * ndim
+    if len(raw) < header_end:
+        raise ValueError("truncated IDX header")
+    shape = tuple(int(size) for size in np.frombuffer(raw, dtype=">u4", count=ndim, offset=4))
+    expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    if len(raw) - header_end != expected:
+        raise ValueError(
+            f"IDX body holds {len(raw) - header_end} bytes; shape {shape} of {dtype} needs {expected}"
+        )
+    values = np.frombuffer(raw, dtype=dtype, offset=header_end).reshape(shape)
+    return values.astype(dtype.newbyteorder("="))
+
+
+def parse_arff(data: bytes) -> tuple[np.ndarray, list[str]]:
+    """A numeric ARFF file (Weka / OpenML): ``@attribute`` names, then ``@data`` CSV rows."""
+    names: list[str] = []
+    lines = _text_lines(data)
+    for number, line in enumerate(lines):
+        stripped = line.strip()
+        lowered = stripped.lower()
+        if lowered.startswith("@attribute"):
+            parts = stripped.split(None, 2)
+            if len(parts) < 3 or parts[2].strip().lower() not in ("numeric", "real", "integer"):
+                raise ValueError(f"ARFF line {number + 1}: only numeric attributes are supported")
+            names.append(parts[1].strip("'\""))
+        elif lowered.startswith("@data"):
+            body = [row for row in lines[number + 1 :] if row.strip() and not row.startswith("%")]
+            rows = [[field.strip() for field in row] for row in csv.reader(body)]
+            table = _float_rows(rows, first_line=number + 2)
+            if table.shape[1] != len(names):
+                raise ValueError(
+                    f"ARFF declares {len(names)} attributes, rows have {table.shape[1]}"
+                )
+            return table, names
+    raise ValueError("no @data section in the ARFF file")

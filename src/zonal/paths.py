@@ -1,0 +1,14 @@
+"""Where zonal keeps its user cache (fundamental systems, dataset artifacts)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def cache_root() -> Path:
+    """``$ZONAL_CACHE_DIR``, else ``$XDG_CACHE_HOME/zonal``, else ``~/.cache/zonal``."""
+    if os.environ.get("ZONAL_CACHE_DIR"):
+        return Path(os.environ["ZONAL_CACHE_DIR"])
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "zonal"
