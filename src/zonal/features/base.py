@@ -1,0 +1,87 @@
+"""The inducing-feature interface: Kuu and Kuf, defined once per (feature, kernel) pair.
+
+Inter-domain inducing variables follow the RKHS convention of DESIGN.md sec. 3 (seed 000 eq. 13,
+seed 002 eq. 16): u_m = <f, g_m>_H, so that Kuf[m, i] = g_m(x_i) by the reproducing property and
+Kuu[m, m'] = <g_m, g_m'>_H. A homogeneous kernel (``kernel.homogeneous``) is the 1-homogeneous
+extension f(x) = ||x|| g(x / ||x||) of a GP g on the sphere (seed 000 eq. 7), so its Kuf picks up
+the factor ||x||: Kuf[m, i] = ||x_i|| g_m(x_i / ||x_i||).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+import torch
+from gpytorch.kernels import Kernel, ScaleKernel
+from linear_operator.operators import DiagLinearOperator
+from torch import nn
+
+from zonal._validation import check_finite, check_unit_vectors
+
+
+class InducingFeatures(nn.Module, ABC):
+    """Base class: ``kuu(kernel)`` [*b, M, M] and ``kuf(kernel, x)`` [*b, M, N]."""
+
+    @property
+    @abstractmethod
+    def num_inducing(self) -> int:
+        """M, the number of inducing variables."""
+
+    @abstractmethod
+    def kuu(self, kernel: Kernel) -> torch.Tensor | DiagLinearOperator:
+        """Cov(u, u) [*b, M, M]: a ``DiagLinearOperator`` where it is diagonal, else dense."""
+
+    @abstractmethod
+    def kuf(self, kernel: Kernel, x: torch.Tensor) -> torch.Tensor:
+        """Cov(u, f(x)) [*b, M, N] for inputs x [*b, N, d]."""
+
+    def __len__(self) -> int:
+        return self.num_inducing
+
+
+def base_zonal_kernel(kernel: Kernel) -> tuple[Kernel, torch.Tensor | None]:
+    """(the zonal kernel inside, its ScaleKernel outputscale [*b] or None)."""
+    from zonal.kernels import ZonalKernel
+
+    outputscale = None
+    if isinstance(kernel, ScaleKernel):
+        outputscale = kernel.outputscale
+        kernel = kernel.base_kernel
+    if not isinstance(kernel, ZonalKernel):
+        raise ValueError(
+            f"this inducing feature needs a zonal kernel (zonal.kernels.ZonalKernel, optionally in "
+            f"a ScaleKernel), got {type(kernel).__name__}"
+        )
+    return kernel, outputscale
+
+
+def kernel_eigenvalues(kernel: Kernel, max_degree: int) -> torch.Tensor:
+    """lambda_0..lambda_L of a zonal kernel, times the outputscale of a ScaleKernel: [*b, L + 1]."""
+    zonal, outputscale = base_zonal_kernel(kernel)
+    eigenvalues = zonal.eigenvalues(max_degree)  # [*b, L + 1]
+    if outputscale is not None:
+        eigenvalues = eigenvalues * outputscale.unsqueeze(-1)
+    return eigenvalues
+
+
+def unit_and_radius(kernel: Kernel, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Split inputs [*b, N, d] into unit vectors and radii [*b, N] (None if not homogeneous)."""
+    zonal, _ = base_zonal_kernel(kernel)
+    if getattr(zonal, "homogeneous", False):
+        if x.shape[-1] != zonal.ambient_dim:
+            raise ValueError(
+                f"inputs must have last dimension ambient_dim={zonal.ambient_dim}, "
+                f"got shape {tuple(x.shape)}"
+            )
+        check_finite(x, "x")
+        radius = x.norm(dim=-1)  # [*b, N]
+        if (radius == 0).any():
+            raise ValueError("a homogeneous kernel needs non-zero input vectors")
+        return x / radius.unsqueeze(-1), radius
+    check_unit_vectors(x, zonal.ambient_dim)
+    return x, None
+
+
+def scale_by_radius(kuf: torch.Tensor, radius: torch.Tensor | None) -> torch.Tensor:
+    """Kuf [*b, M, N] times ||x_i|| per column (the homogeneous extension)."""
+    return kuf if radius is None else kuf * radius.unsqueeze(-2)

@@ -1,0 +1,45 @@
+"""Zonal kernels on S^{d-1} as GPyTorch kernels: shape functions, exact spectra, Mercer sums.
+
+Every kernel here is a ``ZonalKernel``: k(x, x') = s(x . x') for unit vectors x, x' in R^d, with the
+eigenvalue sequence ``eigenvalues(max_degree)`` of its Mercer / addition-theorem expansion
+k = sum_n lambda_n Z_n(x . x') (seed 000 eq. 10).
+"""
+
+from zonal.kernels.arccos import ArcCosineKernel, arccos_kernel_eigenvalues, arccos_shape
+from zonal.kernels.base import ZonalKernel
+from zonal.kernels.chordal import ChordalMaternKernel, ChordalRBFKernel, chordal_distance
+from zonal.kernels.deep import (
+    DeepArcCosineKernel,
+    ReLUNTKernel,
+    deep_arccos_shape,
+    relu_ntk_shape,
+)
+from zonal.kernels.intrinsic import (
+    IntrinsicHeatKernel,
+    IntrinsicMaternKernel,
+    laplace_beltrami_eigenvalues,
+)
+from zonal.kernels.mercer import gegenbauer_series, mercer_sum
+from zonal.kernels.polynomial_decay import PolynomialDecayKernel
+from zonal.kernels.spectral import SpectralZonalKernel
+
+__all__ = [
+    "ArcCosineKernel",
+    "ChordalMaternKernel",
+    "ChordalRBFKernel",
+    "DeepArcCosineKernel",
+    "IntrinsicHeatKernel",
+    "IntrinsicMaternKernel",
+    "PolynomialDecayKernel",
+    "ReLUNTKernel",
+    "SpectralZonalKernel",
+    "ZonalKernel",
+    "arccos_kernel_eigenvalues",
+    "arccos_shape",
+    "chordal_distance",
+    "deep_arccos_shape",
+    "gegenbauer_series",
+    "laplace_beltrami_eigenvalues",
+    "mercer_sum",
+    "relu_ntk_shape",
+]

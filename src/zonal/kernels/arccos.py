@@ -1,0 +1,160 @@
+"""Arc-cosine kernels of orders 0, 1, 2 (Cho and Saul 2009; seed 000 eq. 7, appendix C).
+
+Cho and Saul: for w ~ N(0, I_d) and the activation relu^m (the step function for m = 0),
+
+    2 E_w[relu(w . x)^m relu(w . x')^m] = (1 / pi) ||x||^m ||x'||^m J_m(theta),
+    J_0 = pi - theta,  J_1 = sin theta + (pi - theta) cos theta,
+    J_2 = 3 sin theta cos theta + (pi - theta) (1 + 2 cos^2 theta),
+
+with theta the angle between x and x'. zonal uses the shape normalised to s_m(1) = 1:
+
+    s_m(t) = J_m(arccos t) / J_m(0),  J_m(0) = pi, pi, 3 pi.
+
+Eigenvalues (exact): write w = r u with u uniform on S^{d-1} and E[r^{2m}] = 1, d, d (d + 2), and
+expand the activation by Funk-Hecke, a_m(u . x) = sum_n c_n Z_n(u . x). The reproducing property
+E_u[Z_n(u . x) Z_k(u . x')] = delta_nk Z_n(x . x') leaves
+
+    lambda_n = 2 E[r^{2m}] c_n^2 / (J_m(0) / pi) = 2 c_n^2,  2 d c_n^2,  2 d (d + 2) c_n^2 / 3.
+
+For m = 1 the c_n are the closed-form ReLU coefficients of seed 000 eqs. C.19-C.20
+(``zonal.harmonics.arccos_eigenvalues``); for m = 0, 2 they come from Funk-Hecke quadrature split at
+the kink t = 0, which is exact for these piecewise polynomials.
+
+Numerics: dJ_1/dt = J_0, dJ_2/dt = 4 J_1 and dJ_0/dt = 1 / sqrt(1 - t^2) are used as the backward
+pass, so gradients are finite and exact for orders 1 and 2 at t = +-1 (where the naive autograd of
+sqrt(1 - t^2) and arccos(t) gives inf - inf = NaN). Order 0 has an infinite slope at t = +-1
+(the kernel is not differentiable at coincident or antipodal points); its derivative there is taken
+as 0, a supergradient of the cone theta -> -|theta|.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from zonal.harmonics import arccos_eigenvalues, funk_hecke
+from zonal.kernels.base import ZonalKernel
+
+SUPPORTED_ORDERS = (0, 1, 2)
+_J_AT_ZERO = (math.pi, math.pi, 3 * math.pi)
+
+
+def check_order(order: object) -> int:
+    """Return ``order`` if it is a supported arc-cosine order (0, 1 or 2), else raise."""
+    if isinstance(order, bool) or not isinstance(order, int) or order not in SUPPORTED_ORDERS:
+        raise ValueError(f"arc-cosine order must be one of {SUPPORTED_ORDERS}, got {order!r}")
+    return order
+
+
+def _one_minus_t_squared(t: torch.Tensor) -> torch.Tensor:
+    return ((1 - t) * (1 + t)).clamp_min(0)  # (1 - t)(1 + t) keeps precision near t = +-1
+
+
+def _shape_forward(t: torch.Tensor, order: int) -> torch.Tensor:
+    """s_order(t) for t in [-1, 1] (no autograd; in place on two fresh buffers)."""
+    sine = torch.sub(1, t)  # 1 - t
+    remaining = torch.add(t, 1)  # 1 + t
+    sine.mul_(remaining).clamp_min_(0).sqrt_()  # sin theta = sqrt((1 - t)(1 + t))
+    torch.arccos(t, out=remaining).neg_().add_(math.pi)  # pi - theta
+    if order == 0:
+        return remaining.div_(math.pi)
+    if order == 1:
+        return sine.addcmul_(t, remaining).div_(math.pi)
+    sine.mul_(t).mul_(3)  # 3 t sin theta
+    return sine.addcmul_(remaining, torch.mul(t, t).mul_(2).add_(1)).div_(3 * math.pi)
+
+
+def _order_zero_slope(t: torch.Tensor) -> torch.Tensor:
+    """ds_0/dt = 1 / (pi sqrt(1 - t^2)) inside (-1, 1); 0 at t = +-1 (see module docstring)."""
+    inside = t.abs() < 1
+    safe = torch.where(inside, _one_minus_t_squared(t), torch.ones_like(t))
+    return torch.where(inside, safe.rsqrt() / math.pi, torch.zeros_like(t))
+
+
+class _ArcCosShape(torch.autograd.Function):
+    """s_m(t) with the backward pass ds_1/dt = s_0, ds_2/dt = (4/3) s_1 (J_m' identities)."""
+
+    @staticmethod
+    def forward(ctx, t: torch.Tensor, order: int) -> torch.Tensor:
+        low, high = torch.aminmax(t) if t.numel() else (t.new_zeros(()), t.new_zeros(()))
+        if low < -1 or high > 1:  # rounding: evaluate (and differentiate) at the clamped value
+            t = t.clamp(-1, 1)
+        ctx.save_for_backward(t)
+        ctx.order = order
+        return _shape_forward(t, order)
+
+    @staticmethod
+    def backward(ctx, grad_output: torch.Tensor):
+        (t,) = ctx.saved_tensors
+        if ctx.order == 0:
+            slope = _order_zero_slope(t)
+        elif ctx.order == 1:
+            slope = _ArcCosShape.apply(t, 0)
+        else:
+            slope = _ArcCosShape.apply(t, 1) * (4.0 / 3.0)
+        return grad_output * slope, None
+
+
+def arccos_shape(t: torch.Tensor, order: int = 1) -> torch.Tensor:
+    """Normalised arc-cosine shape s_m(t) = J_m(arccos t) / J_m(0), t clamped to [-1, 1].
+
+    s_0 = 1 - theta / pi;  s_1 = (sqrt(1 - t^2) + t (pi - arccos t)) / pi (seed 000 eq. 7);
+    s_2 = (3 t sqrt(1 - t^2) + (pi - arccos t)(1 + 2 t^2)) / (3 pi). Gradients are finite at t = +-1;
+    a t outside [-1, 1] (rounding) is evaluated and differentiated at the clamped value.
+    """
+    order = check_order(order)
+    return _ArcCosShape.apply(t, order)
+
+
+def _activation(order: int):
+    if order == 0:
+        return lambda t: (t > 0).to(t.dtype)
+    return lambda t: torch.relu(t) ** order
+
+
+def arccos_kernel_eigenvalues(
+    ambient_dim: int, max_degree: int, order: int = 1, dtype: torch.dtype = torch.float64
+) -> torch.Tensor:
+    """Eigenvalues lambda_0..lambda_L [L + 1] of s_order on S^{d-1} (see the module docstring)."""
+    order = check_order(order)
+    if order == 1:
+        return arccos_eigenvalues(ambient_dim, max_degree, dtype=dtype)
+    coefficients = funk_hecke(
+        _activation(order),
+        ambient_dim,
+        max_degree,
+        kinks=(0.0,),
+        num_nodes=max(max_degree + 8, 64),
+        dtype=dtype,
+    )  # [L + 1], exact: piecewise polynomial of degree <= order
+    radial_moment = 1.0 if order == 0 else ambient_dim * (ambient_dim + 2)
+    return 2 * radial_moment * coefficients**2 / (_J_AT_ZERO[order] / math.pi)
+
+
+class ArcCosineKernel(ZonalKernel):
+    """Arc-cosine kernel of order 0, 1 or 2: k(x, x') = s_order(x . x') (normalised, s(1) = 1).
+
+    With ``homogeneous=True`` it takes raw vectors and returns ||x|| ||x'|| s_order(cos theta);
+    for order 1 that is exactly Cho and Saul's kernel (1/pi) ||x|| ||x'|| J_1(theta) (seed 000
+    eq. 7). (For orders 0 and 2 Cho and Saul's kernel is m-homogeneous, ||x||^m ||x'||^m; zonal keeps
+    the 1-homogeneous extension that the sphere embedding undoes.) Scale with
+    ``gpytorch.kernels.ScaleKernel``. Eigenvalues are exact (module docstring).
+    """
+
+    def __init__(self, ambient_dim: int, order: int = 1, **kwargs: Any) -> None:
+        self.order = check_order(order)
+        super().__init__(ambient_dim, **kwargs)
+
+    def shape(self, t: torch.Tensor) -> torch.Tensor:
+        return arccos_shape(t, self.order)
+
+    def spectrum_settings(self) -> tuple:
+        return (*super().spectrum_settings(), self.order)
+
+    def _compute_eigenvalues(self, max_degree: int) -> torch.Tensor:
+        values = arccos_kernel_eigenvalues(
+            self.ambient_dim, max_degree, self.order, dtype=self._hyper_dtype()
+        )  # [L + 1]
+        return values.expand(*self.batch_shape, max_degree + 1)

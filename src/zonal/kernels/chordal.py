@@ -1,0 +1,98 @@
+"""Euclidean Matérn and squared-exponential kernels restricted to S^{d-1} (seed 000 sec. 4.2, 5.3).
+
+On the sphere the chordal distance is a function of the cosine, ||x - x'||^2 = 2 (1 - x . x'), so a
+stationary kernel of R^d restricted to S^{d-1} is zonal with shape s(t) = m(r), r = sqrt(2 (1 - t)):
+
+    nu = 1/2:  m(r) = exp(-r / rho)
+    nu = 3/2:  m(r) = (1 + sqrt(3) r / rho) exp(-sqrt(3) r / rho)
+    nu = 5/2:  m(r) = (1 + sqrt(5) r / rho + 5 r^2 / (3 rho^2)) exp(-sqrt(5) r / rho)
+    SE:        m(r) = exp(-r^2 / (2 rho^2)) = exp(-(1 - t) / rho^2)
+
+with rho the GPyTorch ``lengthscale``. (Seed 000 sec. 5.3 prints the Matérn-5/2 shape with t in
+place of r; with t it would not even be maximal at t = 1. The chordal distance is what is meant.)
+Positive definite on the sphere because they are on R^d. Eigenvalues by Funk-Hecke quadrature.
+
+Numerics: r = sqrt(2 (1 - t)) has an infinite slope at t = 1; it is computed with a masked square root
+so that gradients stay finite (the t-derivative at exactly t = 1 is taken as 0; for nu = 3/2, 5/2
+the true one-sided value is finite, but every tangential derivative at coincident points is 0).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from zonal.kernels.base import ZonalKernel
+
+SUPPORTED_NU = (0.5, 1.5, 2.5)
+
+
+def chordal_distance(t: torch.Tensor) -> torch.Tensor:
+    """r = sqrt(2 (1 - t)) = ||x - x'|| for unit vectors, with a finite gradient at t = 1."""
+    gap = (1 - t).clamp_min(0)  # 1 - t in [0, 2]
+    positive = gap > 0
+    safe = torch.where(positive, gap, torch.ones_like(gap))
+    return torch.where(positive, (2 * safe).sqrt(), torch.zeros_like(gap))
+
+
+def _check_nu(nu: object) -> float:
+    if isinstance(nu, bool) or not isinstance(nu, int | float) or float(nu) not in SUPPORTED_NU:
+        raise ValueError(f"chordal Matérn needs nu in {SUPPORTED_NU}, got {nu!r}")
+    return float(nu)
+
+
+class ChordalMaternKernel(ZonalKernel):
+    """Matérn-nu (nu = 1/2, 3/2, 5/2) of R^d restricted to S^{d-1}: s(t) = m_nu(sqrt(2 (1 - t))).
+
+    k(x, x) = 1; scale with ``gpytorch.kernels.ScaleKernel``. ``lengthscale`` is rho.
+    """
+
+    has_lengthscale = True
+
+    def __init__(self, ambient_dim: int, nu: float = 2.5, **kwargs: Any) -> None:
+        self.nu = _check_nu(nu)
+        super().__init__(ambient_dim, **kwargs)
+
+    def shape(self, t: torch.Tensor) -> torch.Tensor:
+        rate = math.sqrt(2 * self.nu) / self.lengthscale  # [*batch_shape, 1, 1]
+        if not torch.is_grad_enabled():
+            return self._shape_no_grad(t, rate)
+        scaled = chordal_distance(t) * rate  # sqrt(2 nu) r / rho: [..., N, M]
+        decay = torch.exp(-scaled)
+        if self.nu == 0.5:
+            return decay
+        if self.nu == 1.5:
+            return (1 + scaled) * decay
+        return (1 + scaled + scaled**2 / 3) * decay
+
+    def _shape_no_grad(self, t: torch.Tensor, rate: torch.Tensor) -> torch.Tensor:
+        """The same formula without autograd, in place on fresh buffers (about 3x faster)."""
+        scaled = torch.sub(1, t).clamp_min_(0).mul_(2).sqrt_()  # r = sqrt(2 (1 - t))
+        if torch.broadcast_shapes(scaled.shape, rate.shape) == scaled.shape:
+            scaled.mul_(rate)
+        else:
+            scaled = scaled * rate
+        decay = torch.neg(scaled).exp_()
+        if self.nu == 0.5:
+            return decay
+        if self.nu == 1.5:
+            return scaled.add_(1).mul_(decay)
+        return torch.mul(scaled, scaled).div_(3).add_(scaled).add_(1).mul_(decay)
+
+    def spectrum_settings(self) -> tuple:
+        return (*super().spectrum_settings(), self.nu)
+
+
+class ChordalRBFKernel(ZonalKernel):
+    """Squared exponential of R^d restricted to S^{d-1}: s(t) = exp(-(1 - t) / rho^2).
+
+    Its eigenvalues have the closed form exp(-1/rho^2) Gamma(d/2) (2 rho^2)^alpha I_{n+alpha}(1/rho^2)
+    (modified Bessel I; used as the test oracle), computed here by Funk-Hecke quadrature.
+    """
+
+    has_lengthscale = True
+
+    def shape(self, t: torch.Tensor) -> torch.Tensor:
+        return torch.exp(-(1 - t.clamp(-1, 1)) / self.lengthscale**2)

@@ -1,0 +1,263 @@
+"""Activated deep GPs: every layer is a sphere embedding + activated features + an arc-cosine
+kernel, so the posterior mean is exactly a neural network (seed 000 sec. 3.2, 4.3; seed 001 ch. 4).
+
+``to_torch_module()`` returns that network (``zonal.nn.ActivatedNetwork``);
+``from_torch_module(net)`` sets the inducing directions W and the variational means so that the
+DGP's posterior mean equals ``net``: with B = V (the network's output weights),
+m = L^T V (whitened, L L^T = Kuu) or m = Kuu V (unwhitened). The rest (variational covariances,
+kernel variances, likelihood) is then trained by the ELBO: ``two_stage_fit``.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+
+import torch
+from gpytorch.kernels import ScaleKernel
+from gpytorch.likelihoods import Likelihood
+
+from zonal.features import ActivatedFeatures
+from zonal.kernels import ArcCosineKernel
+from zonal.linalg import cholesky
+from zonal.models.dgp import DGP, DGPLayer, fit_dgp
+from zonal.nn import ActivatedLayer, ActivatedNetwork
+
+
+class ActivatedDGP(DGP):
+    """An L-layer activated DGP with widths ``input_dim -> hidden_dims... -> output_dim``.
+
+    Args:
+        input_dim: D.
+        hidden_dims: output widths of the hidden layers (seed 000 uses 5), empty for one layer.
+        likelihood: e.g. ``GaussianLikelihood()``, ``BernoulliLikelihood()``,
+            ``SoftmaxLikelihood(num_features=C, num_classes=C)``.
+        output_dim: outputs of the last layer (1 is squeezed: a single GP output).
+        num_inducing: M per layer (the hidden width of the equivalent network).
+        activation: ``"relu"`` or ``"softplus"`` (seed 001 recommends Softplus).
+        truncation_level: N-tilde (seed 000 uses 10; seed 001 uses 20).
+        mean: ``"zero"`` or ``"constant"`` (a bias in the network).
+        kernel_variance: initial arc-cosine variance (a ``ScaleKernel`` outputscale).
+        bias: the constant appended to each layer's input.
+    """
+
+    def __init__(
+        self,
+        input_dim: int,
+        hidden_dims: list[int] | tuple[int, ...],
+        likelihood: Likelihood,
+        *,
+        output_dim: int = 1,
+        num_inducing: int = 100,
+        activation: str = "softplus",
+        truncation_level: int = 10,
+        mean: str = "zero",
+        kernel_variance: float = 1.0,
+        bias: float = 1.0,
+        seed: int = 0,
+    ) -> None:
+        if mean not in ("zero", "constant"):
+            raise ValueError(f"an activated DGP supports mean 'zero' or 'constant', got {mean!r}")
+        widths = [input_dim, *hidden_dims, output_dim]
+        layers = []
+        for index, (width_in, width_out) in enumerate(itertools.pairwise(widths)):
+            last = index == len(widths) - 2
+            kernel = ScaleKernel(ArcCosineKernel(width_in + 1, homogeneous=True)).to(torch.float64)
+            kernel.outputscale = kernel_variance
+            features = ActivatedFeatures(
+                width_in + 1,
+                num_inducing,
+                activation=activation,
+                truncation_level=truncation_level,
+                seed=seed + index,
+            )
+            output_dims = None if last and width_out == 1 else width_out
+            layers.append(DGPLayer(kernel, features, width_in, output_dims, mean=mean, bias=bias))
+        super().__init__(layers, likelihood)
+        self.widths = widths
+        self.activation = activation
+        self.mean_kind = mean
+
+    # ------------------------------------------------------------------ network <-> DGP
+    def _layer_coefficients(self, layer: DGPLayer) -> torch.Tensor:
+        """sigma_n restricted to the levels the layer's kernel keeps: [N~ + 1]."""
+        features = layer.features
+        _, kept = features._kernel_terms(layer.covar_module)
+        return torch.where(kept, features.coefficients, 0.0).detach()
+
+    def _output_weights(self, layer: DGPLayer) -> torch.Tensor:
+        """B [M, P] with mean = Kfu B: L^{-T} m (whitened) or Kuu^{-1} m."""
+        strategy = layer.variational_strategy
+        inducing_mean = strategy.variational_distribution.mean.detach()  # [P, M] or [M]
+        inducing_mean = inducing_mean if inducing_mean.dim() > 1 else inducing_mean.unsqueeze(0)
+        kuu = layer.features.kuu(layer.covar_module).detach()
+        factor = cholesky(kuu, name="Kuu")
+        if strategy.whiten:
+            return torch.linalg.solve_triangular(factor.mT, inducing_mean.mT, upper=True)
+        return torch.cholesky_solve(inducing_mean.mT, factor)
+
+    def to_torch_module(self) -> ActivatedNetwork:
+        """The network whose forward pass equals ``posterior_mean`` (seed 000 eq. 4)."""
+        network_layers = []
+        for layer in self.layers:
+            features = layer.features
+            width_in = layer.input_dims
+            width_out = layer.output_dims or 1
+            net_layer = ActivatedLayer(
+                width_in,
+                features.num_inducing,
+                width_out,
+                self._layer_coefficients(layer),
+                bias=float(layer.embedding.bias),
+                output_bias=self.mean_kind == "constant",
+            )
+            with torch.no_grad():
+                net_layer.raw_weights.copy_(features.weights)
+                net_layer.output_weights.copy_(self._output_weights(layer))
+                if net_layer.output_bias is not None:
+                    net_layer.output_bias.copy_(layer.mean_module.constant.detach().reshape(-1))
+            network_layers.append(net_layer)
+        return ActivatedNetwork(*network_layers)
+
+    def network_like(self, seed: int = 0) -> ActivatedNetwork:
+        """A freshly initialised network of the matching architecture (for stage-1 training)."""
+        network = self.to_torch_module()
+        generator = torch.Generator().manual_seed(seed)
+        fresh = []
+        for layer in network:
+            fresh.append(
+                ActivatedLayer(
+                    layer.input_dim,
+                    layer.hidden_width,
+                    layer.output_dim,
+                    layer.coefficients,
+                    bias=float(layer.bias),
+                    output_bias=layer.output_bias is not None,
+                    generator=generator,
+                )
+            )
+        return ActivatedNetwork(*fresh)
+
+    @torch.no_grad()
+    def from_torch_module(self, network: ActivatedNetwork) -> ActivatedDGP:
+        """Set inducing directions and variational means so that the posterior mean is ``network``.
+
+        The network must match layer by layer (input width, hidden width M, output width,
+        truncated activation coefficients, bias); a mismatch raises a ``ValueError`` naming
+        the layer and the shapes.
+        """
+        layers = list(network)
+        if len(layers) != len(self.layers):
+            raise ValueError(f"the network has {len(layers)} layers, the DGP {len(self.layers)}")
+        for index, (net_layer, layer) in enumerate(zip(layers, self.layers, strict=True)):
+            expected = (layer.input_dims, layer.features.num_inducing, layer.output_dims or 1)
+            found = (net_layer.input_dim, net_layer.hidden_width, net_layer.output_dim)
+            if expected != found:
+                raise ValueError(
+                    f"layer {index}: the DGP has (input, hidden, output) = {expected}, "
+                    f"the network {found}"
+                )
+            coefficients = self._layer_coefficients(layer)
+            if net_layer.coefficients.shape != coefficients.shape or not torch.allclose(
+                net_layer.coefficients, coefficients
+            ):
+                raise ValueError(
+                    f"layer {index}: the network's activation coefficients differ from the DGP's "
+                    f"({tuple(net_layer.coefficients.shape)} vs {tuple(coefficients.shape)})"
+                )
+            if float(net_layer.bias) != float(layer.embedding.bias):
+                raise ValueError(
+                    f"layer {index}: bias {float(net_layer.bias)} vs {float(layer.embedding.bias)}"
+                )
+            layer.features.raw_weights.copy_(net_layer.weights)
+            kuu = layer.features.kuu(layer.covar_module).detach()
+            factor = cholesky(kuu, name=f"Kuu of layer {index}")
+            weights = net_layer.output_weights.detach()  # [M, P] = B
+            strategy = layer.variational_strategy
+            inducing_mean = factor.mT @ weights if strategy.whiten else kuu @ weights  # [M, P]
+            distribution = strategy._variational_distribution
+            target = distribution.variational_mean
+            target.copy_(inducing_mean.mT.reshape(target.shape))
+            if net_layer.output_bias is not None:
+                layer.mean_module.constant.copy_(
+                    net_layer.output_bias.reshape(layer.mean_module.constant.shape)
+                )
+            strategy.variational_params_initialized.fill_(1)
+        return self
+
+    def set_variational_scale(self, scale: float) -> None:
+        """Set every layer's q covariance to scale^2 I (whitened: relative to the prior)."""
+        with torch.no_grad():
+            for layer in self.layers:
+                distribution = layer.variational_strategy._variational_distribution
+                eye = torch.eye(distribution.chol_variational_covar.shape[-1], dtype=torch.float64)
+                distribution.chol_variational_covar.copy_(
+                    scale * eye.expand_as(distribution.chol_variational_covar)
+                )
+
+
+LOSSES: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
+    "mse": lambda output, target: torch.nn.functional.mse_loss(output, target),
+    "bce": lambda output, target: torch.nn.functional.binary_cross_entropy_with_logits(
+        output, target
+    ),
+    "ce": lambda output, target: torch.nn.functional.cross_entropy(output, target.long()),
+}
+
+
+def train_network(
+    network: torch.nn.Module,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    *,
+    loss: str = "mse",
+    num_steps: int = 1000,
+    batch_size: int = 1024,
+    lr: float = 0.01,
+    seed: int = 0,
+) -> list[float]:
+    """Stage 1: fit the network by MSE, binary or categorical cross-entropy with Adam."""
+    if loss not in LOSSES:
+        raise ValueError(f"unknown loss {loss!r}; use one of {sorted(LOSSES)}")
+    objective = LOSSES[loss]
+    optimiser = torch.optim.Adam(network.parameters(), lr=lr)
+    generator = torch.Generator().manual_seed(seed)
+    losses = []
+    for _ in range(num_steps):
+        index = torch.randperm(len(x), generator=generator)[:batch_size]
+        optimiser.zero_grad()
+        value = objective(network(x[index]), y[index])
+        value.backward()
+        optimiser.step()
+        losses.append(float(value.detach()))
+    return losses
+
+
+def two_stage_fit(
+    model: ActivatedDGP,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    *,
+    loss: str = "mse",
+    network_steps: int = 1000,
+    elbo_steps: int = 1000,
+    batch_size: int = 1024,
+    lr: float = 0.01,
+    initial_scale: float = 1e-2,
+    seed: int = 0,
+) -> dict[str, list[float]]:
+    """Seed 000 sec. 5 / seed 001 ch. 4: train the mean as a network, copy it into the DGP, then
+    optimise everything (variational covariances, kernel variances, likelihood) by the ELBO."""
+    network = model.network_like(seed)
+    network_losses = train_network(
+        network, x, y, loss=loss, num_steps=network_steps, batch_size=batch_size, lr=lr, seed=seed
+    )
+    model.from_torch_module(network)
+    model.set_variational_scale(initial_scale)
+    elbo_losses = fit_dgp(
+        model, x, y, num_steps=elbo_steps, batch_size=batch_size, lr=lr, seed=seed
+    )
+    return {"network": network_losses, "elbo": elbo_losses}
+
+
+__all__ = ["ActivatedDGP", "train_network", "two_stage_fit"]

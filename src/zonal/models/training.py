@@ -1,0 +1,99 @@
+"""Minibatch ELBO training for ``SVGP`` with label checks done before any computation."""
+
+from __future__ import annotations
+
+import math
+
+import gpytorch
+import torch
+from gpytorch.likelihoods import (
+    BernoulliLikelihood,
+    GaussianLikelihood,
+    Likelihood,
+    MultitaskGaussianLikelihood,
+    SoftmaxLikelihood,
+)
+
+from zonal._validation import check_finite
+
+
+def check_targets(likelihood: Likelihood, y: torch.Tensor, num_points: int) -> torch.Tensor:
+    """Validate targets for ``likelihood`` and return them in the dtype it needs.
+
+    Gaussian: real values [N] (or [N, P] for a multitask likelihood); Bernoulli: labels in {0, 1};
+    softmax / categorical: integer class labels in [0, num_classes). NaN or infinite values are
+    reported with the first bad row.
+    """
+    if not isinstance(y, torch.Tensor):
+        y = torch.as_tensor(y)
+    if y.shape[0] != num_points:
+        raise ValueError(f"the inputs have {num_points} rows but the targets have {y.shape[0]}")
+    check_finite(y.reshape(num_points, -1).double(), "targets")
+    if isinstance(likelihood, MultitaskGaussianLikelihood):
+        if y.dim() != 2 or y.shape[1] != likelihood.num_tasks:
+            raise ValueError(
+                f"a multitask Gaussian likelihood with {likelihood.num_tasks} tasks needs targets "
+                f"[N, {likelihood.num_tasks}], got {tuple(y.shape)}"
+            )
+        return y.to(torch.float64)
+    if isinstance(likelihood, GaussianLikelihood):
+        if y.dim() != 1:
+            raise ValueError(f"a Gaussian likelihood needs targets [N], got {tuple(y.shape)}")
+        return y.to(torch.float64)
+    if isinstance(likelihood, BernoulliLikelihood):
+        if y.dim() != 1 or not torch.isin(y, torch.tensor([0, 1], dtype=y.dtype)).all():
+            raise ValueError("a Bernoulli likelihood needs labels [N] with values in {0, 1}")
+        return y.to(torch.float64)
+    if isinstance(likelihood, SoftmaxLikelihood):
+        num_classes = likelihood.num_classes
+        if y.dim() != 1 or (y.is_floating_point() and not (y == y.round()).all()):
+            raise ValueError("a softmax likelihood needs integer class labels [N]")
+        if (y < 0).any() or (y >= num_classes).any():
+            raise ValueError(
+                f"class labels must lie in [0, {num_classes}), got {int(y.min())}..{int(y.max())}"
+            )
+        return y.long()
+    return y
+
+
+def fit_svgp(
+    model,
+    likelihood: Likelihood,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    *,
+    num_steps: int = 1000,
+    batch_size: int = 1024,
+    lr: float = 0.01,
+    seed: int = 0,
+    callback=None,
+) -> list[float]:
+    """Adam on the minibatch ELBO (``gpytorch.mlls.VariationalELBO``); returns the loss per step.
+
+    ``callback(step, loss)`` is called after every step (for traces and checkpoints).
+    """
+    x = torch.as_tensor(x, dtype=torch.float64)
+    model.lift(x)  # shape and NaN checks on the inputs before anything else
+    y = check_targets(likelihood, y, len(x))
+    objective = gpytorch.mlls.VariationalELBO(likelihood, model, num_data=len(x))
+    parameters = [*model.parameters(), *likelihood.parameters()]
+    optimiser = torch.optim.Adam(parameters, lr=lr)
+    generator = torch.Generator().manual_seed(seed)
+    model.train()
+    likelihood.train()
+    losses = []
+    batches_per_epoch = max(1, math.ceil(len(x) / batch_size))
+    order = torch.randperm(len(x), generator=generator)
+    for step in range(num_steps):
+        position = step % batches_per_epoch
+        if position == 0 and step > 0:
+            order = torch.randperm(len(x), generator=generator)
+        index = order[position * batch_size : (position + 1) * batch_size]
+        optimiser.zero_grad()
+        loss = -objective(model(x[index]), y[index])
+        loss.backward()
+        optimiser.step()
+        losses.append(float(loss.detach()))
+        if callback is not None:
+            callback(step, losses[-1])
+    return losses

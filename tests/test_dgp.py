@@ -1,0 +1,188 @@
+"""Deep GPs: the activated DGP's posterior mean is a network, one layer is an SVGP, the ELBO bounds
+the marginal likelihood, and predictions are the Monte Carlo mixture."""
+
+import math
+
+import gpytorch
+import pytest
+import torch
+from torch.distributions import MultivariateNormal
+
+from zonal.features import SphericalHarmonicFeatures
+from zonal.kernels import ArcCosineKernel
+from zonal.models import SVGP
+from zonal.models.activated_dgp import ActivatedDGP, two_stage_fit
+from zonal.models.dgp import DGP, DGPLayer
+
+
+def data(num_points=50, input_dim=2, seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    x = torch.randn(num_points, input_dim, dtype=torch.float64, generator=generator)
+    return x, torch.sin(2 * x[:, 0]) * x[:, -1]
+
+
+def randomise_means(model, seed=1):
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for layer in model.layers:
+            distribution = layer.variational_strategy._variational_distribution
+            distribution.variational_mean.copy_(
+                torch.randn(
+                    distribution.variational_mean.shape, generator=generator, dtype=torch.float64
+                )
+            )
+            layer.variational_strategy.variational_params_initialized.fill_(1)
+
+
+@pytest.mark.parametrize("hidden_dims", [[], [3], [4, 2], [3, 3, 2]])
+@pytest.mark.parametrize("activation", ["relu", "softplus"])
+def test_network_equals_posterior_mean_both_ways(hidden_dims, activation):
+    x, _ = data(30)
+    likelihood = gpytorch.likelihoods.GaussianLikelihood().double()
+    model = ActivatedDGP(
+        2, hidden_dims, likelihood, num_inducing=9, activation=activation, mean="constant"
+    )
+    randomise_means(model)
+    network = model.to_torch_module()
+    assert isinstance(network, torch.nn.Module)
+    assert (network(x) - model.posterior_mean(x)).abs().max() < 1e-10
+    trained_elsewhere = model.network_like(seed=7)
+    model.from_torch_module(trained_elsewhere)
+    assert (trained_elsewhere(x) - model.posterior_mean(x)).abs().max() < 1e-10
+
+
+def test_posterior_mean_of_one_layer_is_the_predictive_mean():
+    x, _ = data(20)
+    model = ActivatedDGP(2, [], gpytorch.likelihoods.GaussianLikelihood().double(), num_inducing=6)
+    randomise_means(model)
+    model.eval()
+    with torch.no_grad(), gpytorch.settings.num_likelihood_samples(3):
+        predictive = model(x).mean  # [S, N], identical samples for deterministic inputs
+    assert (predictive - model.posterior_mean(x)).abs().max() < 1e-12
+
+
+def test_one_layer_dgp_equals_the_svgp():
+    x, y = data(40)
+    kernel = ArcCosineKernel(3, homogeneous=True)
+    features = SphericalHarmonicFeatures(3, 4, kernel=kernel)
+    svgp = SVGP(kernel, features, 2)
+    layer = DGPLayer(kernel, features, 2, None)
+    likelihood = gpytorch.likelihoods.GaussianLikelihood().double()
+    dgp = DGP([layer], likelihood)
+    generator = torch.Generator().manual_seed(0)
+    mean = torch.randn(features.num_inducing, generator=generator, dtype=torch.float64)
+    factor = torch.tril(
+        0.2
+        * torch.randn(
+            features.num_inducing, features.num_inducing, generator=generator, dtype=torch.float64
+        ),
+        -1,
+    )
+    factor = factor + torch.eye(features.num_inducing, dtype=torch.float64) * 0.7
+    for strategy in (svgp.variational_strategy, layer.variational_strategy):
+        with torch.no_grad():
+            strategy._variational_distribution.variational_mean.copy_(mean)
+            strategy._variational_distribution.chol_variational_covar.copy_(factor)
+        strategy.variational_params_initialized.fill_(1)
+    svgp_elbo = gpytorch.mlls.VariationalELBO(likelihood, svgp, num_data=len(y))
+    dgp_elbo = gpytorch.mlls.DeepApproximateMLL(
+        gpytorch.mlls.VariationalELBO(likelihood, dgp, num_data=len(y))
+    )
+    with torch.no_grad(), gpytorch.settings.num_likelihood_samples(4):
+        assert abs(float(svgp_elbo(svgp(x), y)) - float(dgp_elbo(dgp(x), y))) < 1e-8
+        svgp.eval()
+        dgp.eval()
+        svgp_posterior = svgp(x)
+        mean, variance = dgp.predict(x, num_samples=4)
+    assert (mean - svgp_posterior.mean).abs().max() < 1e-8
+    assert (variance - svgp_posterior.variance).abs().max() < 1e-8
+
+
+def test_elbo_is_below_the_exact_log_marginal_likelihood():
+    x, y = data(30)
+    kernel = ArcCosineKernel(3, homogeneous=True)
+    likelihood = gpytorch.likelihoods.GaussianLikelihood().double()
+    likelihood.noise = torch.tensor(0.1, dtype=torch.float64)
+    layer = DGPLayer(kernel, SphericalHarmonicFeatures(3, 8, kernel=kernel), 2, None)
+    model = DGP([layer], likelihood)
+    from zonal.models.dgp import fit_dgp
+
+    fit_dgp(
+        model,
+        x,
+        y,
+        num_steps=150,
+        lr=0.05,
+        num_samples=1,
+        parameters=list(layer.variational_strategy._variational_distribution.parameters()),
+    )
+    lifted = layer.embedding.lift(x)
+    covariance = kernel(lifted).to_dense() + float(likelihood.noise) * torch.eye(
+        len(y), dtype=torch.float64
+    )
+    exact = MultivariateNormal(torch.zeros_like(y), covariance).log_prob(y)
+    objective = gpytorch.mlls.DeepApproximateMLL(
+        gpytorch.mlls.VariationalELBO(likelihood, model, num_data=len(y))
+    )
+    with torch.no_grad(), gpytorch.settings.num_likelihood_samples(2):
+        elbo = float(objective(model(x), y)) * len(y)
+    assert elbo <= float(exact) + 1e-8
+    assert elbo > float(exact) - 0.1 * abs(float(exact))  # a trained bound, not a trivial one
+
+
+def test_mixture_moments_and_log_mean_exp():
+    x, y = data(15)
+    likelihood = gpytorch.likelihoods.GaussianLikelihood().double()
+    model = ActivatedDGP(2, [3], likelihood, num_inducing=8)
+    randomise_means(model)
+    model.eval()
+    torch.manual_seed(5)
+    mean, variance = model.predict(x, num_samples=16)
+    torch.manual_seed(5)
+    with torch.no_grad(), gpytorch.settings.num_likelihood_samples(16):
+        output = model(x)
+    sample_means, sample_variances = output.mean, output.variance  # [16, N]
+    assert (mean - sample_means.mean(0)).abs().max() < 1e-12
+    spread = sample_means.var(0, unbiased=False)
+    assert (variance - (sample_variances.mean(0) + spread)).abs().max() < 1e-12
+    assert spread.max() > 1e-6  # the spread of the per-sample means is really there
+    torch.manual_seed(6)
+    density = model.log_predictive_density(x, y, num_samples=16)
+    torch.manual_seed(6)
+    with torch.no_grad(), gpytorch.settings.num_likelihood_samples(16):
+        output = model(x)
+        noise = float(likelihood.noise)
+        per_sample = -0.5 * (
+            torch.log(2 * math.pi * (output.variance + noise))
+            + (y - output.mean) ** 2 / (output.variance + noise)
+        )
+    expected = torch.logsumexp(per_sample, 0) - math.log(16)
+    assert (density - expected).abs().max() < 1e-10
+
+
+def test_two_stage_training_runs_and_improves():
+    x, y = data(120)
+    model = ActivatedDGP(
+        2, [3], gpytorch.likelihoods.GaussianLikelihood().double(), num_inducing=16
+    )
+    traces = two_stage_fit(model, x, y, network_steps=150, elbo_steps=60, lr=0.02)
+    assert traces["network"][-1] < traces["network"][0]
+    assert traces["elbo"][-1] < traces["elbo"][0]
+    mean, _ = model.predict(x, num_samples=8)
+    assert ((mean - y) ** 2).mean() < 0.5 * y.var()
+
+
+def test_bad_input():
+    likelihood = gpytorch.likelihoods.GaussianLikelihood().double()
+    model = ActivatedDGP(2, [3], likelihood, num_inducing=5)
+    other = ActivatedDGP(2, [4], likelihood, num_inducing=5)
+    with pytest.raises(ValueError, match=r"layer 0.*\(2, 5, 3\).*\(2, 5, 4\)"):
+        model.from_torch_module(other.to_torch_module())
+    with pytest.raises(ValueError, match="unknown activation"):
+        ActivatedDGP(2, [], likelihood, activation="sigmoidish")
+    x = torch.zeros(4, 2, dtype=torch.float64)
+    x[1, 0] = float("nan")
+    with pytest.raises(ValueError, match="row 1"):
+        model(x)
+    with pytest.raises(ValueError, match=r"\[N, 2\]"):
+        model(torch.zeros(4, 3, dtype=torch.float64))

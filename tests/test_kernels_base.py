@@ -1,0 +1,343 @@
+"""Behaviour shared by every zonal kernel: PSD Gram matrices, GPyTorch/BoTorch plumbing, gradients,
+diag and batch modes, the eigenvalue cache, input checks."""
+
+import copy
+import pickle
+import warnings
+
+import gpytorch
+import pytest
+import torch
+from gpytorch.kernels import ScaleKernel
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from zonal.kernels import (
+    ArcCosineKernel,
+    ChordalMaternKernel,
+    ChordalRBFKernel,
+    DeepArcCosineKernel,
+    IntrinsicHeatKernel,
+    IntrinsicMaternKernel,
+    PolynomialDecayKernel,
+    ReLUNTKernel,
+    SpectralZonalKernel,
+    ZonalKernel,
+)
+
+
+def random_sphere(num, ambient_dim, seed=0, batch=()):
+    generator = torch.Generator().manual_seed(seed)
+    x = torch.randn(*batch, num, ambient_dim, generator=generator, dtype=torch.float64)
+    return x / x.norm(dim=-1, keepdim=True)
+
+
+FACTORIES = {
+    "arccos0": lambda d, **kw: ArcCosineKernel(d, order=0, **kw),
+    "arccos1": lambda d, **kw: ArcCosineKernel(d, order=1, **kw),
+    "arccos2": lambda d, **kw: ArcCosineKernel(d, order=2, **kw),
+    "deep_arccos": lambda d, **kw: DeepArcCosineKernel(d, depth=3, **kw),
+    "ntk": lambda d, **kw: ReLUNTKernel(d, depth=2, **kw),
+    "matern12": lambda d, **kw: ChordalMaternKernel(d, nu=0.5, **kw),
+    "matern52": lambda d, **kw: ChordalMaternKernel(d, nu=2.5, **kw),
+    "chordal_rbf": lambda d, **kw: ChordalRBFKernel(d, **kw),
+    "intrinsic_matern": lambda d, **kw: IntrinsicMaternKernel(d, nu=1.5, max_degree=12, **kw),
+    "heat": lambda d, **kw: IntrinsicHeatKernel(d, max_degree=12, **kw),
+    "polynomial_decay": lambda d, **kw: PolynomialDecayKernel(d, max_degree=12, beta=3.0, **kw),
+    "spectral": lambda d, **kw: SpectralZonalKernel(d, [0.5, 0.3, 0.1, 0.05, 0.01], **kw),
+}
+WITH_HYPERPARAMETERS = [
+    "matern12",
+    "matern52",
+    "chordal_rbf",
+    "intrinsic_matern",
+    "heat",
+    "polynomial_decay",
+    "spectral",
+]
+
+
+def assert_psd(gram, tolerance=1e-10):
+    torch.testing.assert_close(gram, gram.transpose(-2, -1), rtol=0, atol=1e-14)
+    eigenvalues = torch.linalg.eigvalsh(gram)
+    assert float(eigenvalues.min()) >= -tolerance * float(eigenvalues.abs().max())
+
+
+@pytest.mark.parametrize("name", sorted(FACTORIES))
+@pytest.mark.parametrize("ambient_dim", [2, 3, 6])
+def test_gram_symmetric_psd_and_diag_consistent(name, ambient_dim):
+    kernel = FACTORIES[name](ambient_dim)
+    x = random_sphere(40, ambient_dim, seed=ambient_dim)
+    with torch.no_grad():
+        gram = kernel(x).to_dense()
+        diagonal = kernel(x, diag=True)
+    assert gram.shape == (40, 40) and gram.dtype == torch.float64
+    assert_psd(gram)
+    torch.testing.assert_close(diagonal, gram.diagonal(), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["arccos1", "deep_arccos", "ntk", "matern52", "chordal_rbf"])
+def test_mercer_evaluation_matches_closed_form(name):
+    closed = FACTORIES[name](4)
+    mercer = FACTORIES[name](4, evaluation="mercer", max_degree=150)
+    x1, x2 = random_sphere(10, 4, seed=1), random_sphere(7, 4, seed=2)
+    with torch.no_grad():
+        difference = (closed(x1, x2).to_dense() - mercer(x1, x2).to_dense()).abs().max()
+    assert closed.uses_closed_form and not mercer.uses_closed_form
+    assert float(difference) < 1e-2  # the NTK's cone converges only as 1/L; the rest far better
+
+
+@st.composite
+def kernels(draw):
+    ambient_dim = draw(st.sampled_from([2, 3, 5]))
+    family = draw(st.sampled_from(sorted(FACTORIES)))
+    positive = st.floats(0.05, 8.0)
+    if family.startswith("arccos"):
+        kernel = ArcCosineKernel(ambient_dim, order=draw(st.sampled_from([0, 1, 2])))
+    elif family == "deep_arccos":
+        order = draw(st.sampled_from([0, 1, 2]))
+        kernel = DeepArcCosineKernel(ambient_dim, depth=draw(st.integers(1, 5)), order=order)
+    elif family == "ntk":
+        kernel = ReLUNTKernel(ambient_dim, depth=draw(st.integers(1, 5)))
+    elif family.startswith("matern"):
+        kernel = ChordalMaternKernel(ambient_dim, nu=draw(st.sampled_from([0.5, 1.5, 2.5])))
+        kernel.lengthscale = draw(positive)
+    elif family == "chordal_rbf":
+        kernel = ChordalRBFKernel(ambient_dim)
+        kernel.lengthscale = draw(st.floats(0.05, 3.0))
+    elif family == "intrinsic_matern":
+        nu = draw(st.floats(0.3, 6.0))
+        kernel = IntrinsicMaternKernel(ambient_dim, nu=nu, max_degree=draw(st.integers(0, 30)))
+        kernel.lengthscale = draw(positive)
+    elif family == "heat":
+        kernel = IntrinsicHeatKernel(ambient_dim, max_degree=draw(st.integers(0, 30)))
+        kernel.lengthscale = draw(positive)
+    elif family == "polynomial_decay":
+        kernel = PolynomialDecayKernel(
+            ambient_dim,
+            max_degree=draw(st.integers(0, 30)),
+            beta=draw(st.floats(0.01, 12.0)),
+            variance=draw(positive),
+            include_constant=draw(st.booleans()),
+        )
+    else:
+        spectrum = draw(st.lists(st.floats(0.0, 10.0), min_size=1, max_size=15))
+        kernel = SpectralZonalKernel(ambient_dim, spectrum, learn_eigenvalues=False)
+    if kernel.has_closed_form and draw(st.booleans()):
+        kernel.evaluation, kernel.max_degree = "mercer", draw(st.integers(0, 40))
+    return kernel
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(kernel=kernels(), seed=st.integers(0, 2**16))
+def test_property_gram_is_psd_for_random_hyperparameters(kernel, seed):
+    x = random_sphere(30, kernel.ambient_dim, seed=seed)
+    with torch.no_grad():
+        gram = kernel(x).to_dense()
+    assert torch.isfinite(gram).all()
+    assert_psd(gram)
+
+
+def _gradcheck_hyperparameters(kernel, x1, x2):
+    names = [name for name, _ in kernel.named_parameters()]
+    assert names, "kernel has no hyperparameters"
+    values = tuple(p.detach().clone().requires_grad_() for _, p in kernel.named_parameters())
+
+    def gram(*tensors):
+        params = dict(zip(names, tensors, strict=True))
+        with gpytorch.settings.lazily_evaluate_kernels(False):
+            return torch.func.functional_call(kernel, params, (x1, x2)).to_dense()
+
+    assert torch.autograd.gradcheck(gram, values)
+
+
+@pytest.mark.parametrize("name", WITH_HYPERPARAMETERS)
+def test_gradcheck_every_hyperparameter(name):
+    kernel = ScaleKernel(FACTORIES[name](3)).to(torch.float64)
+    _gradcheck_hyperparameters(kernel, random_sphere(5, 3, seed=1), random_sphere(4, 3, seed=2))
+
+
+@pytest.mark.parametrize("name", ["matern12", "matern52", "chordal_rbf"])
+def test_gradcheck_funk_hecke_eigenvalues_in_hyperparameters(name):
+    kernel = FACTORIES[name](3, evaluation="mercer", max_degree=20)
+    _gradcheck_hyperparameters(kernel, random_sphere(5, 3, seed=1), random_sphere(4, 3, seed=2))
+
+
+@pytest.mark.parametrize("name", ["arccos1", "ntk", "matern52", "heat", "polynomial_decay"])
+def test_input_gradcheck_homogeneous(name):
+    kernel = FACTORIES[name](3, homogeneous=True)
+    x1 = (random_sphere(4, 3, seed=3) * 1.7).requires_grad_()
+    x2 = random_sphere(3, 3, seed=4) * 0.6
+    assert torch.autograd.gradcheck(lambda a: kernel(a, x2).to_dense(), (x1,))
+
+
+@pytest.mark.parametrize("name", sorted(FACTORIES))
+def test_no_nan_gradients_on_the_diagonal_and_duplicates(name):
+    kernel = FACTORIES[name](3)
+    x = random_sphere(6, 3)
+    x = torch.cat([x, x[:2], -x[2:3]]).requires_grad_()
+    loss = kernel(x).to_dense().sum() + kernel(x, x.detach() * 1.0).to_dense().sum()
+    loss = loss + kernel(x, diag=True).sum()
+    params = [x, *kernel.parameters()]
+    grads = torch.autograd.grad(loss, params)
+    assert all(torch.isfinite(g).all() for g in grads)
+
+
+@pytest.mark.parametrize("name", ["arccos1", "matern52", "heat", "polynomial_decay"])
+def test_batch_shapes(name):
+    kernel = FACTORIES[name](3, batch_shape=torch.Size([2]))
+    if kernel.has_lengthscale:
+        kernel.lengthscale = torch.tensor([[[0.5]], [[1.5]]], dtype=torch.float64)
+    if name == "polynomial_decay":
+        kernel.beta = torch.tensor([[2.0], [4.0]], dtype=torch.float64)
+    x1, x2 = random_sphere(5, 3, seed=1, batch=(2,)), random_sphere(4, 3, seed=2, batch=(2,))
+    with torch.no_grad():
+        gram = kernel(x1, x2).to_dense()
+        assert gram.shape == (2, 5, 4)
+        assert kernel.eigenvalues(6).shape == (2, 7)
+        for b in range(2):  # each batch member equals an unbatched kernel with its values
+            single = FACTORIES[name](3)
+            if single.has_lengthscale:
+                single.lengthscale = float(kernel.lengthscale[b])
+            if name == "polynomial_decay":
+                single.beta = float(kernel.beta[b])
+            torch.testing.assert_close(gram[b], single(x1[b], x2[b]).to_dense())
+        x3 = random_sphere(5, 3, seed=3, batch=(3, 2))  # extra leading batch dimension
+        assert kernel(x3).to_dense().shape == (3, 2, 5, 5)
+        assert kernel(x3, diag=True).shape == (3, 2, 5)
+
+
+def test_scale_kernel_multiplies():
+    kernel = ScaleKernel(ChordalMaternKernel(3)).to(torch.float64)
+    kernel.outputscale = torch.tensor(2.5, dtype=torch.float64)
+    x = random_sphere(6, 3)
+    with torch.no_grad():
+        torch.testing.assert_close(
+            kernel(x).to_dense(), 2.5 * kernel.base_kernel(x).to_dense(), rtol=1e-14, atol=0
+        )
+
+
+def test_eigenvalue_cache_reuse_invalidation_and_repeated_backward():
+    kernel = ChordalMaternKernel(3, nu=1.5, evaluation="mercer", max_degree=15)
+    first = kernel.eigenvalues()
+    assert kernel.eigenvalues() is first  # cached within a forward pass
+    assert kernel.eigenvalues(10) is not first and kernel.eigenvalues(10).shape == (11,)
+    x = random_sphere(8, 3)
+    for _ in range(3):  # unchanged hyperparameters, fresh graphs: no "backward twice" error
+        kernel(x).to_dense().sum().backward()
+    grad = kernel.raw_lengthscale.grad.clone()
+    assert torch.isfinite(grad).all() and float(grad.abs().sum()) > 0
+    with torch.no_grad():
+        before = kernel.eigenvalues()
+        assert kernel.eigenvalues() is before
+        kernel.lengthscale = 2.0
+        after = kernel.eigenvalues()
+    assert after is not before and not torch.allclose(after, before)
+    kernel.raw_lengthscale.data.add_(0.1)  # in-place change is seen too
+    with torch.no_grad():
+        assert not torch.equal(kernel.eigenvalues(), after)
+
+
+def test_copy_pickle_and_expand_batch_with_cached_graph():
+    kernel = PolynomialDecayKernel(3, max_degree=6)
+    values = kernel.eigenvalues()
+    assert values.requires_grad  # the cache holds a graph
+    clone = copy.deepcopy(kernel)
+    restored = pickle.loads(pickle.dumps(kernel))
+    expanded = kernel.expand_batch(torch.Size([2]))
+    x = random_sphere(5, 3)
+    with torch.no_grad():
+        reference = kernel(x).to_dense()
+        for other in (clone, restored):
+            torch.testing.assert_close(other(x).to_dense(), reference)
+        assert expanded(x).to_dense().shape == (2, 5, 5)
+
+
+def _regression_data(ambient_dim=3, num=30):
+    x = random_sphere(num, ambient_dim, seed=11)
+    generator = torch.Generator().manual_seed(12)
+    y = torch.sin(3 * x[:, 0]) + x[:, 1] * x[:, 2]
+    return x, y + 0.05 * torch.randn(num, generator=generator, dtype=torch.float64)
+
+
+class _ExactGP(gpytorch.models.ExactGP):
+    def __init__(self, x, y, likelihood, kernel):
+        super().__init__(x, y, likelihood)
+        self.mean_module = gpytorch.means.ConstantMean()
+        self.covar_module = ScaleKernel(kernel)
+
+    def forward(self, x):
+        return gpytorch.distributions.MultivariateNormal(self.mean_module(x), self.covar_module(x))
+
+
+@pytest.mark.parametrize("name", ["arccos1", "matern52", "intrinsic_matern", "polynomial_decay"])
+def test_exact_gp_trains_and_predicts(name):
+    x, y = _regression_data()
+    likelihood = gpytorch.likelihoods.GaussianLikelihood()
+    model = _ExactGP(x, y, likelihood, FACTORIES[name](3)).to(torch.float64)
+    mll = gpytorch.mlls.ExactMarginalLogLikelihood(likelihood, model)
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.05)
+    model.train()
+    losses = []
+    for _ in range(8):
+        optimizer.zero_grad()
+        loss = -mll(model(x), y)
+        loss.backward()
+        optimizer.step()
+        losses.append(float(loss))
+    assert all(torch.isfinite(torch.tensor(losses)))
+    assert losses[-1] < losses[0]
+    model.eval()
+    with torch.no_grad():
+        prediction = likelihood(model(random_sphere(7, 3, seed=13)))
+    assert prediction.mean.shape == (7,) and bool((prediction.variance > 0).all())
+
+
+@pytest.mark.parametrize("name", ["arccos1", "heat", "spectral"])
+def test_botorch_single_task_gp_posterior(name):
+    from botorch.models import SingleTaskGP
+
+    x, y = _regression_data()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # BoTorch warns that sphere points leave the unit cube
+        model = SingleTaskGP(x, y.unsqueeze(-1), covar_module=ScaleKernel(FACTORIES[name](3)))
+        model = model.to(torch.float64)
+        test_x = random_sphere(2, 3, seed=14, batch=(4,)).requires_grad_()  # [4, q=2, 3]
+        posterior = model.posterior(test_x)
+        assert posterior.mean.shape == (4, 2, 1)
+        assert posterior.mvn.covariance_matrix.shape == (4, 2, 2)
+        (posterior.mean.sum() + posterior.variance.sum()).backward()
+    assert torch.isfinite(test_x.grad).all()
+    assert bool((posterior.variance > 0).all())
+
+
+def test_input_validation():
+    kernel = ChordalMaternKernel(3)
+    with pytest.raises(ValueError, match="unit vectors"):
+        kernel(torch.ones(3, 3, dtype=torch.float64)).to_dense()
+    with pytest.raises(ValueError, match="unit vectors"):
+        kernel(random_sphere(3, 3), 2 * random_sphere(3, 3)).to_dense()
+    with pytest.raises(ValueError, match="NaN"):
+        kernel(torch.full((2, 3), float("nan"), dtype=torch.float64)).to_dense()
+    with pytest.raises(ValueError, match="last_dim_is_batch"):
+        kernel.forward(random_sphere(3, 3), random_sphere(3, 3), last_dim_is_batch=True)
+    with pytest.raises(ValueError, match="ambient_dim"):
+        ArcCosineKernel(1)
+    with pytest.raises(ValueError, match="max_degree"):
+        PolynomialDecayKernel(3, max_degree=-1)
+    with pytest.raises(NotImplementedError):
+        IntrinsicHeatKernel(3).shape(torch.zeros(2, 2, dtype=torch.float64))
+    assert isinstance(kernel, ZonalKernel) and isinstance(kernel, gpytorch.kernels.Kernel)
+
+
+@pytest.mark.parametrize("name", sorted(FACTORIES))
+def test_no_grad_fast_path_equals_autograd_path(name):
+    """Above one 256-tile and off a multiple of it: exact symmetry, same values with and without grad."""
+    kernel = FACTORIES[name](4)
+    x = random_sphere(300, 4, seed=21, batch=(2,))
+    with torch.no_grad():
+        fast = kernel(x).to_dense()
+    slow = kernel(x.clone().requires_grad_()).to_dense()
+    assert torch.equal(fast, fast.mT)
+    torch.testing.assert_close(slow.detach(), fast, rtol=1e-13, atol=1e-14)
+    torch.testing.assert_close(fast.diagonal(dim1=-2, dim2=-1), kernel(x, diag=True).detach())

@@ -1,0 +1,63 @@
+"""The memory-light Mercer sum against the stacked addition-theorem terms of zonal.harmonics."""
+
+import pytest
+import torch
+
+from zonal.harmonics import gegenbauer, zonal_harmonic
+from zonal.kernels import gegenbauer_series, mercer_sum
+from zonal.kernels.mercer import _BLOCK
+
+
+@pytest.mark.parametrize("ambient_dim", [2, 3, 4, 7])
+def test_mercer_sum_equals_stacked_zonal_harmonics(ambient_dim):
+    generator = torch.Generator().manual_seed(ambient_dim)
+    t = torch.rand(6, 5, generator=generator, dtype=torch.float64) * 2 - 1
+    t[0, 0], t[0, 1] = 1.0, -1.0
+    eigenvalues = torch.rand(3, 1, 1, 13, generator=generator, dtype=torch.float64)
+    expected = (zonal_harmonic(t, 12, ambient_dim) * eigenvalues).sum(-1)  # [3, 6, 5]
+    actual = mercer_sum(t, eigenvalues, ambient_dim)
+    assert actual.shape == (3, 6, 5)
+    scale = expected.abs().max()
+    torch.testing.assert_close(actual, expected, rtol=0, atol=1e-13 * scale)
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.5, 2.5])
+def test_gegenbauer_series_equals_stacked_polynomials(alpha):
+    t = torch.linspace(-1, 1, 41, dtype=torch.float64)
+    coeffs = torch.linspace(1, 0.1, 9, dtype=torch.float64)
+    expected = gegenbauer(t, 8, alpha) @ coeffs
+    torch.testing.assert_close(
+        gegenbauer_series(t, coeffs, alpha), expected, rtol=1e-13, atol=1e-13
+    )
+
+
+def test_blocked_path_matches_unblocked():
+    t = torch.rand(_BLOCK + 123, dtype=torch.float64) * 2 - 1
+    coeffs = torch.rand(20, dtype=torch.float64)
+    blocked = gegenbauer_series(t, coeffs, 1.5)  # one coefficient set: blocked
+    batched = gegenbauer_series(t, coeffs.expand(2, 1, 20), 1.5)  # batch: unblocked
+    torch.testing.assert_close(blocked, batched[0], rtol=1e-14, atol=1e-14)
+
+
+@pytest.mark.parametrize("ambient_dim", [2, 3, 6])
+def test_mercer_sum_gradients(ambient_dim):
+    generator = torch.Generator().manual_seed(1)
+    t = (torch.rand(4, 3, generator=generator, dtype=torch.float64) * 1.8 - 0.9).requires_grad_()
+    eigenvalues = torch.rand(2, 1, 1, 7, generator=generator, dtype=torch.float64)
+    eigenvalues.requires_grad_()
+
+    def function(t, eigenvalues):
+        return mercer_sum(t, eigenvalues, ambient_dim)
+
+    assert torch.autograd.gradcheck(function, (t, eigenvalues))
+    assert torch.autograd.gradgradcheck(function, (t, eigenvalues))
+
+
+def test_mercer_sum_degree_zero_and_bad_coefficients():
+    t = torch.tensor([0.3, -0.2], dtype=torch.float64, requires_grad=True)
+    value = mercer_sum(t, torch.tensor([2.0], dtype=torch.float64), 3)
+    torch.testing.assert_close(value, torch.full((2,), 2.0, dtype=torch.float64))
+    value.sum().backward()
+    assert torch.equal(t.grad, torch.zeros(2, dtype=torch.float64))
+    with pytest.raises(ValueError, match="last dimension"):
+        gegenbauer_series(t, torch.zeros(0, dtype=torch.float64), 0.5)

@@ -1,0 +1,140 @@
+"""One-pass collapsed SGPR with spherical-harmonic features against exact GP inference."""
+
+import itertools
+
+import numpy as np
+import pytest
+import torch
+from gpytorch.kernels import ScaleKernel
+from torch.distributions import MultivariateNormal
+
+from zonal.features import ActivatedFeatures, SphericalHarmonicFeatures
+from zonal.kernels import ArcCosineKernel, PolynomialDecayKernel
+from zonal.models import SGPR
+
+INPUT_DIM = 3
+AMBIENT_DIM = 4
+
+
+def data(num_points=60, seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    x = torch.randn(num_points, INPUT_DIM, dtype=torch.float64, generator=generator)
+    noise = torch.randn(num_points, dtype=torch.float64, generator=generator)
+    return x, torch.sin(2 * x[:, 0]) * x[:, 1] + 0.1 * noise
+
+
+def exact_log_marginal(kernel, lifted, y, noise):
+    covariance = kernel(lifted).to_dense() + noise * torch.eye(len(y), dtype=torch.float64)
+    return MultivariateNormal(torch.zeros_like(y), covariance).log_prob(y)
+
+
+@pytest.mark.parametrize("max_degree", [2, 4])
+def test_complete_harmonics_and_truncated_kernel_give_the_exact_marginal(max_degree):
+    x, y = data()
+    kernel = ScaleKernel(
+        PolynomialDecayKernel(AMBIENT_DIM, max_degree=max_degree, beta=1.5, homogeneous=True)
+    ).double()
+    kernel.outputscale = 0.7
+    model = SGPR(kernel, SphericalHarmonicFeatures(AMBIENT_DIM, max_degree), INPUT_DIM, noise=0.05)
+    model.fit_statistics(x, y)
+    with torch.no_grad():
+        lifted = model.lift(x)
+        exact = exact_log_marginal(kernel, lifted, y, float(model.likelihood.noise))
+        assert abs(model.elbo() - exact) < 1e-6
+        # predictions equal exact GP regression with the truncated kernel
+        test = torch.randn(7, INPUT_DIM, dtype=torch.float64)
+        lifted_test = model.lift(test)
+        k_train = kernel(lifted).to_dense() + float(model.likelihood.noise) * torch.eye(len(y))
+        k_cross = kernel(lifted_test, lifted).to_dense()
+        mean = k_cross @ torch.linalg.solve(k_train, y)
+        prior_variance = kernel(lifted_test, diag=True)
+        variance = prior_variance - (k_cross * torch.linalg.solve(k_train, k_cross.T).T).sum(-1)
+        ours_mean, ours_variance = model.predict(test)
+        assert (ours_mean - mean).abs().max() < 1e-8
+        # the variance is a difference of O(prior) terms: compare relative to the prior variance
+        assert ((ours_variance - variance).abs() / prior_variance).max() < 1e-8
+
+
+def test_bound_is_below_the_marginal_and_grows_with_levels():
+    x, y = data()
+    kernel = ArcCosineKernel(AMBIENT_DIM, homogeneous=True)  # closed form: not truncated
+    lifted = torch.cat([x, torch.ones(len(x), 1, dtype=torch.float64)], -1)
+    exact = exact_log_marginal(kernel, lifted, y, 0.05)
+    bounds = []
+    for degree in range(0, 9):
+        features = SphericalHarmonicFeatures(AMBIENT_DIM, degree, kernel=kernel)
+        model = SGPR(kernel, features, INPUT_DIM, noise=0.05)
+        model.fit_statistics(x, y)
+        with torch.no_grad():
+            bounds.append(float(model.elbo()))
+    assert all(bound <= float(exact) + 1e-9 for bound in bounds)
+    assert all(later >= earlier - 1e-9 for earlier, later in itertools.pairwise(bounds))
+    assert float(exact) - bounds[-1] < 0.05 * abs(float(exact) - bounds[0])
+
+
+def test_streaming_statistics_do_not_depend_on_chunking():
+    x, y = data(101)
+    kernel = PolynomialDecayKernel(AMBIENT_DIM, max_degree=6, beta=2.0, homogeneous=True)
+    features = SphericalHarmonicFeatures(AMBIENT_DIM, 4)
+    whole = SGPR(kernel, features, INPUT_DIM)
+    whole.fit_statistics(x, y, chunk_size=1000)
+    pieces = SGPR(kernel, features, INPUT_DIM)
+    chunks = ((x[i : i + 13], y[i : i + 13]) for i in range(0, 101, 13))
+    pieces.fit_statistics(chunks=chunks)
+    memmapped = SGPR(kernel, features, INPUT_DIM)
+    memmapped.fit_statistics(np.asarray(x), np.asarray(y), chunk_size=7)
+    for other in (pieces, memmapped):
+        assert (whole.stat_gram - other.stat_gram).abs().max() < 1e-10
+        assert abs(float((whole.elbo() - other.elbo()).detach())) < 1e-8
+
+
+def test_fit_raises_the_bound_at_cost_independent_of_n():
+    x, y = data(400)
+    kernel = ScaleKernel(
+        PolynomialDecayKernel(AMBIENT_DIM, max_degree=8, homogeneous=True)
+    ).double()
+    model = SGPR(kernel, SphericalHarmonicFeatures(AMBIENT_DIM, 6), INPUT_DIM)
+    model.fit_statistics(x, y)
+    trace = model.fit(max_iter=30)
+    assert trace[-1] > trace[0]
+    log_density = model.predictive_log_density(x[:50], y[:50])
+    assert torch.isfinite(log_density).all()
+
+
+def test_bad_inputs():
+    kernel = PolynomialDecayKernel(AMBIENT_DIM, max_degree=6, homogeneous=True)
+    model = SGPR(kernel, SphericalHarmonicFeatures(AMBIENT_DIM, 2), INPUT_DIM)
+    x, y = data(10)
+    with pytest.raises(ValueError, match="rows"):
+        model.accumulate(x, y[:5])
+    bad = y.clone()
+    bad[3] = float("nan")
+    with pytest.raises(ValueError, match="row 3"):
+        model.accumulate(x, bad)
+    with pytest.raises(ValueError, match=r"\[N, 3\]"):
+        model.accumulate(torch.zeros(4, 2, dtype=torch.float64), y[:4])
+    with pytest.raises(ValueError, match="diagonal Kuu"):
+        SGPR(kernel, ActivatedFeatures(AMBIENT_DIM, 5), INPUT_DIM)
+    with pytest.raises(ValueError, match="fit_statistics"):
+        SGPR(kernel, SphericalHarmonicFeatures(AMBIENT_DIM, 2), INPUT_DIM).elbo()
+
+
+@pytest.mark.parametrize("whiten", [True, False])
+def test_svgp_at_the_optimal_q_attains_the_collapsed_bound(whiten):
+    """Titsias: the SVGP ELBO at the optimal q(u) equals SGPR's collapsed bound."""
+    import gpytorch
+
+    from zonal.models import SVGP
+
+    x, y = data(50)
+    kernel = ArcCosineKernel(AMBIENT_DIM, homogeneous=True)
+    features = SphericalHarmonicFeatures(AMBIENT_DIM, 4, kernel=kernel)
+    collapsed = SGPR(kernel, features, INPUT_DIM, noise=0.05)
+    collapsed.fit_statistics(x, y)
+    model = SVGP(kernel, features, INPUT_DIM, whiten=whiten)
+    likelihood = gpytorch.likelihoods.GaussianLikelihood().double()
+    likelihood.noise = collapsed.likelihood.noise.detach()
+    model.set_optimal_variational_distribution(x, y, likelihood.noise.detach())
+    objective = gpytorch.mlls.VariationalELBO(likelihood, model, num_data=len(y))
+    with torch.no_grad():
+        assert abs(float(objective(model(x), y)) * len(y) - float(collapsed.elbo())) < 1e-7
