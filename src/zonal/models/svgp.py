@@ -110,42 +110,41 @@ class SVGP(ApproximateGP):
     def set_optimal_variational_distribution(
         self, x: torch.Tensor, y: torch.Tensor, noise: float | torch.Tensor
     ) -> None:
-        """Set q(u) to the optimum for a Gaussian likelihood (Titsias, 2009), single output:
+        """Set q(u) to the optimum for a Gaussian likelihood (Titsias, 2009), single output.
 
-            q(u) = N(Kuu P^{-1} Kuf y / s^2, Kuu P^{-1} Kuu),   P = Kuu + Kuf Kfu / s^2,
+        Computed in whitened coordinates v = L^{-1} u (L L^T = Kuu), where it stays well
+        conditioned even when Kuu is (nearly) singular:
 
-        stored in the strategy's parametrisation (whitened: v = L^{-1} u). At this q the ELBO
-        equals the collapsed bound (``SGPR.elbo``) for the same features and kernel.
+            A = L^{-1} Kuf,   S_v = (I + A A^T / s^2)^{-1},   m_v = S_v A y / s^2,
+
+        i.e. q(u) = N(L m_v, L S_v L^T). An unwhitened strategy stores that q(u). At this q the
+        ELBO equals the collapsed bound (``SGPR.elbo``) for the same features and kernel.
         """
         if self.num_outputs != 1:
             raise ValueError("the closed-form optimum is implemented for a single output")
         strategy = self.variational_strategy
+        distribution = strategy._variational_distribution
+        if not hasattr(distribution, "chol_variational_covar"):
+            raise ValueError("the closed-form optimum needs the 'cholesky' variational family")
         kernel = self.covar_module
         lifted = self.lift(torch.as_tensor(x, dtype=torch.float64))
         y = torch.as_tensor(y, dtype=torch.float64).reshape(-1)
+        noise = torch.as_tensor(noise, dtype=torch.float64)
         kuu = self.features.kuu(kernel)
         kuu = kuu.to_dense() if hasattr(kuu, "to_dense") else kuu  # [M, M]
-        kuf = self.features.kuf(kernel, lifted)  # [M, N]
-        noise = torch.as_tensor(noise, dtype=torch.float64)
-        precision = kuu + kuf @ kuf.T / noise  # P [M, M]
-        factor_p = cholesky(precision, name="Kuu + Kuf Kfu / noise")
-        mean_u = kuu @ torch.cholesky_solve((kuf @ y / noise).unsqueeze(-1), factor_p).squeeze(-1)
-        covariance_u = kuu @ torch.cholesky_solve(kuu, factor_p)  # [M, M]
-        if strategy.whiten:
-            factor_kuu = cholesky(kuu, name="Kuu")
-            mean = torch.linalg.solve_triangular(factor_kuu, mean_u.unsqueeze(-1), upper=False)
-            mean = mean.squeeze(-1)
-            half = torch.linalg.solve_triangular(factor_kuu, covariance_u, upper=False)
-            covariance = torch.linalg.solve_triangular(factor_kuu, half.mT, upper=False)
-        else:
-            mean, covariance = mean_u, covariance_u
-        covariance = 0.5 * (covariance + covariance.mT)
-        distribution = strategy._variational_distribution
+        factor = cholesky(kuu, name="Kuu")
+        projection = torch.linalg.solve_triangular(
+            factor, self.features.kuf(kernel, lifted), upper=False
+        )  # A [M, N]
+        identity = torch.eye(len(kuu), dtype=kuu.dtype)
+        precision = identity + projection @ projection.T / noise  # I + A A^T / s^2
+        covariance = torch.cholesky_inverse(cholesky(precision, name="I + A A^T / noise"))
+        covariance = 0.5 * (covariance + covariance.mT)  # S_v [M, M]
+        mean = covariance @ (projection @ y) / noise  # m_v [M]
+        if not strategy.whiten:
+            mean, covariance = factor @ mean, factor @ covariance @ factor.mT
         distribution.variational_mean.copy_(mean)
-        if hasattr(distribution, "chol_variational_covar"):
-            distribution.chol_variational_covar.copy_(cholesky(covariance, name="optimal S"))
-        else:
-            raise ValueError("the closed-form optimum needs the 'cholesky' variational family")
+        distribution.chol_variational_covar.copy_(cholesky(covariance, name="optimal S"))
         strategy.variational_params_initialized.fill_(1)
 
     def forward(self, x: torch.Tensor) -> MultivariateNormal:
