@@ -21,6 +21,7 @@ from zonal.features import ActivatedFeatures
 from zonal.kernels import ArcCosineKernel
 from zonal.linalg import cholesky
 from zonal.models.dgp import DGP, DGPLayer, fit_dgp
+from zonal.models.training import adam_on_minibatches
 from zonal.nn import ActivatedLayer, ActivatedNetwork
 
 
@@ -220,17 +221,15 @@ def train_network(
     if loss not in LOSSES:
         raise ValueError(f"unknown loss {loss!r}; use one of {sorted(LOSSES)}")
     objective = LOSSES[loss]
-    optimiser = torch.optim.Adam(network.parameters(), lr=lr)
-    generator = torch.Generator().manual_seed(seed)
-    losses = []
-    for _ in range(num_steps):
-        index = torch.randperm(len(x), generator=generator)[:batch_size]
-        optimiser.zero_grad()
-        value = objective(network(x[index]), y[index])
-        value.backward()
-        optimiser.step()
-        losses.append(float(value.detach()))
-    return losses
+    return adam_on_minibatches(
+        lambda index: objective(network(x[index]), y[index]),
+        network.parameters(),
+        len(x),
+        num_steps=num_steps,
+        batch_size=batch_size,
+        lr=lr,
+        seed=seed,
+    )
 
 
 def two_stage_fit(

@@ -196,30 +196,26 @@ def fit_dgp(
 
     ``callback(step, loss)`` runs after every step (traces, checkpoints, learning-rate schedules).
     """
-    from zonal.models.training import check_targets
+    from zonal.models.training import adam_on_minibatches, check_targets
 
     x = torch.as_tensor(x, dtype=torch.float64)
     y = check_targets(model.likelihood, y, len(x))
     objective = gpytorch.mlls.DeepApproximateMLL(
         gpytorch.mlls.VariationalELBO(model.likelihood, model, num_data=len(x))
     )
-    optimiser = torch.optim.Adam(list(parameters or model.parameters()), lr=lr)
-    generator = torch.Generator().manual_seed(seed)
     model.train()
-    losses = []
-    per_epoch = max(1, math.ceil(len(x) / batch_size))
-    order = torch.randperm(len(x), generator=generator)
-    for step in range(num_steps):
-        position = step % per_epoch
-        if position == 0 and step > 0:
-            order = torch.randperm(len(x), generator=generator)
-        index = order[position * batch_size : (position + 1) * batch_size]
-        optimiser.zero_grad()
+
+    def loss_of_batch(index: torch.Tensor) -> torch.Tensor:
         with gpytorch.settings.num_likelihood_samples(num_samples):
-            loss = -objective(model(x[index]), y[index])
-        loss.backward()
-        optimiser.step()
-        losses.append(float(loss.detach()))
-        if callback is not None:
-            callback(step, losses[-1])
-    return losses
+            return -objective(model(x[index]), y[index])
+
+    return adam_on_minibatches(
+        loss_of_batch,
+        parameters or model.parameters(),
+        len(x),
+        num_steps=num_steps,
+        batch_size=batch_size,
+        lr=lr,
+        seed=seed,
+        callback=callback,
+    )

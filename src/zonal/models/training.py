@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable, Iterator
 
 import gpytorch
 import torch
@@ -77,20 +78,54 @@ def fit_svgp(
     y = check_targets(likelihood, y, len(x))
     objective = gpytorch.mlls.VariationalELBO(likelihood, model, num_data=len(x))
     parameters = [*model.parameters(), *likelihood.parameters()]
-    optimiser = torch.optim.Adam(parameters, lr=lr)
-    generator = torch.Generator().manual_seed(seed)
     model.train()
     likelihood.train()
-    losses = []
-    batches_per_epoch = max(1, math.ceil(len(x) / batch_size))
-    order = torch.randperm(len(x), generator=generator)
+    return adam_on_minibatches(
+        lambda index: -objective(model(x[index]), y[index]),
+        parameters,
+        len(x),
+        num_steps=num_steps,
+        batch_size=batch_size,
+        lr=lr,
+        seed=seed,
+        callback=callback,
+    )
+
+
+def minibatch_indices(
+    num_points: int, batch_size: int, num_steps: int, seed: int
+) -> Iterator[torch.Tensor]:
+    """Row indices of ``num_steps`` minibatches: epochs of a seeded permutation, reshuffled."""
+    generator = torch.Generator().manual_seed(seed)
+    per_epoch = max(1, math.ceil(num_points / batch_size))
+    order = torch.randperm(num_points, generator=generator)
     for step in range(num_steps):
-        position = step % batches_per_epoch
+        position = step % per_epoch
         if position == 0 and step > 0:
-            order = torch.randperm(len(x), generator=generator)
-        index = order[position * batch_size : (position + 1) * batch_size]
+            order = torch.randperm(num_points, generator=generator)
+        yield order[position * batch_size : (position + 1) * batch_size]
+
+
+def adam_on_minibatches(
+    loss_of_batch: Callable[[torch.Tensor], torch.Tensor],
+    parameters: Iterable[torch.nn.Parameter],
+    num_points: int,
+    *,
+    num_steps: int,
+    batch_size: int,
+    lr: float,
+    seed: int,
+    callback: Callable[[int, float], None] | None = None,
+) -> list[float]:
+    """Adam steps on ``loss_of_batch(indices)``; returns the loss per step.
+
+    ``callback(step, loss)`` runs after every step (traces, checkpoints, schedules).
+    """
+    optimiser = torch.optim.Adam(list(parameters), lr=lr)
+    losses = []
+    for step, index in enumerate(minibatch_indices(num_points, batch_size, num_steps, seed)):
         optimiser.zero_grad()
-        loss = -objective(model(x[index]), y[index])
+        loss = loss_of_batch(index)
         loss.backward()
         optimiser.step()
         losses.append(float(loss.detach()))
