@@ -35,6 +35,8 @@ format: setup
 bench: setup
 	$(BIN)/pip install -q -c constraints.txt -e ".[bench]"
 	$(BIN)/python benchmarks/harmonics.py
+	$(BIN)/python benchmarks/kernels.py
+	$(BIN)/python benchmarks/sgpr_scaling.py --quick
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .ruff_cache

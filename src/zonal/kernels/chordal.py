@@ -95,4 +95,8 @@ class ChordalRBFKernel(ZonalKernel):
     has_lengthscale = True
 
     def shape(self, t: torch.Tensor) -> torch.Tensor:
-        return torch.exp(-(1 - t.clamp(-1, 1)) / self.lengthscale**2)
+        inverse_square = self.lengthscale**-2  # 1 / rho^2: [*batch_shape, 1, 1]
+        exponent = t.clamp(-1, 1).sub_(1)  # t - 1 in [-2, 0] (a fresh tensor: in place is safe)
+        if torch.broadcast_shapes(exponent.shape, inverse_square.shape) == exponent.shape:
+            return exponent.mul_(inverse_square).exp_()
+        return (exponent * inverse_square).exp_()
