@@ -233,3 +233,19 @@ def test_bad_inputs_are_named():
         model(bad)
     with pytest.raises(ValueError, match="ambient_dim=5"):
         SVGP(kernel, SphericalHarmonicFeatures(5, 2), INPUT_DIM)
+
+
+def test_budget_counts_only_kept_levels_and_stops_at_the_last_one():
+    truncated = PolynomialDecayKernel(2, max_degree=10, homogeneous=True)
+    assert truncated.eigenvalues(14)[11:].abs().max() == 0  # no mass above the truncation
+    features = SphericalHarmonicFeatures(2, num_inducing=512, kernel=truncated)
+    assert features.max_degree == 10 and features.num_inducing == 21
+    arccos = ArcCosineKernel(AMBIENT_DIM, homogeneous=True)
+    for budget in [14, 39, 100, 300]:
+        features = SphericalHarmonicFeatures(AMBIENT_DIM, num_inducing=budget, kernel=arccos)
+        assert features.num_inducing <= budget
+        # one more kept level would not fit
+        next_level = next(
+            n for n in range(features.max_degree + 1, 100) if n in (0, 1) or n % 2 == 0
+        )
+        assert features.num_inducing + (next_level + 1) ** 2 > budget

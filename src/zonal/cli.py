@@ -1,6 +1,10 @@
-"""The ``zonal`` command: the demo, the papers' experiments and the datasets.
+"""The ``zonal`` command: the demo, fitting a user's table, the papers' experiments and the datasets.
 
     zonal demo
+    zonal fit DATA.csv|DATA.npz --target COLUMN [--model sgpr|svgp|svgp-activated] [--steps N]
+              [--output CHECKPOINT.pt] [--seed N] [--features A,B,...] [--kernel K]
+              [--num-inducing M] [--force]
+    zonal predict CHECKPOINT.pt DATA.csv|DATA.npz [--output PRED.csv] [--latent] [--force]
     zonal experiment list
     zonal experiment run NAME [--full] [--output-dir DIR] [--seed N] [--set KEY=VALUE ...]
     zonal experiment run NAME --resume RUN_DIR
@@ -16,10 +20,11 @@ run, so that one part missing does not break the others.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import sys
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -46,6 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = commands.add_parser("demo", help="run the demonstration")
     demo.set_defaults(handler=_demo)
+
+    _add_fit_parser(commands)
+    _add_predict_parser(commands)
 
     experiment = commands.add_parser("experiment", help="list and run the papers' experiments")
     experiment_commands = experiment.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -96,6 +104,91 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _add_fit_parser(commands: Any) -> None:
+    fit = commands.add_parser(
+        "fit",
+        help="fit a GP regression model to a table (CSV or NPZ) and save it",
+        description="Fit a GP regression model to the rows of a table: inputs and target are "
+        "standardised with the training statistics; the model, its settings and the statistics "
+        "are saved in one checkpoint for `zonal predict`. CSV: a header row, then numbers. NPZ: one "
+        "1-D array per column, or X [N, D] with optional columns (names), y and target (its name). "
+        "Regression only (Gaussian likelihood).",
+    )
+    fit.add_argument("data", type=Path, metavar="DATA", help="the training table (.csv or .npz)")
+    fit.add_argument("--target", required=True, metavar="COLUMN", help="the column to predict")
+    fit.add_argument(
+        "--features",
+        default=None,
+        metavar="A,B,...",
+        help="comma-separated input columns (default: every column but the target)",
+    )
+    fit.add_argument(
+        "--model",
+        choices=("sgpr", "svgp", "svgp-activated"),
+        default="sgpr",
+        help="sgpr: spherical-harmonic features, one pass + L-BFGS (default); svgp: the same "
+        "features trained by Adam on minibatches; svgp-activated: Softplus activated features",
+    )
+    fit.add_argument(
+        "--kernel",
+        choices=("auto", "arccos", "polynomial-decay"),
+        default="auto",
+        help="auto: sgpr keeps the kernel with the larger bound; the SVGPs use arc-cosine",
+    )
+    fit.add_argument(
+        "--num-inducing",
+        type=int,
+        default=None,
+        metavar="M",
+        help="feature budget (default 512 harmonic features, 128 activated features)",
+    )
+    fit.add_argument(
+        "--steps",
+        type=int,
+        default=None,
+        metavar="N",
+        help="L-BFGS iterations (sgpr, default 200) or Adam steps (svgp models, default 1000)",
+    )
+    fit.add_argument(
+        "--output",
+        "-o",
+        type=Path,
+        default=None,
+        metavar="CHECKPOINT",
+        help="where to save the model (default: DATA with the suffix .zonal.pt)",
+    )
+    fit.add_argument("--seed", type=int, default=0, metavar="N", help="random seed (default 0)")
+    fit.add_argument("--force", action="store_true", help="replace an existing checkpoint")
+    fit.set_defaults(handler=_fit)
+
+
+def _add_predict_parser(commands: Any) -> None:
+    predict = commands.add_parser(
+        "predict",
+        help="predict a table's rows with a model saved by `zonal fit`",
+        description="Write one row per input row: the predictive mean and variance and the 95%% "
+        "interval (lower, upper), in the target's original units. The table needs the model's "
+        "input columns (other columns are ignored).",
+    )
+    predict.add_argument("checkpoint", type=Path, metavar="CHECKPOINT", help="from `zonal fit`")
+    predict.add_argument("data", type=Path, metavar="DATA", help="the table to predict (.csv/.npz)")
+    predict.add_argument(
+        "--output",
+        "-o",
+        type=Path,
+        default=None,
+        metavar="PRED",
+        help="the predictions (.csv or .npz; default: DATA with the suffix .predictions.csv)",
+    )
+    predict.add_argument(
+        "--latent",
+        action="store_true",
+        help="variance and interval of the latent function, without the observation noise",
+    )
+    predict.add_argument("--force", action="store_true", help="replace an existing output file")
+    predict.set_defaults(handler=_predict)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``zonal`` command with ``argv`` (default ``sys.argv[1:]``); returns the exit code."""
     parser = build_parser()
@@ -116,6 +209,70 @@ def _demo(args: argparse.Namespace) -> int:
     except ImportError as error:
         raise CommandError(f"the demo is not available: {error}") from error
     return _exit_code(demo.main())
+
+
+def _fit(args: argparse.Namespace) -> int:
+    from zonal._files import check_new_output
+    from zonal.fitting import fit_table
+    from zonal.saved_model import save_model
+    from zonal.tabular import read_table
+
+    output = args.output or args.data.with_name(f"{args.data.stem}.zonal.pt")
+    features = None
+    if args.features is not None:
+        features = [name.strip() for name in args.features.split(",") if name.strip()]
+    with _user_errors():
+        check_new_output(output, force=args.force)  # refuse before the training, not after it
+        table = read_table(args.data)
+        fitted = fit_table(
+            table,
+            args.target,
+            features=features,
+            model=args.model,
+            kernel=args.kernel,
+            num_inducing=args.num_inducing,
+            steps=args.steps,
+            seed=args.seed,
+        )
+        save_model(fitted, output, force=args.force)
+    trained = fitted.trained
+    print(
+        f"zonal: fitted {fitted.describe()} to {fitted.num_rows} rows x "
+        f"{len(fitted.feature_columns)} input columns of {args.data} in {trained.seconds:.1f} s "
+        f"(bound per row {trained.objective:.4g}) -> {output}"
+    )
+    return 0
+
+
+def _predict(args: argparse.Namespace) -> int:
+    from zonal._files import check_new_output
+    from zonal.fitting import predict_table
+    from zonal.saved_model import load_model
+    from zonal.tabular import read_table, write_table
+
+    output = args.output or args.data.with_name(f"{args.data.stem}.predictions.csv")
+    with _user_errors():
+        check_new_output(output, force=args.force)
+        fitted = load_model(args.checkpoint)
+        table = read_table(args.data)
+        columns = predict_table(fitted, table, include_noise=not args.latent)
+        write_table(output, columns, force=args.force)
+    print(f"zonal: wrote {table.num_rows} predictions of {fitted.target_column!r} to {output}")
+    return 0
+
+
+@contextlib.contextmanager
+def _user_errors() -> Iterator[None]:
+    """Turn the errors a user can fix (bad table, bad checkpoint, file exists) into one line."""
+    from zonal.saved_model import ModelFileError
+    from zonal.tabular import TableError
+
+    try:
+        yield
+    except (TableError, ModelFileError, OSError) as error:
+        raise CommandError(_error_text(error)) from error
+    except ValueError as error:  # bad options, or a model that cannot be fitted to these data
+        raise CommandError(_error_text(error)) from error
 
 
 def _experiment_list(args: argparse.Namespace) -> int:

@@ -23,6 +23,7 @@ from zonal.features.base import (
 )
 from zonal.harmonics import SphericalHarmonics, num_harmonics, total_harmonics
 
+MAX_DEGREE = 400  # beyond any budget that fits in memory for d >= 3
 ZERO_EIGENVALUE = 1e-9  # relative to the largest eigenvalue, as in seed 000 tables C.1-C.2
 
 
@@ -36,23 +37,32 @@ def nonzero_levels(
     return [n for n in range(max_degree + 1) if float(eigenvalues[n]) > cutoff]
 
 
-def max_degree_for_budget(ambient_dim: int, num_inducing: int, levels=None) -> int:
-    """Largest L such that the complete levels 0..L (or those of ``levels``) fit in the budget."""
+def max_degree_for_budget(ambient_dim: int, num_inducing: int, kernel: Kernel | None = None) -> int:
+    """Largest L such that the levels 0..L fit in ``num_inducing`` features; with a ``kernel``,
+    levels whose eigenvalue is zero cost nothing (so L can exceed the complete-levels degree, by at
+    most a factor two for the arc-cosine kernel's odd levels)."""
     d = check_ambient_dim(ambient_dim)
-    total, degree = 0, -1
-    while True:
-        nxt = degree + 1
-        size = num_harmonics(d, nxt) if levels is None or nxt in levels else 0
-        if total + size > num_inducing or nxt > 1000:
-            break
-        total, degree = total + size, nxt
-    if degree < 0:
-        first = next(n for n in range(1000) if levels is None or n in levels)
+
+    def degree_within(levels: set[int] | None, limit: int) -> int:
+        total, degree = 0, -1
+        for level in range(limit + 1):
+            size = num_harmonics(d, level) if levels is None or level in levels else 0
+            if total + size > num_inducing:
+                break
+            total, degree = total + size, level
+        return degree
+
+    complete = degree_within(None, MAX_DEGREE)
+    if complete < 0:
         raise ValueError(
             f"a budget of {num_inducing} features is smaller than one level "
-            f"(degree {first} alone has {num_harmonics(d, first)} harmonics)"
+            f"(degree 0 alone has {num_harmonics(d, 0)} harmonic)"
         )
-    return degree
+    if kernel is None:
+        return complete
+    limit = min(2 * complete + 2, MAX_DEGREE)
+    levels = set(nonzero_levels(kernel, limit))
+    return min(degree_within(levels, limit), max(levels))  # no trailing zero levels
 
 
 class SphericalHarmonicFeatures(InducingFeatures):
@@ -79,9 +89,7 @@ class SphericalHarmonicFeatures(InducingFeatures):
         if (max_degree is None) == (num_inducing is None):
             raise ValueError("give exactly one of max_degree and num_inducing")
         if num_inducing is not None:
-            probe = 60 if self.ambient_dim <= 3 else 20
-            levels = None if kernel is None else nonzero_levels(kernel, probe)
-            max_degree = max_degree_for_budget(self.ambient_dim, int(num_inducing), levels)
+            max_degree = max_degree_for_budget(self.ambient_dim, int(num_inducing), kernel)
         self.max_degree = check_degree(max_degree)
         levels = (
             list(range(self.max_degree + 1))

@@ -22,9 +22,7 @@ from zonal.harmonics.counts import gegenbauer_alpha, num_harmonics
 from zonal.harmonics.fundamental_system import gram_matrix, load_fundamental_system
 
 
-def zonal_by_level(
-    cosines: torch.Tensor, level_sizes: list[int], ambient_dim: int
-) -> torch.Tensor:
+def zonal_by_level(cosines: torch.Tensor, level_sizes: list[int], ambient_dim: int) -> torch.Tensor:
     """Z_{n(m)}(t_m) for columns grouped by degree: t [..., M] -> [..., M].
 
     Column block k (of ``level_sizes[k]`` columns, possibly 0) gets degree k. Without autograd each
@@ -51,7 +49,9 @@ def _zonal_of_degree_inplace(t: torch.Tensor, degree: int, alpha: float) -> torc
         if alpha == 0:  # T_k = 2 t T_{k-1} - T_{k-2}
             previous.mul_(-1).addcmul_(t, current, value=2.0)
         else:  # k C_k = 2 (k + alpha - 1) t C_{k-1} - (k + 2 alpha - 2) C_{k-2}
-            previous.mul_(-(k + 2 * alpha - 2) / k).addcmul_(t, current, value=2 * (k + alpha - 1) / k)
+            previous.mul_(-(k + 2 * alpha - 2) / k).addcmul_(
+                t, current, value=2 * (k + alpha - 1) / k
+            )
         previous, current = current, previous
     return current.mul_(2.0 if alpha == 0 else (degree + alpha) / alpha)  # Z = 2 T (d = 2)
 
@@ -70,8 +70,11 @@ def _zonal_by_level_differentiable(
         if k >= 2 and alpha == 0:  # T_k = 2 t T_{k-1} - T_{k-2}
             previous, current = current, torch.addcmul(-previous, t, current, value=2.0)
         elif k >= 2:  # k C_k = 2 (k + alpha - 1) t C_{k-1} - (k + 2 alpha - 2) C_{k-2}
-            previous, current = current, torch.addcmul(
-                previous * (-(k + 2 * alpha - 2) / k), t, current, value=2 * (k + alpha - 1) / k
+            previous, current = (
+                current,
+                torch.addcmul(
+                    previous * (-(k + 2 * alpha - 2) / k), t, current, value=2 * (k + alpha - 1) / k
+                ),
             )
         scale = 2.0 if alpha == 0 else (k + alpha) / alpha  # Z_k = 2 T_k for d = 2
         blocks.append(scale * current[..., : level_sizes[k]])

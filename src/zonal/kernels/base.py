@@ -196,6 +196,10 @@ class ZonalKernel(Kernel):
             if same and (has_graph or not needs_graph):
                 return values
         values = self._compute_eigenvalues(max_degree)
+        if max_degree > self.max_degree and not self.uses_closed_form:
+            # evaluated as the truncated Mercer sum: the kernel has no mass above its truncation
+            keep = torch.arange(max_degree + 1, device=values.device) <= self.max_degree
+            values = values * keep.to(values.dtype)
         if not needs_graph:
             values = values.detach()
         has_graph = values.requires_grad

@@ -1,0 +1,157 @@
+"""The checkpoint file of ``zonal fit``: save atomically, load with checks that name the file.
+
+A checkpoint is a ``torch.save`` of a plain dict (tensors, numbers, strings, lists, dicts only, so
+``torch.load(path, weights_only=True)`` reads it)::
+
+    format            "zonal.tabular-model"
+    format_version    1
+    zonal_version     the version that wrote it
+    spec              the resolved model options (``zonal.fitting.resolve_spec``, concrete kernel)
+    feature_columns   input column names, in order
+    target_column     the target's name
+    x_mean, x_std     [D] float64 input standardisation (training rows)
+    y_mean, y_std     [] float64 target standardisation
+    model_state       ``model.state_dict()``
+    likelihood_state  ``likelihood.state_dict()``
+    training          {"rows", "seconds", "objective", "candidates", "source"}
+
+Loading rebuilds the model from ``spec`` (``zonal.fitting.build_model``) and loads the state dicts
+strictly, so a file from another program, another format version or a damaged one is refused with
+a ``ModelFileError`` that names it.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+import zonal
+from zonal._files import write_new_file
+from zonal.datasets import Standardizer
+from zonal.fitting import MODELS, TabularModel, Trained, build_model
+
+FORMAT = "zonal.tabular-model"
+FORMAT_VERSION = 1
+_REQUIRED = {
+    "spec": dict,
+    "feature_columns": list,
+    "target_column": str,
+    "x_mean": torch.Tensor,
+    "x_std": torch.Tensor,
+    "y_mean": torch.Tensor,
+    "y_std": torch.Tensor,
+    "model_state": dict,
+    "likelihood_state": dict,
+    "training": dict,
+}
+
+
+class ModelFileError(ValueError):
+    """A checkpoint cannot be read or is not one that ``zonal fit`` wrote; names the file."""
+
+
+def checkpoint_state(fitted: TabularModel) -> dict[str, Any]:
+    """The plain dict saved for ``fitted`` (see the module docstring)."""
+    trained = fitted.trained
+    return {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "zonal_version": zonal.__version__,
+        "spec": dict(trained.spec),
+        "feature_columns": list(fitted.feature_columns),
+        "target_column": fitted.target_column,
+        "x_mean": torch.as_tensor(np.asarray(fitted.x_scaler.mean, dtype=np.float64)),
+        "x_std": torch.as_tensor(np.asarray(fitted.x_scaler.std, dtype=np.float64)),
+        "y_mean": torch.as_tensor(np.asarray(fitted.y_scaler.mean, dtype=np.float64)),
+        "y_std": torch.as_tensor(np.asarray(fitted.y_scaler.std, dtype=np.float64)),
+        "model_state": trained.model.state_dict(),
+        "likelihood_state": trained.likelihood.state_dict(),
+        "training": {
+            "rows": fitted.num_rows,
+            "seconds": trained.seconds,
+            "objective": trained.objective,
+            "candidates": dict(trained.candidates),
+            "source": fitted.source,
+        },
+    }
+
+
+def save_model(fitted: TabularModel, path: str | os.PathLike[str], *, force: bool = False) -> Path:
+    """Write the checkpoint atomically; an existing file is replaced only with ``force``."""
+    state = checkpoint_state(fitted)
+    return write_new_file(path, lambda handle: torch.save(state, handle), force=force)
+
+
+def load_model(path: str | os.PathLike[str]) -> TabularModel:
+    """Read a checkpoint written by ``save_model`` and rebuild the model, ready to predict."""
+    path = Path(path)
+    if not path.is_file():
+        raise ModelFileError(f"checkpoint {path} does not exist")
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as error:  # torch raises many types for damaged or foreign files
+        reason = (str(error).strip().splitlines() or [""])[0][:200]
+        raise ModelFileError(
+            f"checkpoint {path} is corrupt or not a zonal model file "
+            f"({type(error).__name__}: {reason})"
+        ) from error
+    _check_layout(path, state)
+    spec = state["spec"]
+    try:
+        model, likelihood = build_model(spec)
+        model.load_state_dict(state["model_state"])
+        likelihood.load_state_dict(state["likelihood_state"])
+    except (KeyError, TypeError, ValueError, RuntimeError) as error:
+        reason = (str(error).strip().splitlines() or [""])[0][:200]
+        raise ModelFileError(
+            f"checkpoint {path} does not match the model it describes "
+            f"({type(error).__name__}: {reason})"
+        ) from error
+    training = state["training"]
+    trained = Trained(
+        dict(spec),
+        model,
+        likelihood,
+        float(training.get("objective", float("nan"))),
+        float(training.get("seconds", float("nan"))),
+        dict(training.get("candidates", {})),
+    )
+    x_scaler = Standardizer(mean=state["x_mean"].numpy(), std=state["x_std"].numpy())
+    y_scaler = Standardizer(mean=state["y_mean"].numpy(), std=state["y_std"].numpy())
+    return TabularModel(
+        trained,
+        tuple(state["feature_columns"]),
+        state["target_column"],
+        x_scaler,
+        y_scaler,
+        int(training.get("rows", 0)),
+        str(training.get("source", "")),
+    )
+
+
+def _check_layout(path: Path, state: object) -> None:
+    if not isinstance(state, dict) or state.get("format") != FORMAT:
+        raise ModelFileError(
+            f"{path} is not a model file written by `zonal fit` (no {FORMAT!r} format tag)"
+        )
+    version = state.get("format_version")
+    if version != FORMAT_VERSION:
+        raise ModelFileError(
+            f"{path} has model-file format version {version!r}; this zonal "
+            f"({zonal.__version__}) reads version {FORMAT_VERSION}"
+        )
+    wrong = [key for key, kind in _REQUIRED.items() if not isinstance(state.get(key), kind)]
+    if wrong:
+        raise ModelFileError(f"{path} is damaged: missing or malformed entries {', '.join(wrong)}")
+    spec = state["spec"]
+    if spec.get("model") not in MODELS or not isinstance(spec.get("input_dim"), int):
+        raise ModelFileError(f"{path} is damaged: unknown model spec {spec!r}")
+    width = len(state["feature_columns"])
+    if width != spec["input_dim"] or state["x_mean"].shape != (width,):
+        raise ModelFileError(
+            f"{path} is damaged: {width} input columns but a model for {spec['input_dim']}"
+        )

@@ -1,0 +1,313 @@
+"""The user's tables for ``zonal fit`` and ``zonal predict``: reading CSV / NPZ, writing results.
+
+**CSV**: comma-separated, UTF-8 (a byte-order mark is allowed), a header row of column names, then
+one row per data point. Cells are numbers in Python syntax (``1.5``, ``-2e-3``). Empty cells and
+``NA``, ``N/A``, ``NaN``, ``null``, ``None``, ``?`` (any case) are missing values. Columns that a
+command does not use may hold anything.
+
+**NPZ** (``numpy.savez``), in one of two layouts:
+
+- *one array per column*: every array is 1-D with the same length N; the array names are the
+  column names, in the order they were saved (``np.savez(path, x1=..., x2=..., y=...)``);
+- *matrix*: an array ``X`` [N, D], optionally ``columns`` (D names, a string array; default
+  ``x0 .. x{D-1}``), ``y`` [N] and ``target`` (the name of ``y``, a 0-d string array; default
+  ``"y"``): ``np.savez(path, X=X, y=y, columns=np.array(names))``.
+
+Arrays are read with ``allow_pickle=False``. Problems are ``TableError`` s that name the file, the
+columns and the rows (CSV: line numbers of the file, the header being line 1; NPZ: 0-based rows).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import zipfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+
+from zonal._files import write_new_file
+
+MISSING_TOKENS = frozenset({"", "na", "n/a", "nan", "null", "none", "?"})
+SUFFIXES = (".csv", ".npz")
+_SHOWN = 5  # rows named per column in an error message
+
+
+class TableError(ValueError):
+    """A table cannot be read or does not fit the request; the message names the file."""
+
+
+@dataclass(frozen=True, eq=False)
+class Table:
+    """A table read from ``path``: its column names and, per column, the cells.
+
+    CSV cells are kept as text until a command asks for numbers (``numeric``), so that a column the
+    command does not use may hold anything; NPZ columns are numeric arrays already.
+    """
+
+    path: Path
+    columns: tuple[str, ...]
+    cells: Mapping[str, np.ndarray]  # column -> [N] (float64, or object for CSV text)
+    num_rows: int
+    is_csv: bool
+
+    def row_label(self, row: int) -> str:
+        """How an error names data row ``row`` (0-based): a file line (CSV) or an array index."""
+        return f"line {row + 2}" if self.is_csv else f"row {row}"
+
+    def require(self, names: Sequence[str], role: str) -> None:
+        """Raise a ``TableError`` listing the table's columns if any of ``names`` is missing."""
+        missing = [name for name in names if name not in self.cells]
+        if missing:
+            listed = ", ".join(repr(name) for name in missing)
+            raise TableError(
+                f"{self.path}: no {role} column {listed}; its columns are "
+                f"{', '.join(repr(name) for name in self.columns)}"
+            )
+
+    def numeric(self, names: Sequence[str], role: str = "input") -> np.ndarray:
+        """The columns ``names`` as a float64 matrix [N, len(names)].
+
+        Missing, non-numeric or infinite cells are a ``TableError`` naming every bad column with its
+        first rows.
+        """
+        self.require(names, role)
+        matrix = np.empty((self.num_rows, len(names)), dtype=np.float64)
+        problems: dict[str, list[str]] = {"missing values": [], "non-numeric values": [],
+                                          "infinite values": []}  # fmt: skip
+        for index, name in enumerate(names):
+            values, bad = _to_float(self.cells[name])
+            matrix[:, index] = values
+            for kind, rows in bad.items():
+                if len(rows):
+                    problems[kind].append(self._describe(name, rows, kind))
+        messages = [f"{kind} in {'; '.join(found)}" for kind, found in problems.items() if found]
+        if messages:
+            raise TableError(f"{self.path}: " + ". ".join(messages))
+        return matrix
+
+    def _describe(self, name: str, rows: np.ndarray, kind: str) -> str:
+        shown = ", ".join(self.row_label(int(row)) for row in rows[:_SHOWN])
+        more = f" and {len(rows) - _SHOWN} more" if len(rows) > _SHOWN else ""
+        text = f"column {name!r} at {shown}{more}"
+        if kind == "non-numeric values":
+            examples = ", ".join(repr(str(self.cells[name][int(row)])) for row in rows[:3])
+            text += f" ({examples})"
+        return text
+
+
+def read_table(path: str | os.PathLike[str]) -> Table:
+    """Read a CSV or NPZ table (see the module docstring for the layouts)."""
+    path = Path(path)
+    if path.suffix.lower() not in SUFFIXES:
+        raise TableError(f"{path}: unknown table format {path.suffix!r}; use a .csv or .npz file")
+    if not path.is_file():
+        raise TableError(f"{path}: no such file")
+    if path.suffix.lower() == ".csv":
+        return _read_csv(path)
+    return _read_npz(path)
+
+
+def write_table(
+    path: str | os.PathLike[str],
+    columns: Mapping[str, np.ndarray],
+    *,
+    force: bool = False,
+) -> Path:
+    """Write equal-length 1-D ``columns`` as CSV (or NPZ, one array per column, for a .npz path).
+
+    The file is written atomically and an existing file is replaced only with ``force``.
+    """
+    path = Path(path)
+    if path.suffix.lower() not in SUFFIXES:
+        raise TableError(f"{path}: unknown table format {path.suffix!r}; use a .csv or .npz file")
+    arrays = {name: np.asarray(values).reshape(-1) for name, values in columns.items()}
+    lengths = {len(values) for values in arrays.values()}
+    if len(lengths) > 1:
+        raise ValueError(f"columns of different lengths {sorted(lengths)}")
+    if path.suffix.lower() == ".npz":
+        return write_new_file(path, lambda handle: np.savez(handle, **arrays), force=force)
+
+    def write_csv(handle: IO[str]) -> None:
+        writer = csv.writer(handle, lineterminator="\n")
+        writer.writerow(list(arrays))
+        writer.writerows(zip(*(_format_column(values) for values in arrays.values()), strict=True))
+
+    return write_new_file(path, write_csv, mode="w", force=force)
+
+
+# ---------------------------------------------------------------------------------------- CSV
+
+
+def _read_csv(path: Path) -> Table:
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as error:
+        raise TableError(f"{path}: not UTF-8 text ({error}); is it really a CSV file?") from error
+    try:
+        rows = list(csv.reader(io.StringIO(text, newline="")))
+    except csv.Error as error:
+        raise TableError(f"{path}: not a readable CSV file ({error})") from error
+    rows = [row for row in rows if row]  # blank lines
+    if not rows:
+        raise TableError(f"{path}: the file is empty; expected a header row of column names")
+    header = [name.strip() for name in rows[0]]
+    _check_header(path, header)
+    body = rows[1:]
+    if not body:
+        raise TableError(f"{path}: the file has a header but no data rows")
+    ragged = [i for i, row in enumerate(body) if len(row) != len(header)]
+    if ragged:
+        shown = ", ".join(f"line {i + 2} ({len(body[i])} cells)" for i in ragged[:_SHOWN])
+        raise TableError(
+            f"{path}: the header has {len(header)} columns but {len(ragged)} row(s) do not: {shown}"
+        )
+    cells = {
+        name: np.array([row[j].strip() for row in body], dtype=object)
+        for j, name in enumerate(header)
+    }
+    return Table(path, tuple(header), cells, len(body), is_csv=True)
+
+
+def _check_header(path: Path, header: list[str]) -> None:
+    empty = [str(j + 1) for j, name in enumerate(header) if not name]
+    if empty:
+        raise TableError(
+            f"{path}: the header row has empty column names (column {', '.join(empty)})"
+        )
+    duplicated = sorted({name for name in header if header.count(name) > 1})
+    if duplicated:
+        raise TableError(f"{path}: duplicated column names {', '.join(map(repr, duplicated))}")
+    numeric = [name for name in header if _is_number(name)]
+    if len(numeric) == len(header):
+        raise TableError(
+            f"{path}: the first row ({', '.join(header[:4])}, ...) looks like data, not column "
+            "names; add a header row"
+        )
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+# ---------------------------------------------------------------------------------------- NPZ
+
+
+def _read_npz(path: Path) -> Table:
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            arrays = {name: archive[name] for name in archive.files}
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as error:
+        raise TableError(f"{path}: not a readable NPZ archive ({error})") from error
+    if not arrays:
+        raise TableError(f"{path}: the archive holds no arrays")
+    if "X" in arrays:
+        columns, cells = _matrix_layout(path, arrays)
+    else:
+        columns, cells = _column_layout(path, arrays)
+    lengths = {len(values) for values in cells.values()}
+    if len(lengths) != 1:
+        sizes = ", ".join(f"{name!r}: {len(values)}" for name, values in cells.items())
+        raise TableError(f"{path}: the columns have different lengths ({sizes})")
+    num_rows = lengths.pop()
+    if num_rows == 0:
+        raise TableError(f"{path}: the table has no rows")
+    return Table(path, tuple(columns), cells, num_rows, is_csv=False)
+
+
+def _matrix_layout(path: Path, arrays: dict[str, np.ndarray]) -> tuple[list[str], dict]:
+    unknown = sorted(set(arrays) - {"X", "y", "columns", "target"})
+    if unknown:
+        raise TableError(
+            f"{path}: unexpected arrays {unknown} beside 'X'; the matrix layout holds X, and "
+            "optionally columns, y and target"
+        )
+    matrix = arrays["X"]
+    if matrix.ndim != 2:
+        raise TableError(f"{path}: 'X' must be a matrix [N, D], got shape {matrix.shape}")
+    width = matrix.shape[1]
+    names = [f"x{j}" for j in range(width)]
+    if "columns" in arrays:
+        names = [str(name) for name in np.asarray(arrays["columns"]).reshape(-1)]
+        if len(names) != width:
+            raise TableError(
+                f"{path}: 'columns' has {len(names)} names but 'X' has {width} columns"
+            )
+    cells = {name: _numeric_array(path, name, matrix[:, j]) for j, name in enumerate(names)}
+    if "y" in arrays:
+        target = str(np.asarray(arrays.get("target", "y")).reshape(-1)[0])
+        if arrays["y"].ndim != 1:
+            raise TableError(f"{path}: 'y' must be 1-D [N], got shape {arrays['y'].shape}")
+        cells[target] = _numeric_array(path, target, arrays["y"])
+        names.append(target)
+    if len(set(names)) != len(names):
+        raise TableError(f"{path}: duplicated column names in 'columns' / 'target'")
+    return names, cells
+
+
+def _column_layout(path: Path, arrays: dict[str, np.ndarray]) -> tuple[list[str], dict]:
+    not_vectors = [
+        f"{name!r} {values.shape}" for name, values in arrays.items() if values.ndim != 1
+    ]
+    if not_vectors:
+        raise TableError(
+            f"{path}: arrays {', '.join(not_vectors)} are not 1-D columns; store one 1-D array per "
+            "column, or a matrix 'X' [N, D] (see `zonal fit --help`)"
+        )
+    cells = {name: _numeric_array(path, name, values) for name, values in arrays.items()}
+    return list(arrays), cells
+
+
+def _numeric_array(path: Path, name: str, values: np.ndarray) -> np.ndarray:
+    if values.dtype.kind in "biuf":
+        return values.astype(np.float64)
+    if values.dtype.kind in "US":  # text: parsed like CSV cells when a command uses the column
+        return values.astype(str).astype(object)
+    raise TableError(f"{path}: column {name!r} has dtype {values.dtype}, not numbers")
+
+
+# ---------------------------------------------------------------------------------------- cells
+
+
+def _to_float(column: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """(float64 values, {problem: 0-based rows}) for a numeric or text column."""
+    if column.dtype == object:
+        values = np.empty(len(column), dtype=np.float64)
+        missing, text = [], []
+        for row, cell in enumerate(column):
+            cell = str(cell).strip()
+            if cell.lower() in MISSING_TOKENS:
+                missing.append(row)
+                values[row] = np.nan
+                continue
+            try:
+                values[row] = float(cell)
+            except ValueError:
+                text.append(row)
+                values[row] = np.nan
+        missing_rows = np.array(missing, dtype=np.int64)
+        text_rows = np.array(text, dtype=np.int64)
+    else:
+        values = column.astype(np.float64)
+        missing_rows = np.flatnonzero(np.isnan(values))
+        text_rows = np.array([], dtype=np.int64)
+    infinite_rows = np.flatnonzero(np.isinf(values))
+    return values, {
+        "missing values": missing_rows,
+        "non-numeric values": text_rows,
+        "infinite values": infinite_rows,
+    }
+
+
+def _format_column(values: np.ndarray) -> list[Any]:
+    if values.dtype.kind == "f":
+        return [repr(float(value)) for value in values]
+    return values.tolist()

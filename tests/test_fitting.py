@@ -1,0 +1,236 @@
+"""``zonal fit`` / ``zonal predict`` on a user's table, through ``zonal.cli.main([...])``."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from zonal.cli import main
+from zonal.fitting import fit_table, predict_table
+from zonal.saved_model import FORMAT, load_model, save_model
+from zonal.tabular import TableError, read_table, write_table
+
+FAST = ["--num-inducing", "40", "--steps", "30"]
+TARGET_SHIFT, TARGET_SCALE = 10.0, 3.0
+
+
+def synthetic(num_rows: int = 60, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((num_rows, 2))
+    y = TARGET_SHIFT + TARGET_SCALE * (np.sin(2 * x[:, 0]) + 0.5 * x[:, 1])
+    return x, y + 0.05 * rng.standard_normal(num_rows)
+
+
+def write_csv(path: Path, header: list[str], rows: list[list[object]]) -> Path:
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(header)
+        writer.writerows(rows)
+    return path
+
+
+@pytest.fixture
+def table_csv(tmp_path: Path) -> Path:
+    x, y = synthetic()
+    rows = [
+        [f"id{i}", a, b, t] for i, (a, b, t) in enumerate(zip(x[:, 0], x[:, 1], y, strict=True))
+    ]
+    return write_csv(tmp_path / "train.csv", ["name", "a", "b", "y"], rows)
+
+
+def read_predictions(path: Path) -> dict[str, np.ndarray]:
+    with open(path, newline="", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    return {key: np.array([float(row[key]) for row in rows]) for key in rows[0]}
+
+
+def one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("zonal: error: ") and "Traceback" not in "\n".join(err)
+    return err[-1]
+
+
+def no_temporary_files(folder: Path) -> bool:
+    return not [path for path in folder.iterdir() if path.name.endswith(".tmp")]
+
+
+# ---------------------------------------------------------------------------------- round trips
+
+
+def test_fit_then_predict_round_trip_on_csv(table_csv, tmp_path, capsys):
+    checkpoint, output = tmp_path / "model.pt", tmp_path / "pred.csv"
+    fit = ["fit", str(table_csv), "--target", "y", "--features", "a,b", "-o", str(checkpoint)]
+    assert main([*fit, *FAST]) == 0
+    assert str(checkpoint) in capsys.readouterr().out
+    state = torch.load(checkpoint, weights_only=True)  # plain tensors and containers only
+    assert state["format"] == FORMAT and state["feature_columns"] == ["a", "b"]
+    assert main(["predict", str(checkpoint), str(table_csv), "--output", str(output)]) == 0
+    predictions = read_predictions(output)
+    assert list(predictions) == ["mean", "variance", "lower", "upper"]
+    _, y = synthetic()
+    assert len(predictions["mean"]) == len(y)
+    # original units: the fit explains most of the target's variance around its shifted mean
+    assert np.mean((predictions["mean"] - y) ** 2) < 0.1 * np.var(y)
+    assert (predictions["variance"] > 0).all()
+    half_width = 1.959963984540054 * np.sqrt(predictions["variance"])
+    np.testing.assert_allclose(predictions["upper"] - predictions["mean"], half_width, rtol=1e-9)
+    np.testing.assert_allclose(predictions["mean"] - predictions["lower"], half_width, rtol=1e-9)
+    assert no_temporary_files(tmp_path)
+
+
+def test_saved_model_predicts_exactly_like_the_fitted_one(table_csv, tmp_path):
+    table = read_table(table_csv)
+    fitted = fit_table(table, "y", features=["a", "b"], num_inducing=40, steps=20)
+    save_model(fitted, tmp_path / "model.pt")
+    loaded = load_model(tmp_path / "model.pt")
+    before, after = predict_table(fitted, table), predict_table(loaded, table)
+    for key in before:
+        np.testing.assert_allclose(after[key], before[key], rtol=1e-12, atol=1e-12)
+    latent = predict_table(loaded, table, include_noise=False)
+    assert (latent["variance"] < before["variance"]).all()  # the noise is left out
+
+
+@pytest.mark.parametrize("model", ["svgp", "svgp-activated"])
+def test_svgp_models_round_trip_on_npz(model, tmp_path, capsys):
+    x, y = synthetic(40)
+    data = tmp_path / "train.npz"
+    np.savez(data, X=x, y=y, columns=np.array(["a", "b"]), target=np.array("target"))
+    checkpoint = tmp_path / "model.pt"
+    args = ["fit", str(data), "--target", "target", "--model", model, "-o", str(checkpoint)]
+    assert main([*args, "--num-inducing", "12", "--steps", "10"]) == 0
+    # the one-array-per-column layout, with an extra column that prediction ignores
+    other = tmp_path / "new.npz"
+    np.savez(other, b=x[:5, 1], a=x[:5, 0], note=np.arange(5))
+    output = tmp_path / "pred.npz"
+    assert main(["predict", str(checkpoint), str(other), "-o", str(output)]) == 0
+    with np.load(output) as predictions:
+        assert sorted(predictions.files) == ["lower", "mean", "upper", "variance"]
+        assert predictions["mean"].shape == (5,)
+        assert np.isfinite(predictions["mean"]).all() and (predictions["variance"] > 0).all()
+    assert "5 predictions" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------------------------- errors
+
+
+def test_missing_target_lists_the_columns(table_csv, capsys):
+    assert main(["fit", str(table_csv), "--target", "price"]) == 1
+    line = one_line_error(capsys)
+    assert str(table_csv) in line and "'price'" in line
+    assert "'name', 'a', 'b', 'y'" in line
+
+
+def test_missing_and_non_numeric_values_name_rows_and_columns(tmp_path, capsys):
+    rows = [[1.0, 2.0, 3.0], [1.5, "", 2.0], [0.5, 1.0, "NA"], [2.0, "abc", 1.0]]
+    data = write_csv(tmp_path / "bad.csv", ["a", "b", "y"], rows)
+    assert main(["fit", str(data), "--target", "y", "-o", str(tmp_path / "m.pt")]) == 1
+    line = one_line_error(capsys)
+    assert str(data) in line
+    assert "missing values in column 'b' at line 3; column 'y' at line 4" in line
+    assert "non-numeric values in column 'b' at line 5 ('abc')" in line
+    assert not (tmp_path / "m.pt").exists()
+
+
+def test_npz_missing_values_name_rows(tmp_path):
+    x, y = synthetic(10)
+    x[7, 1] = np.nan
+    path = tmp_path / "data.npz"
+    np.savez(path, X=x, y=y)
+    table = read_table(path)
+    with pytest.raises(TableError, match=r"missing values in column 'x1' at row 7"):
+        table.numeric(["x0", "x1"])
+
+
+@pytest.mark.parametrize("damage", ["truncated", "foreign", "text"])
+def test_corrupted_or_foreign_checkpoint_is_named(damage, table_csv, tmp_path, capsys):
+    checkpoint = tmp_path / "model.pt"
+    fit = ["fit", str(table_csv), "--target", "y", "--features", "a,b", "-o", str(checkpoint)]
+    assert main([*fit, *FAST]) == 0
+    if damage == "truncated":
+        checkpoint.write_bytes(checkpoint.read_bytes()[:200])
+    elif damage == "foreign":
+        torch.save({"weights": torch.zeros(3)}, checkpoint)
+    else:
+        checkpoint.write_text("not a checkpoint\n")
+    capsys.readouterr()
+    output = tmp_path / "pred.csv"
+    assert main(["predict", str(checkpoint), str(table_csv), "-o", str(output)]) == 1
+    line = one_line_error(capsys)
+    assert str(checkpoint) in line
+    assert ("not a model file written by `zonal fit`" if damage == "foreign" else "corrupt") in line
+    assert not output.exists()
+
+
+def test_fit_refuses_to_overwrite_unless_forced(table_csv, tmp_path, capsys):
+    checkpoint = tmp_path / "model.pt"
+    checkpoint.write_bytes(b"an earlier run")
+    args = ["fit", str(table_csv), "--target", "y", "--features", "a,b", "-o", str(checkpoint)]
+    args += FAST
+    assert main(args) == 1
+    line = one_line_error(capsys)
+    assert str(checkpoint) in line and "already exists" in line and "--force" in line
+    assert checkpoint.read_bytes() == b"an earlier run"
+    assert main([*args, "--force"]) == 0
+    assert load_model(checkpoint).feature_columns == ("a", "b")
+
+
+def test_default_inputs_are_all_other_columns_and_must_be_numeric(table_csv, capsys):
+    # without --features, the text column 'name' is an input: a clear error, not a crash
+    assert main(["fit", str(table_csv), "--target", "y", *FAST]) == 1
+    line = one_line_error(capsys)
+    assert "non-numeric values in column 'name' at line 2, line 3" in line
+
+
+def test_column_mismatch_between_fit_and_predict(table_csv, tmp_path, capsys):
+    checkpoint = tmp_path / "model.pt"
+    fit = ["fit", str(table_csv), "--target", "y", "--features", "a,b", "-o", str(checkpoint)]
+    assert main([*fit, *FAST]) == 0
+    other = write_csv(tmp_path / "new.csv", ["a", "c"], [[0.1, 0.2], [0.3, 0.4]])
+    assert main(["predict", str(checkpoint), str(other), "-o", str(tmp_path / "p.csv")]) == 1
+    line = one_line_error(capsys)
+    assert str(other) in line and "lacks 'b'" in line and "its columns are 'a', 'c'" in line
+
+
+def test_failed_predict_leaves_an_existing_output_untouched(table_csv, tmp_path, capsys):
+    checkpoint = tmp_path / "model.pt"
+    fit = ["fit", str(table_csv), "--target", "y", "--features", "a,b", "-o", str(checkpoint)]
+    assert main([*fit, *FAST]) == 0
+    output = tmp_path / "pred.csv"
+    output.write_text("earlier predictions\n")
+    bad = write_csv(tmp_path / "bad.csv", ["a", "b"], [[0.1, 0.2], [0.3, "?"]])
+    # refused without --force before anything is computed ...
+    assert main(["predict", str(checkpoint), str(table_csv), "-o", str(output)]) == 1
+    assert "already exists" in one_line_error(capsys)
+    # ... and with --force a failure part way keeps the earlier file
+    assert main(["predict", str(checkpoint), str(bad), "-o", str(output), "--force"]) == 1
+    assert "missing values in column 'b' at line 3" in one_line_error(capsys)
+    assert output.read_text() == "earlier predictions\n"
+    assert no_temporary_files(tmp_path)
+
+
+def test_table_format_errors(tmp_path):
+    with pytest.raises(TableError, match=r"unknown table format '\.txt'"):
+        read_table(tmp_path / "data.txt")
+    with pytest.raises(TableError, match="no such file"):
+        read_table(tmp_path / "absent.csv")
+    header_only = write_csv(tmp_path / "empty.csv", ["a", "y"], [])
+    with pytest.raises(TableError, match="no data rows"):
+        read_table(header_only)
+    ragged = tmp_path / "ragged.csv"
+    ragged.write_text("a,y\n1,2\n3\n")
+    with pytest.raises(TableError, match=r"line 3 \(1 cells\)"):
+        read_table(ragged)
+    no_header = tmp_path / "numbers.csv"
+    no_header.write_text("1,2\n3,4\n")
+    with pytest.raises(TableError, match="add a header row"):
+        read_table(no_header)
+    not_npz = tmp_path / "fake.npz"
+    not_npz.write_text("hello")
+    with pytest.raises(TableError, match="not a readable NPZ archive"):
+        read_table(not_npz)
+    with pytest.raises(FileExistsError, match="already exists"):
+        write_table(header_only, {"mean": np.zeros(2)})
