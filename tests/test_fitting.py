@@ -234,3 +234,22 @@ def test_table_format_errors(tmp_path):
         read_table(not_npz)
     with pytest.raises(FileExistsError, match="already exists"):
         write_table(header_only, {"mean": np.zeros(2)})
+
+
+@pytest.mark.parametrize("model", ["adgp", "dgp"])
+def test_deep_models_round_trip(tmp_path, model):
+    """``zonal fit --model adgp|dgp`` trains, saves, reloads and predicts."""
+    from zonal.cli import main
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(60, 2))
+    y = np.sin(2 * x[:, 0]) * x[:, 1]
+    data = tmp_path / "deep.csv"
+    data.write_text("a,b,y\n" + "\n".join(f"{p},{q},{r}" for (p, q), r in zip(x, y, strict=True)))
+    checkpoint = tmp_path / f"{model}.pt"
+    arguments = ["fit", str(data), "--target", "y", "--model", model, "--steps", "20"]
+    assert main([*arguments, "--num-inducing", "8", "--layers", "2", "-o", str(checkpoint)]) == 0
+    output = tmp_path / "pred.csv"
+    assert main(["predict", str(checkpoint), str(data), "-o", str(output)]) == 0
+    lines = output.read_text().splitlines()
+    assert len(lines) == 61 and "mean" in lines[0]

@@ -124,10 +124,19 @@ def _add_fit_parser(commands: Any) -> None:
     )
     fit.add_argument(
         "--model",
-        choices=("sgpr", "svgp", "svgp-activated"),
+        choices=("sgpr", "svgp", "svgp-activated", "adgp", "dgp"),
         default="sgpr",
         help="sgpr: spherical-harmonic features, one pass + L-BFGS (default); svgp: the same "
-        "features trained by Adam on minibatches; svgp-activated: Softplus activated features",
+        "features trained by Adam on minibatches; svgp-activated: Softplus activated features; "
+        "adgp: activated deep GP, trained as a network then by the ELBO; dgp: deep GP with "
+        "inducing points",
+    )
+    fit.add_argument(
+        "--layers",
+        type=int,
+        default=2,
+        metavar="L",
+        help="number of GP layers of adgp / dgp (hidden width 5; default 2)",
     )
     fit.add_argument(
         "--kernel",
@@ -232,6 +241,7 @@ def _fit(args: argparse.Namespace) -> int:
             kernel=args.kernel,
             num_inducing=args.num_inducing,
             steps=args.steps,
+            num_layers=args.layers,
             seed=args.seed,
         )
         save_model(fitted, output, force=args.force)

@@ -24,6 +24,7 @@ The resolved options (``resolve_spec``) are a plain dict: the same dict rebuilds
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from collections.abc import Mapping, Sequence
@@ -38,19 +39,35 @@ from gpytorch.likelihoods import GaussianLikelihood
 from torch import nn
 
 from zonal.datasets import Standardizer
-from zonal.features import ActivatedFeatures, SphericalHarmonicFeatures
+from zonal.features import ActivatedFeatures, InducingPoints, SphericalHarmonicFeatures
 from zonal.features.spherical_harmonic import max_degree_for_budget
 from zonal.kernels import ArcCosineKernel, PolynomialDecayKernel
-from zonal.models import SGPR, SVGP, fit_svgp
+from zonal.models import (
+    DGP,
+    SGPR,
+    SVGP,
+    ActivatedDGP,
+    DGPLayer,
+    fit_dgp,
+    fit_svgp,
+    two_stage_fit,
+)
 from zonal.tabular import Table, TableError
 
-MODELS = ("sgpr", "svgp", "svgp-activated")
+MODELS = ("sgpr", "svgp", "svgp-activated", "adgp", "dgp")
+DEEP_MODELS = ("adgp", "dgp")
 KERNELS = ("auto", "arccos", "polynomial-decay")
 DEFAULTS: dict[str, dict[str, Any]] = {
     "sgpr": {"num_inducing": 512, "steps": 200},
     "svgp": {"num_inducing": 512, "steps": 1000},
     "svgp-activated": {"num_inducing": 128, "steps": 1000},
+    "adgp": {"num_inducing": 128, "steps": 1000},
+    "dgp": {"num_inducing": 128, "steps": 1000},
 }
+#: output width of the hidden layers of the deep models (seed 000 sec. 5.2)
+HIDDEN_WIDTH = 5
+#: Monte Carlo samples for deep-model predictions
+PREDICTION_SAMPLES = 32
 BATCH_SIZE = 1024
 LEARNING_RATE = 0.05
 TRUNCATION_LEVEL = 10
@@ -77,6 +94,7 @@ def resolve_spec(
     batch_size: int = BATCH_SIZE,
     learning_rate: float = LEARNING_RATE,
     truncation_level: int = TRUNCATION_LEVEL,
+    num_layers: int = 2,
     seed: int = 0,
 ) -> dict[str, Any]:
     """The checked options of a model for ``input_dim`` input columns, defaults filled in."""
@@ -84,10 +102,9 @@ def resolve_spec(
         raise ValueError(f"unknown model {model!r}; choose one of {', '.join(MODELS)}")
     if kernel not in KERNELS:
         raise ValueError(f"unknown kernel {kernel!r}; choose one of {', '.join(KERNELS)}")
-    if model == "svgp-activated" and kernel == "polynomial-decay":
-        raise ValueError(
-            "svgp-activated uses the arc-cosine kernel (seed 000 sec. 5); drop --kernel"
-        )
+    if model in ("svgp-activated", *DEEP_MODELS) and kernel == "polynomial-decay":
+        raise ValueError(f"{model} uses the arc-cosine kernel (seed 000 sec. 5); drop --kernel")
+    _check_positive(num_layers, "num_layers")
     _check_positive(input_dim, "the number of input columns")
     num_inducing = DEFAULTS[model]["num_inducing"] if num_inducing is None else num_inducing
     steps = DEFAULTS[model]["steps"] if steps is None else steps
@@ -105,6 +122,7 @@ def resolve_spec(
         "batch_size": int(batch_size),
         "learning_rate": float(learning_rate),
         "truncation_level": int(truncation_level),
+        "num_layers": int(num_layers),
         "seed": int(seed),
     }
 
@@ -149,6 +167,8 @@ def build_model(spec: Mapping[str, Any]) -> tuple[nn.Module, GaussianLikelihood]
         features = harmonic_features(kernel, ambient_dim, budget)
         model = SGPR(kernel, features, input_dim, noise=INITIAL_NOISE)
         return model, model.likelihood
+    if spec["model"] in DEEP_MODELS:
+        return build_deep_model(spec)
     if spec["model"] == "svgp":
         features = harmonic_features(kernel, ambient_dim, budget)
     elif spec["model"] == "svgp-activated":
@@ -164,6 +184,44 @@ def build_model(spec: Mapping[str, Any]) -> tuple[nn.Module, GaussianLikelihood]
     likelihood = GaussianLikelihood().double()
     likelihood.noise = torch.tensor(INITIAL_NOISE, dtype=torch.float64)
     return SVGP(kernel, features, input_dim), likelihood
+
+
+def build_deep_model(spec: Mapping[str, Any]) -> tuple[DGP, GaussianLikelihood]:
+    """An activated DGP (Softplus features, arc-cosine kernels) or a standard DGP (inducing points,
+    arc-cosine kernels), ``num_layers`` layers with hidden width ``HIDDEN_WIDTH``, constant means."""
+    likelihood = GaussianLikelihood().double()
+    likelihood.noise = torch.tensor(INITIAL_NOISE, dtype=torch.float64)
+    hidden = [HIDDEN_WIDTH] * (spec.get("num_layers", 2) - 1)
+    if spec["model"] == "adgp":
+        model = ActivatedDGP(
+            spec["input_dim"],
+            hidden,
+            likelihood,
+            num_inducing=spec["num_inducing"],
+            truncation_level=spec["truncation_level"],
+            mean="constant",
+            seed=spec["seed"],
+        )
+        return model, likelihood
+    widths = [spec["input_dim"], *hidden, 1]
+    generator = torch.Generator().manual_seed(spec["seed"])
+    layers = []
+    for index, (width_in, width_out) in enumerate(itertools.pairwise(widths)):
+        kernel = ScaleKernel(ArcCosineKernel(width_in + 1, homogeneous=True)).double()
+        points = torch.randn(
+            spec["num_inducing"], width_in + 1, generator=generator, dtype=torch.float64
+        )
+        last = index == len(widths) - 2
+        layers.append(
+            DGPLayer(
+                kernel,
+                InducingPoints(points),
+                width_in,
+                None if last else width_out,
+                mean="constant",
+            )
+        )
+    return DGP(layers, likelihood), likelihood
 
 
 def train_svgp(
@@ -232,6 +290,8 @@ def train(spec: Mapping[str, Any], x: torch.Tensor, y: torch.Tensor) -> Trained:
         candidates = {name: fit[2] for name, fit in fits.items()}
         return Trained({**spec, "kernel": best}, model, likelihood, objective,
                        time.perf_counter() - started, candidates)  # fmt: skip
+    if spec["model"] in DEEP_MODELS:
+        return _train_deep(spec, x, y, started)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(spec["seed"])
         model, likelihood = build_model(spec)
@@ -247,6 +307,25 @@ def train(spec: Mapping[str, Any], x: torch.Tensor, y: torch.Tensor) -> Trained:
             learning_rate=spec["learning_rate"],
             seed=spec["seed"],
         )
+    tail = losses[-max(1, len(losses) // 20) :]
+    return Trained(dict(spec), model, likelihood, -float(np.mean(tail)),
+                   time.perf_counter() - started)  # fmt: skip
+
+
+def _train_deep(
+    spec: Mapping[str, Any], x: torch.Tensor, y: torch.Tensor, started: float
+) -> Trained:
+    """ADGP: the two-stage recipe (network, then ELBO); DGP: the ELBO from the start."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(spec["seed"])
+        model, likelihood = build_model(spec)
+        options = {"batch_size": spec["batch_size"], "lr": 0.01, "seed": spec["seed"]}
+        if spec["model"] == "adgp":
+            losses = two_stage_fit(
+                model, x, y, network_steps=spec["steps"], elbo_steps=spec["steps"], **options
+            )["elbo"]
+        else:
+            losses = fit_dgp(model, x, y, num_steps=spec["steps"], **options)
     tail = losses[-max(1, len(losses) // 20) :]
     return Trained(dict(spec), model, likelihood, -float(np.mean(tail)),
                    time.perf_counter() - started)  # fmt: skip
@@ -284,6 +363,10 @@ def predict_standardised(
         chunk = x[start : start + chunk_size]  # [n, D]
         if isinstance(model, SGPR):
             mean, variance = model.predict(chunk, include_noise=include_noise)
+        elif isinstance(model, DGP):
+            mean, variance = model.predict(chunk, num_samples=PREDICTION_SAMPLES)
+            if include_noise:
+                variance = variance + likelihood.noise.reshape(())
         else:
             latent = model(chunk)
             mean, variance = latent.mean, latent.variance
@@ -326,8 +409,12 @@ class TabularModel:
         spec = self.spec
         features = getattr(self.trained.model, "features", None)
         size = getattr(features, "num_inducing", spec["num_inducing"])
-        kind = "activated Softplus" if spec["model"] == "svgp-activated" else "spherical-harmonic"
-        return f"{spec['model']} ({spec['kernel']} kernel, {size} {kind} features)"
+        kind = {
+            "svgp-activated": "activated Softplus features",
+            "adgp": f"activated Softplus features per layer, {spec.get('num_layers', 2)} layers",
+            "dgp": f"inducing points per layer, {spec.get('num_layers', 2)} layers",
+        }.get(spec["model"], "spherical-harmonic features")
+        return f"{spec['model']} ({spec['kernel']} kernel, {size} {kind})"
 
 
 def select_columns(
