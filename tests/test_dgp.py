@@ -186,3 +186,23 @@ def test_bad_input():
         model(x)
     with pytest.raises(ValueError, match=r"\[N, 2\]"):
         model(torch.zeros(4, 3, dtype=torch.float64))
+
+
+def test_variational_scale_survives_the_first_call():
+    model = ActivatedDGP(2, [3], gpytorch.likelihoods.GaussianLikelihood().double(), num_inducing=5)
+    model.set_variational_scale(0.1)
+    x, _ = data(5)
+    model(x)
+    for layer in model.layers:
+        factor = layer.variational_strategy._variational_distribution.chol_variational_covar
+        assert torch.allclose(factor, 0.1 * torch.eye(5, dtype=torch.float64).expand_as(factor))
+
+
+def test_binary_network_loss_has_the_bernoulli_likelihood_link():
+    from zonal.models.activated_dgp import probit_cross_entropy
+
+    f = torch.tensor([-1.0, 0.3, 2.0], dtype=torch.float64)
+    y = torch.tensor([0.0, 1.0, 1.0], dtype=torch.float64)
+    likelihood = gpytorch.likelihoods.BernoulliLikelihood()
+    expected = -likelihood(f).log_prob(y).mean()
+    assert abs(float(probit_cross_entropy(f, y) - expected)) < 1e-12

@@ -195,13 +195,20 @@ class ActivatedDGP(DGP):
                 distribution.chol_variational_covar.copy_(
                     scale * eye.expand_as(distribution.chol_variational_covar)
                 )
+                # mark q as set, or GPyTorch re-initialises it from the prior on the next call
+                layer.variational_strategy.variational_params_initialized.fill_(1)
+
+
+def probit_cross_entropy(output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """-mean[y log Phi(f) + (1 - y) log Phi(-f)]: the link of GPyTorch's ``BernoulliLikelihood``,
+    so that a network trained by it is the DGP's mean under the same likelihood."""
+    signed = (2 * target - 1) * output  # [N]
+    return -torch.special.log_ndtr(signed).mean()
 
 
 LOSSES: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
     "mse": lambda output, target: torch.nn.functional.mse_loss(output, target),
-    "bce": lambda output, target: torch.nn.functional.binary_cross_entropy_with_logits(
-        output, target
-    ),
+    "bce": probit_cross_entropy,
     "ce": lambda output, target: torch.nn.functional.cross_entropy(output, target.long()),
 }
 

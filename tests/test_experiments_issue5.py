@@ -1,0 +1,227 @@
+"""The deep-GP experiments (``uci-dgp``, ``banana-dgp``) in tiny synthetic configurations: the files
+and columns they write, resuming after an interruption, and the facts their training relies on."""
+
+from __future__ import annotations
+
+import csv
+import itertools
+import json
+import math
+
+import gpytorch
+import pytest
+import torch
+
+from zonal.experiments import (
+    _dgp_common,
+    create_run,
+    execute_run,
+    resume_experiment,
+    run_experiment,
+)
+from zonal.experiments import uci_dgp as uci_module
+
+TINY_UCI = {
+    "datasets": ["synthetic"],
+    "models": ["ADGP-1", "ADGP-3", "DGP-3"],
+    "num_splits": 2,
+    "num_inducing": 6,
+    "network_steps": 20,
+    "elbo_steps": 4,
+    "dgp_steps": 4,
+    "eval_samples": 4,
+    "trace_every": 2,
+    "trace_samples": 2,
+}
+TINY_BANANA = {
+    "dataset": "synthetic",
+    "num_train": 40,
+    "num_test": 40,
+    "num_inducing": 8,
+    "network_steps": 20,
+    "elbo_steps": 4,
+    "eval_samples": 4,
+    "grid_size": 12,
+}
+
+
+class SimulatedCrashError(RuntimeError):
+    """Stands for a run killed part way."""
+
+
+def _read_csv(path):
+    with path.open() as handle:
+        return list(csv.DictReader(handle))
+
+
+def _without_times(value):
+    """Metrics or rows with wall-clock entries removed (they differ between any two runs)."""
+    if isinstance(value, dict):
+        return {k: _without_times(v) for k, v in value.items() if "seconds" not in k}
+    if isinstance(value, list):
+        return [_without_times(item) for item in value]
+    return value
+
+
+@pytest.fixture(scope="module")
+def uci_reference(tmp_path_factory):
+    return run_experiment("uci-dgp", overrides=TINY_UCI, runs_root=tmp_path_factory.mktemp("uci"))
+
+
+@pytest.fixture(scope="module")
+def banana_reference(tmp_path_factory):
+    root = tmp_path_factory.mktemp("banana")
+    return run_experiment("banana-dgp", overrides=TINY_BANANA, runs_root=root)
+
+
+def test_uci_dgp_writes_tables_traces_and_the_paper_beside_ours(uci_reference):
+    path = uci_reference.path
+    files = {p.name for p in path.iterdir()}
+    expected = {
+        "results.csv",
+        "summary.csv",
+        "table1.md",
+        "traces.csv",
+        "report.md",
+        "metrics.json",
+    }
+    assert expected <= files
+    pytest.importorskip("matplotlib")
+    assert "traces.png" in files
+
+    results = _read_csv(path / "results.csv")
+    assert len(results) == 2 * len(TINY_UCI["models"])  # splits x models
+    assert {"dataset", "split", "model", "mse", "tll", "network_mse", "train_seconds"} <= set(
+        results[0]
+    )
+    summary = _read_csv(path / "summary.csv")
+    assert [row["model"] for row in summary] == TINY_UCI["models"]
+    for column in ("mse", "mse_std", "tll", "tll_std", "paper_mse", "paper_tll_std"):
+        assert column in summary[0]
+    traces = _read_csv(path / "traces.csv")
+    stages = {(row["model"], row["stage"]) for row in traces}
+    assert stages == {("ADGP-3", "network"), ("ADGP-3", "elbo"), ("DGP-3", "elbo")}
+
+    metrics = json.loads((path / "metrics.json").read_text())
+    assert set(metrics["synthetic"]) == set(TINY_UCI["models"])
+    report = (path / "report.md").read_text()
+    assert "| quantity | ours | paper (seed 000 table 1) |" in report
+    assert "| concrete.ADGP-3.mse | — | 0.135 |" in report  # a dataset this run did not fit
+
+
+def test_uci_dgp_resumes_after_an_interruption_with_the_same_metrics(
+    uci_reference, tmp_path, monkeypatch
+):
+    real_fit = uci_module.fit_model
+    calls = {"count": 0}
+
+    def crashing_fit(*args, **kwargs):
+        if calls["count"] == 4:
+            raise SimulatedCrashError("killed after 4 fits")
+        calls["count"] += 1
+        return real_fit(*args, **kwargs)
+
+    monkeypatch.setattr(uci_module, "fit_model", crashing_fit)
+    run = create_run("uci-dgp", overrides=TINY_UCI, runs_root=tmp_path)
+    with pytest.raises(SimulatedCrashError):
+        execute_run(run)
+    assert run.directory.checkpoint_path.exists()
+    assert not (run.directory.path / "metrics.json").exists()
+
+    calls["count"] = -100  # no more crashes; count the fits of the resumed run
+    resumed = resume_experiment(run.directory.path)
+    assert calls["count"] == -100 + 2  # only the 2 fits that were left
+    assert _without_times(resumed.metrics) == _without_times(uci_reference.metrics)
+    for name in ("results.csv", "traces.csv"):
+        ours = _without_times(_read_csv(resumed.path / name))
+        reference = _without_times(_read_csv(uci_reference.path / name))
+        assert ours == reference
+
+
+def test_banana_dgp_writes_the_maps_and_the_confidence_table(banana_reference):
+    path = banana_reference.path
+    files = {p.name for p in path.iterdir()}
+    assert {"confidence.csv", "report.md", "metrics.json", "checkpoint.pt"} <= files
+    rows = _read_csv(path / "confidence.csv")
+    assert [row["model"] for row in rows] == ["network-1", "dgp-1", "network-3", "dgp-3"]
+    for column in ("far_confidence", "near_confidence", "test_accuracy", "test_log_likelihood"):
+        assert all(math.isfinite(float(row[column])) for row in rows)
+    assert all(0 <= float(row["far_confidence"]) <= 0.5 for row in rows)
+    metrics = banana_reference.metrics
+    assert set(metrics["dgp_less_confident_far"]) == {"1", "3"}
+    assert metrics["num_far_points"] > 0
+    report = (path / "report.md").read_text()
+    assert "paper (seed 000 figure 5)" in report
+
+
+def test_banana_dgp_resumes_after_an_interruption_with_the_same_metrics(
+    banana_reference, tmp_path, monkeypatch
+):
+    real_elbo = _dgp_common.train_elbo
+    calls = {"network": 0}
+
+    def crashing_elbo(*args, **kwargs):
+        raise SimulatedCrashError("killed in the first ELBO stage")
+
+    monkeypatch.setattr(_dgp_common, "train_elbo", crashing_elbo)
+    run = create_run("banana-dgp", overrides=TINY_BANANA, runs_root=tmp_path)
+    with pytest.raises(SimulatedCrashError):
+        execute_run(run)
+    assert run.directory.checkpoint_path.exists()  # the first network was saved
+
+    real_network = _dgp_common.train_network_stage
+
+    def counting_network(*args, **kwargs):
+        calls["network"] += 1
+        return real_network(*args, **kwargs)
+
+    monkeypatch.setattr(_dgp_common, "train_elbo", real_elbo)
+    monkeypatch.setattr(_dgp_common, "train_network_stage", counting_network)
+    resumed = resume_experiment(run.directory.path)
+    assert calls["network"] == 1  # the 1-layer network came from the checkpoint
+    assert resumed.metrics == banana_reference.metrics
+    assert _read_csv(resumed.path / "confidence.csv") == _read_csv(
+        banana_reference.path / "confidence.csv"
+    )
+
+
+def test_probit_cross_entropy_is_the_bernoulli_likelihood_at_zero_variance():
+    generator = torch.Generator().manual_seed(0)
+    f = 3 * torch.randn(50, generator=generator, dtype=torch.float64)
+    y = (torch.rand(50, generator=generator, dtype=torch.float64) > 0.5).double()
+    likelihood = gpytorch.likelihoods.BernoulliLikelihood()
+    point_mass = gpytorch.distributions.MultivariateNormal(f, torch.diag(torch.full_like(f, 1e-8)))
+    log_marginal = likelihood.log_marginal(y, point_mass)  # log Phi((2y - 1) f)
+    assert torch.allclose(-log_marginal.mean(), _dgp_common.probit_bce(f, y), atol=1e-6)
+
+
+def test_evaluating_during_training_changes_neither_the_losses_nor_the_clock_order():
+    generator = torch.Generator().manual_seed(1)
+    x = torch.randn(40, 2, generator=generator, dtype=torch.float64)
+    y = torch.sin(x[:, 0])
+
+    def train(with_trace: bool) -> tuple[list[float], list[tuple[int, float]]]:
+        torch.manual_seed(0)
+        likelihood = gpytorch.likelihoods.GaussianLikelihood().double()
+        model = _dgp_common.build_inducing_point_dgp(
+            x, 2, likelihood, num_inducing=5, hidden_width=2, mean="constant", seed=0
+        )
+        points: list[tuple[int, float]] = []
+        extra = {}
+        if with_trace:
+            extra = {
+                "evaluate": lambda: _dgp_common.predictive_mse(model, x, y, 3),
+                "every": 3,
+                "on_evaluate": lambda step, seconds, value: points.append((step, seconds)),
+            }
+        schedule = _dgp_common.Schedule(batch_size=16)
+        losses = _dgp_common.train_elbo(
+            model, x, y, 8, schedule, torch.Generator().manual_seed(0), **extra
+        )
+        return losses, points
+
+    plain, _ = train(False)
+    traced, points = train(True)
+    assert plain == traced  # evaluations use a forked RNG stream
+    assert [step for step, _ in points] == [0, 3, 6, 8]
+    assert all(b >= a for (_, a), (_, b) in itertools.pairwise(points))
