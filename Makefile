@@ -37,6 +37,7 @@ bench: setup
 	$(BIN)/python benchmarks/harmonics.py
 	$(BIN)/python benchmarks/kernels.py
 	$(BIN)/python benchmarks/sgpr_scaling.py --quick
+	$(BIN)/python benchmarks/dgp_training.py --quick
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .ruff_cache
