@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 
 import gpytorch
 import torch
@@ -189,7 +190,7 @@ def fit_dgp(
     lr: float = 0.01,
     num_samples: int = 5,
     seed: int = 0,
-    callback=None,
+    callback: Callable[[int, float], None] | None = None,
     parameters=None,
 ) -> list[float]:
     """Adam on the minibatch DGP ELBO with ``num_samples`` propagated samples; the loss per step.

@@ -67,7 +67,7 @@ def fit_svgp(
     batch_size: int = 1024,
     lr: float = 0.01,
     seed: int = 0,
-    callback=None,
+    callback: Callable[[int, float], None] | None = None,
 ) -> list[float]:
     """Adam on the minibatch ELBO (``gpytorch.mlls.VariationalELBO``); returns the loss per step.
 
