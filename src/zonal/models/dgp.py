@@ -107,7 +107,7 @@ class DGPLayer(DeepGPLayer):
         """
         lifted = self.embedding.lift(h)  # [N, D_in + 1]
         strategy = self.variational_strategy
-        projection, _ = strategy.projection(lifted)  # [M, N]
+        projection, _ = strategy.projection(lifted)  # A [M, N]
         inducing_mean = strategy.variational_distribution.mean  # [P, M] or [M]
         mean = inducing_mean @ projection  # [P, N] or [N]
         batched = inducing_mean.dim() > 1

@@ -22,11 +22,13 @@ from linear_operator.operators import (
     DiagLinearOperator,
     LinearOperator,
     MatmulLinearOperator,
+    RootLinearOperator,
     SumLinearOperator,
 )
 
 from zonal.features import InducingFeatures
 from zonal.linalg import cholesky
+from zonal.variational.root_difference import RootDifferenceLinearOperator, compact
 
 
 class InterDomainVariationalStrategy(_VariationalStrategy):
@@ -96,22 +98,28 @@ class InterDomainVariationalStrategy(_VariationalStrategy):
         kuu = kuu.to(dtype).expand(*batch_shape, num_inducing, num_inducing)
         return MultivariateNormal(zeros, kuu)
 
-    def projection(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """(A [*b, M, N], Kuu as a dense [*b, M, M] or None if diagonal) for the conditional."""
+    def projection(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(A, B) [*b, M, N] for inputs x [*b, N, d]: B = L^{-1} Kuf and A = B (whitened) or
+        Kuu^{-1} Kuf = L^{-T} B, so that Qff = Kfu Kuu^{-1} Kuf = B^T B.
+
+        Batch dimensions along which x is only expanded (stride 0, as GPyTorch's ``DeepGPLayer``
+        repeats a layer's input for each of its outputs) are computed once: the results have
+        size 1 there and broadcast.
+        """
+        x = compact(x)
         kuu = self._kuu()
         kuf = self.features.kuf(self._kernel(), x)  # [*b, M, N]
         if isinstance(kuu, DiagLinearOperator):
             diagonal = kuu.diagonal().to(kuf.dtype)  # [*b, M]
             if (diagonal <= 0).any():
                 raise ValueError("Kuu has non-positive diagonal entries (a zero eigenvalue level?)")
-            scale = diagonal.sqrt() if self.whiten else diagonal
-            return kuf / scale.unsqueeze(-1), None
-        kuu = kuu.to(kuf.dtype)
-        factor = cholesky(kuu, name="Kuu (inducing covariance)")  # [*b, M, M]
-        projected = torch.linalg.solve_triangular(factor, kuf, upper=False)  # L^{-1} Kuf
-        if not self.whiten:
-            projected = torch.linalg.solve_triangular(factor.mT, projected, upper=True)
-        return projected, kuu
+            whitened = kuf / diagonal.sqrt().unsqueeze(-1)
+            return (whitened if self.whiten else kuf / diagonal.unsqueeze(-1)), whitened
+        factor = cholesky(kuu.to(kuf.dtype), name="Kuu (inducing covariance)")  # [*b, M, M]
+        whitened = torch.linalg.solve_triangular(factor, kuf, upper=False)  # L^{-1} Kuf
+        if self.whiten:
+            return whitened, whitened
+        return torch.linalg.solve_triangular(factor.mT, whitened, upper=True), whitened
 
     # ------------------------------------------------------------------ conditional
     def forward(
@@ -123,26 +131,27 @@ class InterDomainVariationalStrategy(_VariationalStrategy):
         diag: bool = True,
         **kwargs,
     ) -> MultivariateNormal:
-        """q(f(x)) = N(A^T m + mu(x), Kff + A^T (S - P) A), P = I (whitened) or Kuu."""
-        projection, kuu = self.projection(x)  # [*b, M, N]
+        """q(f(x)) = N(A^T m + mu(x), Kff + A^T S A - B^T B) (A, B from ``projection``).
+
+        With S = R R^T (R the Cholesky root that ``CholeskyVariationalDistribution`` stores),
+        A^T S A = (R^T A)^T (R^T A): one M x M by M x N product instead of the two of S @ A.
+        """
+        projection, whitened = self.projection(x)  # [*b', M, N], *b' broadcasts to *b
         mean = (projection.mT @ inducing_values.unsqueeze(-1)).squeeze(-1)  # [*b, N]
         mean_module = getattr(self.model, "mean_module", None)
         if mean_module is not None:
             mean = mean + mean_module(x)
-        kff = self._kernel()(x)  # lazy [*b, N, N]
-        if variational_inducing_covar is None:  # a Delta q(u): S = 0
-            covariance_times_a = torch.zeros_like(projection)
-        else:
-            covariance_times_a = variational_inducing_covar.matmul(projection)  # S A [*b, M, N]
-        if kuu is None:
-            correction = (
-                projection if self.whiten else projection * self._kuu().diagonal().unsqueeze(-1)
-            )
-        else:
-            correction = projection if self.whiten else kuu @ projection
-        middle_times_a = covariance_times_a - correction  # (S - P) A [*b, M, N]
-        covariance = SumLinearOperator(kff, MatmulLinearOperator(projection.mT, middle_times_a))
-        return MultivariateNormal(mean, covariance)
+        batch_shape = torch.broadcast_shapes(x.shape[:-2], mean.shape[:-1])
+        mean = mean.expand(*batch_shape, mean.shape[-1])  # [*b, N]
+        terms = [self._kernel()(x)]  # Kff, lazy [*b, N, N]
+        reduced = _root_times(variational_inducing_covar, projection)  # R^T A [*b', K, N]
+        if reduced is None:  # S stores no root: A^T (S A)
+            product = variational_inducing_covar.matmul(projection)  # [*b, M, N]
+            product = product.expand(*batch_shape, *product.shape[-2:])
+            terms.append(MatmulLinearOperator(projection.expand_as(product).mT, product))
+            reduced = projection[..., :0, :]
+        terms.append(RootDifferenceLinearOperator(reduced, whitened, batch_shape))  # A^T S A - Qff
+        return MultivariateNormal(mean, SumLinearOperator(*terms))
 
     def kl_divergence(self) -> torch.Tensor:
         """KL(q(u) || p(u)) [*b], in closed form from the root of S."""
@@ -158,3 +167,15 @@ class InterDomainVariationalStrategy(_VariationalStrategy):
         logdet_q = q.lazy_covariance_matrix.logdet()
         logdet_p = prior_variance.log().sum(-1)
         return 0.5 * (trace + mahalanobis - mean.shape[-1] + logdet_p - logdet_q)
+
+
+def _root_times(covariance: LinearOperator | None, projection: torch.Tensor) -> torch.Tensor | None:
+    """R^T A [*b, K, N] for S = R R^T when S stores its root (Cholesky or diagonal; K = 0 for
+    S = None, a Delta q(u)), else None."""
+    if covariance is None:
+        return projection[..., :0, :]
+    if isinstance(covariance, RootLinearOperator):  # includes CholLinearOperator
+        return covariance.root.to_dense().mT @ projection
+    if isinstance(covariance, DiagLinearOperator):
+        return covariance.diagonal().sqrt().unsqueeze(-1) * projection
+    return None
