@@ -9,25 +9,22 @@ Seed 000 sec. 5.1-5.2 and seed 001 ch. 4 train two kinds of models:
 * the standard DGP: inducing points Z in the lifted space [h, b] and the same arc-cosine kernel
   (seed 000 eq. 7), trained by the ELBO from the start.
 
-Both stages use Adam whose learning rate is multiplied by ``plateau_factor`` whenever the objective
-plateaus (``torch.optim.lr_scheduler.ReduceLROnPlateau``, stepped once per epoch with the epoch's
-mean loss), as in seed 000 sec. 5.2. ``train_loop`` also evaluates a test metric every ``every``
-steps for training traces (seed 000 fig. 6): the evaluation runs under ``torch.random.fork_rng``
-and off the clock, so traces neither change the result nor count as training time.
-
-The library's ``two_stage_fit`` / ``train_network`` / ``fit_dgp`` have no learning-rate schedule and
-no hook to evaluate during the network stage, hence these loops. For classification with GPyTorch's
+Both stages are the library's ``train_network`` and ``fit_dgp``: Adam whose learning rate is
+multiplied by ``plateau_factor`` whenever the epoch loss plateaus (``PlateauSchedule``), as in seed
+000 sec. 5.2, with one ``torch.Generator`` for the minibatch order of both stages. ``timed`` adds
+the training clock and evaluates a test metric every ``every`` steps for training traces (seed 000
+fig. 6): the evaluation runs under ``torch.random.fork_rng`` and off the clock, so traces neither
+change the result nor count as training time. For classification with GPyTorch's
 ``BernoulliLikelihood`` (probit link, p = Phi(f)) the network stage minimises the *probit*
-cross-entropy, -y log Phi(f) - (1 - y) log Phi(-f), so the network copied into the DGP predicts the
-same probabilities as the DGP with zero variance (``probit_bce``).
+cross-entropy (loss ``"bce"``), so the network copied into the DGP predicts the same probabilities
+as the DGP with zero variance.
 """
 
 from __future__ import annotations
 
 import itertools
-import math
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,7 +32,7 @@ import gpytorch
 import torch
 from gpytorch.likelihoods import Likelihood
 
-from zonal.models.activated_dgp import probit_cross_entropy
+from zonal.models.training import PlateauSchedule
 
 MODEL_NAMES = ("ADGP-1", "ADGP-3", "DGP-1", "DGP-3")
 
@@ -157,22 +154,6 @@ def initialise_whitened_q(strategy, scale: float) -> None:
     strategy.variational_params_initialized.fill_(1)
 
 
-# ---------------------------------------------------------------------------------------- losses
-probit_bce = probit_cross_entropy  # the probit link of ``BernoulliLikelihood``
-
-NETWORK_LOSSES: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
-    "mse": lambda f, y: torch.mean((f - y) ** 2),
-    "probit_bce": probit_bce,
-}
-
-
-def elbo_objective(model, num_data: int) -> gpytorch.mlls.DeepApproximateMLL:
-    """The DGP ELBO per datum (seed 000 eq. 5) for minibatches of a training set of ``num_data``."""
-    return gpytorch.mlls.DeepApproximateMLL(
-        gpytorch.mlls.VariationalELBO(model.likelihood, model, num_data=num_data)
-    )
-
-
 # ---------------------------------------------------------------------------------------- training
 @dataclass
 class Stopwatch:
@@ -213,43 +194,33 @@ class Schedule:
             plateau_patience=int(config["plateau_patience"]),
         )
 
+    def options(self, generator: torch.Generator) -> dict[str, Any]:
+        """Keyword arguments of ``fit_dgp`` / ``train_network`` for this schedule."""
+        return {
+            "batch_size": self.batch_size,
+            "lr": self.learning_rate,
+            "seed": generator,
+            "plateau": PlateauSchedule(self.plateau_factor, self.plateau_patience),
+        }
 
-def epoch_batches(num_points: int, batch_size: int, generator: torch.Generator) -> Iterator:
-    """Minibatch index tensors [B], a fresh permutation every epoch, forever."""
-    while True:
-        order = torch.randperm(num_points, generator=generator)
-        yield from order.split(batch_size)
 
-
-Evaluate = Callable[[], float]
-
-
-def train_loop(
-    parameters: list[torch.nn.Parameter],
-    loss_fn: Callable[[torch.Tensor], torch.Tensor],
-    num_points: int,
+def timed(
+    train: Callable[[Callable[[int, float], None]], list[float]],
     num_steps: int,
-    schedule: Schedule,
-    generator: torch.Generator,
     *,
     clock: Stopwatch | None = None,
-    evaluate: Evaluate | None = None,
+    evaluate: Callable[[], float] | None = None,
     every: int = 0,
     on_evaluate: Callable[[int, float, float], None] | None = None,
 ) -> list[float]:
-    """Adam + ReduceLROnPlateau on ``loss_fn(batch_index)`` for ``num_steps`` steps; the losses.
+    """Run ``train(callback)`` (a library fit taking a per-step callback) on ``clock``.
 
-    If ``evaluate`` is given it is called (clock paused, global RNG forked) before the first step,
-    every ``every`` steps and after the last, and ``on_evaluate(step, seconds, value)`` receives
-    the number of steps done, the training seconds on ``clock`` so far and its value.
+    If ``evaluate`` is given it is called (clock paused, global RNG forked, so that it changes
+    neither the result nor the training time) before the first step, every ``every`` steps and
+    after the last, and ``on_evaluate(step, seconds, value)`` receives the number of steps done,
+    the training seconds on ``clock`` so far and its value.
     """
     clock = clock if clock is not None else Stopwatch()
-    optimiser = torch.optim.Adam(parameters, lr=schedule.learning_rate)
-    scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(
-        optimiser, factor=schedule.plateau_factor, patience=schedule.plateau_patience
-    )
-    per_epoch = max(1, math.ceil(num_points / schedule.batch_size))
-    batches = epoch_batches(num_points, schedule.batch_size, generator)
 
     def record(step: int) -> None:
         if evaluate is None:
@@ -261,22 +232,14 @@ def train_loop(
             on_evaluate(step, clock.read(), value)
         clock.start()
 
-    losses: list[float] = []
-    epoch_losses: list[float] = []
+    def callback(step: int, loss: float) -> None:
+        done = step + 1
+        if every > 0 and done % every == 0 and done < num_steps:
+            record(done)
+
     clock.start()
     record(0)
-    for step in range(num_steps):
-        optimiser.zero_grad()
-        loss = loss_fn(next(batches))
-        loss.backward()
-        optimiser.step()
-        losses.append(float(loss.detach()))
-        epoch_losses.append(losses[-1])
-        if len(epoch_losses) == per_epoch:
-            scheduler.step(sum(epoch_losses) / per_epoch)
-            epoch_losses = []
-        if every > 0 and (step + 1) % every == 0 and step + 1 < num_steps:
-            record(step + 1)
+    losses = train(callback)
     if num_steps > 0:
         record(num_steps)
     clock.stop()
@@ -292,19 +255,16 @@ def train_elbo(
     generator: torch.Generator,
     *,
     num_samples: int = 1,
-    **loop_kwargs: Any,
+    **timing: Any,
 ) -> list[float]:
-    """Stage 2 (or the whole training of a standard DGP): the minibatch ELBO, ``num_samples``
-    samples propagated through the layers per step."""
-    objective = elbo_objective(model, len(x))
-    model.train()
+    """Stage 2 (or the whole training of a standard DGP): ``fit_dgp`` on the minibatch ELBO per
+    datum (seed 000 eq. 5), ``num_samples`` samples propagated through the layers per step;
+    ``timing`` are the keyword arguments of ``timed``."""
+    from zonal.models import fit_dgp
 
-    def loss_fn(index: torch.Tensor) -> torch.Tensor:
-        with gpytorch.settings.num_likelihood_samples(num_samples):
-            return -objective(model(x[index]), y[index])
-
-    return train_loop(
-        list(model.parameters()), loss_fn, len(x), num_steps, schedule, generator, **loop_kwargs
+    options = {"num_steps": num_steps, "num_samples": num_samples, **schedule.options(generator)}
+    return timed(
+        lambda callback: fit_dgp(model, x, y, callback=callback, **options), num_steps, **timing
     )
 
 
@@ -316,18 +276,17 @@ def train_network_stage(
     num_steps: int,
     schedule: Schedule,
     generator: torch.Generator,
-    **loop_kwargs: Any,
+    **timing: Any,
 ) -> list[float]:
-    """Stage 1: the network by ``loss`` (``"mse"`` or ``"probit_bce"``)."""
-    if loss not in NETWORK_LOSSES:
-        raise ValueError(f"unknown network loss {loss!r}; use one of {sorted(NETWORK_LOSSES)}")
-    objective = NETWORK_LOSSES[loss]
+    """Stage 1: ``train_network`` by ``loss`` (``"mse"``, or ``"bce"``: the probit cross-entropy
+    of ``BernoulliLikelihood``); ``timing`` are the keyword arguments of ``timed``."""
+    from zonal.models import train_network
 
-    def loss_fn(index: torch.Tensor) -> torch.Tensor:
-        return objective(network(x[index]), y[index])
-
-    return train_loop(
-        list(network.parameters()), loss_fn, len(x), num_steps, schedule, generator, **loop_kwargs
+    options = {"loss": loss, "num_steps": num_steps, **schedule.options(generator)}
+    return timed(
+        lambda callback: train_network(network, x, y, callback=callback, **options),
+        num_steps,
+        **timing,
     )
 
 
@@ -377,14 +336,12 @@ __all__ = [
     "build_activated_dgp",
     "build_inducing_point_dgp",
     "class_probability",
-    "elbo_objective",
     "initialise_whitened_q",
     "layer_widths",
     "parse_model_name",
     "predictive_mse",
-    "probit_bce",
     "regression_metrics",
+    "timed",
     "train_elbo",
-    "train_loop",
     "train_network_stage",
 ]

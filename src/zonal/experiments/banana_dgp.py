@@ -173,7 +173,7 @@ def fit_depth(
     else:
         generator = torch.Generator().manual_seed(config["seed"] * 100 + depth)
         losses = train_network_stage(
-            network, x_train, y_train, "probit_bce", config["network_steps"], schedule, generator
+            network, x_train, y_train, "bce", config["network_steps"], schedule, generator
         )
         state[network_key] = {k: v.detach().clone() for k, v in network.state_dict().items()}
         state[f"{network_key}-loss"] = losses[-1]

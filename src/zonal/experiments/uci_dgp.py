@@ -264,7 +264,7 @@ def unit_seed(config: dict[str, Any], dataset: str, split: int, model: str) -> i
 def trace_options(
     trace: list[dict[str, Any]] | None, stage: str, evaluate, every: int
 ) -> dict[str, Any]:
-    """``train_loop`` keyword arguments that append ``{stage, step, seconds, test_mse}`` rows to
+    """``timed`` keyword arguments that append ``{stage, step, seconds, test_mse}`` rows to
     ``trace`` (none when ``trace`` is None: the model is not traced)."""
     if trace is None:
         return {}

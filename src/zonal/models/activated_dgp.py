@@ -21,7 +21,7 @@ from zonal.features import ActivatedFeatures
 from zonal.kernels import ArcCosineKernel
 from zonal.linalg import cholesky
 from zonal.models.dgp import DGP, DGPLayer, fit_dgp
-from zonal.models.training import adam_on_minibatches
+from zonal.models.training import PlateauSchedule, Seed, adam_on_minibatches
 from zonal.nn import ActivatedLayer, ActivatedNetwork
 
 
@@ -222,9 +222,14 @@ def train_network(
     num_steps: int = 1000,
     batch_size: int = 1024,
     lr: float = 0.01,
-    seed: int = 0,
+    seed: Seed = 0,
+    plateau: PlateauSchedule | None = None,
+    callback: Callable[[int, float], None] | None = None,
 ) -> list[float]:
-    """Stage 1: fit the network by MSE, binary or categorical cross-entropy with Adam."""
+    """Stage 1: fit the network by MSE, binary (probit) or categorical cross-entropy with Adam.
+
+    ``seed``, ``plateau`` and ``callback`` are those of ``zonal.models.training.adam_on_minibatches``.
+    """
     if loss not in LOSSES:
         raise ValueError(f"unknown loss {loss!r}; use one of {sorted(LOSSES)}")
     objective = LOSSES[loss]
@@ -236,6 +241,8 @@ def train_network(
         batch_size=batch_size,
         lr=lr,
         seed=seed,
+        plateau=plateau,
+        callback=callback,
     )
 
 
@@ -251,18 +258,19 @@ def two_stage_fit(
     lr: float = 0.01,
     initial_scale: float = 1e-2,
     seed: int = 0,
+    plateau: PlateauSchedule | None = None,
 ) -> dict[str, list[float]]:
     """Seed 000 sec. 5 / seed 001 ch. 4: train the mean as a network, copy it into the DGP, then
-    optimise everything (variational covariances, kernel variances, likelihood) by the ELBO."""
+    optimise everything (variational covariances, kernel variances, likelihood) by the ELBO.
+
+    ``plateau`` (e.g. ``PlateauSchedule(0.9)``, seed 000 sec. 5.2) applies to both stages.
+    """
     network = model.network_like(seed)
-    network_losses = train_network(
-        network, x, y, loss=loss, num_steps=network_steps, batch_size=batch_size, lr=lr, seed=seed
-    )
+    shared = {"batch_size": batch_size, "lr": lr, "seed": seed, "plateau": plateau}
+    network_losses = train_network(network, x, y, loss=loss, num_steps=network_steps, **shared)
     model.from_torch_module(network)
     model.set_variational_scale(initial_scale)
-    elbo_losses = fit_dgp(
-        model, x, y, num_steps=elbo_steps, batch_size=batch_size, lr=lr, seed=seed
-    )
+    elbo_losses = fit_dgp(model, x, y, num_steps=elbo_steps, **shared)
     return {"network": network_losses, "elbo": elbo_losses}
 
 

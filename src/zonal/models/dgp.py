@@ -29,6 +29,7 @@ from zonal._validation import check_finite
 from zonal.embedding import SphereEmbedding
 from zonal.features import InducingFeatures
 from zonal.models.means import make_mean
+from zonal.models.training import PlateauSchedule, Seed, adam_on_minibatches, check_targets
 from zonal.variational import InterDomainVariationalStrategy
 
 
@@ -189,15 +190,17 @@ def fit_dgp(
     batch_size: int = 1024,
     lr: float = 0.01,
     num_samples: int = 5,
-    seed: int = 0,
+    seed: Seed = 0,
+    plateau: PlateauSchedule | None = None,
     callback: Callable[[int, float], None] | None = None,
     parameters=None,
 ) -> list[float]:
     """Adam on the minibatch DGP ELBO with ``num_samples`` propagated samples; the loss per step.
 
-    ``callback(step, loss)`` runs after every step (traces, checkpoints, learning-rate schedules).
+    ``seed`` is an int or a ``torch.Generator`` for the minibatch order; ``plateau`` cuts the
+    learning rate on plateaus of the epoch loss; ``callback(step, loss)`` runs after every step
+    (traces, checkpoints).
     """
-    from zonal.models.training import adam_on_minibatches, check_targets
 
     x = torch.as_tensor(x, dtype=torch.float64)
     y = check_targets(model.likelihood, y, len(x))
@@ -218,5 +221,6 @@ def fit_dgp(
         batch_size=batch_size,
         lr=lr,
         seed=seed,
+        plateau=plateau,
         callback=callback,
     )

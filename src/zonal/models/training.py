@@ -1,9 +1,11 @@
-"""Minibatch ELBO training for ``SVGP`` with label checks done before any computation."""
+"""Minibatch Adam training (optionally with a plateau schedule) for SVGPs, DGPs and networks, with
+label checks done before any computation."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 
 import gpytorch
 import torch
@@ -16,6 +18,25 @@ from gpytorch.likelihoods import (
 )
 
 from zonal._validation import check_finite
+
+
+@dataclass(frozen=True)
+class PlateauSchedule:
+    """Multiply Adam's learning rate by ``factor`` after ``patience`` epochs whose mean loss did not
+    improve (``torch.optim.lr_scheduler.ReduceLROnPlateau`` stepped once per epoch; seed 000
+    sec. 5.2 uses factor 0.9)."""
+
+    factor: float = 0.9
+    patience: int = 10
+
+    def __post_init__(self) -> None:
+        if not 0 < self.factor < 1:
+            raise ValueError(f"the plateau factor must lie in (0, 1), got {self.factor}")
+        if self.patience < 0:
+            raise ValueError(f"the plateau patience must be >= 0 epochs, got {self.patience}")
+
+
+Seed = int | torch.Generator
 
 
 def check_targets(likelihood: Likelihood, y: torch.Tensor, num_points: int) -> torch.Tensor:
@@ -66,12 +87,14 @@ def fit_svgp(
     num_steps: int = 1000,
     batch_size: int = 1024,
     lr: float = 0.01,
-    seed: int = 0,
+    seed: Seed = 0,
+    plateau: PlateauSchedule | None = None,
     callback: Callable[[int, float], None] | None = None,
 ) -> list[float]:
     """Adam on the minibatch ELBO (``gpytorch.mlls.VariationalELBO``); returns the loss per step.
 
-    ``callback(step, loss)`` is called after every step (for traces and checkpoints).
+    ``plateau`` cuts the learning rate on plateaus; ``callback(step, loss)`` is called after every
+    step (for traces and checkpoints).
     """
     x = torch.as_tensor(x, dtype=torch.float64)
     model.lift(x)  # shape and NaN checks on the inputs before anything else
@@ -88,20 +111,24 @@ def fit_svgp(
         batch_size=batch_size,
         lr=lr,
         seed=seed,
+        plateau=plateau,
         callback=callback,
     )
 
 
 def minibatch_indices(
-    num_points: int, batch_size: int, num_steps: int, seed: int
+    num_points: int, batch_size: int, num_steps: int, seed: Seed
 ) -> Iterator[torch.Tensor]:
-    """Row indices of ``num_steps`` minibatches: epochs of a seeded permutation, reshuffled."""
-    generator = torch.Generator().manual_seed(seed)
+    """Row indices of ``num_steps`` minibatches: epochs of a permutation, reshuffled each epoch.
+
+    ``seed`` is an int or a ``torch.Generator`` (which then carries on from where it is, so that
+    consecutive training stages can share one stream).
+    """
+    generator = seed if isinstance(seed, torch.Generator) else torch.Generator().manual_seed(seed)
     per_epoch = max(1, math.ceil(num_points / batch_size))
-    order = torch.randperm(num_points, generator=generator)
     for step in range(num_steps):
         position = step % per_epoch
-        if position == 0 and step > 0:
+        if position == 0:
             order = torch.randperm(num_points, generator=generator)
         yield order[position * batch_size : (position + 1) * batch_size]
 
@@ -114,21 +141,31 @@ def adam_on_minibatches(
     num_steps: int,
     batch_size: int,
     lr: float,
-    seed: int,
+    seed: Seed,
+    plateau: PlateauSchedule | None = None,
     callback: Callable[[int, float], None] | None = None,
 ) -> list[float]:
     """Adam steps on ``loss_of_batch(indices)``; returns the loss per step.
 
-    ``callback(step, loss)`` runs after every step (traces, checkpoints, schedules).
+    ``plateau`` cuts the learning rate when the epoch's mean loss stops improving;
+    ``callback(step, loss)`` runs after every step (traces, checkpoints, evaluations).
     """
     optimiser = torch.optim.Adam(list(parameters), lr=lr)
-    losses = []
+    scheduler = None
+    if plateau is not None:
+        scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(
+            optimiser, factor=plateau.factor, patience=plateau.patience
+        )
+    per_epoch = max(1, math.ceil(num_points / batch_size))
+    losses: list[float] = []
     for step, index in enumerate(minibatch_indices(num_points, batch_size, num_steps, seed)):
         optimiser.zero_grad()
         loss = loss_of_batch(index)
         loss.backward()
         optimiser.step()
         losses.append(float(loss.detach()))
+        if scheduler is not None and (step + 1) % per_epoch == 0:
+            scheduler.step(sum(losses[-per_epoch:]) / per_epoch)
         if callback is not None:
             callback(step, losses[-1])
     return losses
