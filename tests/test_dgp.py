@@ -206,3 +206,33 @@ def test_binary_network_loss_has_the_bernoulli_likelihood_link():
     likelihood = gpytorch.likelihoods.BernoulliLikelihood()
     expected = -likelihood(f).log_prob(y).mean()
     assert abs(float(probit_cross_entropy(f, y) - expected)) < 1e-12
+
+
+@pytest.mark.parametrize("kernel_variance", [1e-3, 10.0])
+def test_copy_with_a_kernel_variance_keeps_the_network_and_sets_q(kernel_variance):
+    x, _ = data(25)
+    model = ActivatedDGP(2, [3], gpytorch.likelihoods.GaussianLikelihood().double(), num_inducing=7)
+    network = model.network_like(seed=3)
+    model.from_torch_module(network, kernel_variance=kernel_variance, variational_scale=0.05)
+    assert (network(x) - model.posterior_mean(x)).abs().max() < 1e-10
+    for layer in model.layers:
+        outputscale = float(layer.covar_module.outputscale)  # through a softplus: 1e-7 relative
+        assert abs(outputscale - kernel_variance) < 1e-6 * kernel_variance
+        factor = layer.variational_strategy._variational_distribution.chol_variational_covar
+        assert torch.allclose(factor, 0.05 * torch.eye(7, dtype=torch.float64).expand_as(factor))
+    with pytest.raises(ValueError, match="kernel_variance"):
+        model.from_torch_module(network, kernel_variance=0.0)
+
+
+def test_noise_starts_at_the_networks_training_error():
+    from zonal.models.activated_dgp import noise_from_network
+
+    x, y = data(30)
+    likelihood = gpytorch.likelihoods.GaussianLikelihood().double()
+    model = ActivatedDGP(2, [], likelihood, num_inducing=5)
+    network = model.network_like(seed=1)
+    expected = float(torch.mean((network(x) - y) ** 2))
+    assert abs(noise_from_network(likelihood, network, x, y) - expected) < 1e-12
+    assert abs(float(likelihood.noise) - expected) < 1e-9
+    exact = lambda h: y[: len(h)]  # noqa: E731  (a network with zero training error)
+    assert abs(noise_from_network(likelihood, exact, x, y) - 2e-4) < 1e-10  # twice the floor

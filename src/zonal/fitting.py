@@ -72,6 +72,8 @@ BATCH_SIZE = 1024
 LEARNING_RATE = 0.05
 TRUNCATION_LEVEL = 10
 INITIAL_NOISE = 0.1
+#: arc-cosine variance of the activated DGP's layers when the network is copied in (``uci-dgp``)
+ADGP_KERNEL_VARIANCE = 1e-3
 #: (fraction of the steps, learning-rate factor) of the SVGP schedule
 SCHEDULE = ((0.6, 1.0), (0.25, 0.2), (0.15, 0.04))
 #: levels of the polynomial-decay kernel beyond those of the features (their mass enters the bound)
@@ -322,7 +324,13 @@ def _train_deep(
         options = {"batch_size": spec["batch_size"], "lr": 0.01, "seed": spec["seed"]}
         if spec["model"] == "adgp":
             losses = two_stage_fit(
-                model, x, y, network_steps=spec["steps"], elbo_steps=spec["steps"], **options
+                model,
+                x,
+                y,
+                network_steps=spec["steps"],
+                elbo_steps=spec["steps"],
+                kernel_variance=ADGP_KERNEL_VARIANCE,
+                **options,
             )["elbo"]
         else:
             losses = fit_dgp(model, x, y, num_steps=spec["steps"], **options)

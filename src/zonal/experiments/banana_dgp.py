@@ -181,11 +181,11 @@ def fit_depth(
     if dgp_key in state:
         model.load_state_dict(state[dgp_key])
     else:
-        with torch.no_grad():
-            for layer in model.layers:
-                layer.covar_module.outputscale = config["kernel_variance"]
-            model.from_torch_module(network)
-            model.set_variational_scale(config["initial_scale"])
+        model.from_torch_module(
+            network,
+            kernel_variance=config["kernel_variance"],
+            variational_scale=config["initial_scale"],
+        )
         torch.manual_seed(config["seed"] * 100 + depth)  # the layers' samples
         generator = torch.Generator().manual_seed(config["seed"] * 100 + depth + 50)
         losses = train_elbo(

@@ -362,6 +362,7 @@ def fit_activated(
         train_elbo,
         train_network_stage,
     )
+    from zonal.models.activated_dgp import noise_from_network
 
     x_train, y_train, x_test, y_test = data
     model = build_activated_dgp(
@@ -392,13 +393,12 @@ def fit_activated(
         **trace_options(trace, "network", network_mse, config["trace_every"]),
     )
     clock.start()
-    with torch.no_grad():
-        for layer in model.layers:
-            layer.covar_module.outputscale = config["adgp_kernel_variance"]
-        model.from_torch_module(network)
-        model.set_variational_scale(config["adgp_initial_scale"])
-        train_mse = float(torch.mean((network(x_train) - y_train) ** 2))
-        likelihood.noise = max(train_mse, 2e-4)  # above GaussianLikelihood's 1e-4 floor
+    model.from_torch_module(
+        network,
+        kernel_variance=config["adgp_kernel_variance"],
+        variational_scale=config["adgp_initial_scale"],
+    )
+    noise_from_network(likelihood, network, x_train, y_train)
     clock.stop()
     test_mse = network_mse()
     evaluate = lambda: predictive_mse(model, x_test, y_test, config["trace_samples"])  # noqa: E731

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import torch
 from gpytorch.kernels import ScaleKernel
-from gpytorch.likelihoods import Likelihood
+from gpytorch.likelihoods import GaussianLikelihood, Likelihood
 
 from zonal.features import ActivatedFeatures
 from zonal.kernels import ArcCosineKernel
@@ -140,16 +140,33 @@ class ActivatedDGP(DGP):
         return ActivatedNetwork(*fresh)
 
     @torch.no_grad()
-    def from_torch_module(self, network: ActivatedNetwork) -> ActivatedDGP:
+    def from_torch_module(
+        self,
+        network: ActivatedNetwork,
+        *,
+        kernel_variance: float | None = None,
+        variational_scale: float | None = None,
+    ) -> ActivatedDGP:
         """Set inducing directions and variational means so that the posterior mean is ``network``.
 
         The network must match layer by layer (input width, hidden width M, output width,
         truncated activation coefficients, bias); a mismatch raises a ``ValueError`` naming
         the layer and the shapes.
+
+        ``kernel_variance`` first sets every layer's arc-cosine variance: the copied mean does not
+        depend on it (the variational mean absorbs it), but everything the DGP adds to the
+        network, Kff - Qff + Q S Q^T in every layer, scales with it (see the ``uci-dgp``
+        experiment: 1e-3 starts a deep regression model at the network). ``variational_scale``
+        then sets every q covariance to scale^2 I (``set_variational_scale``).
         """
         layers = list(network)
         if len(layers) != len(self.layers):
             raise ValueError(f"the network has {len(layers)} layers, the DGP {len(self.layers)}")
+        if kernel_variance is not None:
+            if kernel_variance <= 0:
+                raise ValueError(f"kernel_variance must be positive, got {kernel_variance}")
+            for layer in self.layers:
+                layer.covar_module.outputscale = kernel_variance
         for index, (net_layer, layer) in enumerate(zip(layers, self.layers, strict=True)):
             expected = (layer.input_dims, layer.features.num_inducing, layer.output_dims or 1)
             found = (net_layer.input_dim, net_layer.hidden_width, net_layer.output_dim)
@@ -184,6 +201,8 @@ class ActivatedDGP(DGP):
                     net_layer.output_bias.reshape(layer.mean_module.constant.shape)
                 )
             strategy.variational_params_initialized.fill_(1)
+        if variational_scale is not None:
+            self.set_variational_scale(variational_scale)
         return self
 
     def set_variational_scale(self, scale: float) -> None:
@@ -246,6 +265,18 @@ def train_network(
     )
 
 
+@torch.no_grad()
+def noise_from_network(
+    likelihood: GaussianLikelihood, network: torch.nn.Module, x: torch.Tensor, y: torch.Tensor
+) -> float:
+    """Set a Gaussian likelihood's noise variance to the network's training MSE (the variance of
+    seed 001's "Vanilla" network model), kept above the likelihood's lower bound; returns it."""
+    floor = 2 * float(likelihood.noise_covar.raw_noise_constraint.lower_bound)
+    noise = max(float(torch.mean((network(x) - y) ** 2)), floor)
+    likelihood.noise = torch.tensor(noise, dtype=likelihood.noise_covar.raw_noise.dtype)
+    return noise
+
+
 def two_stage_fit(
     model: ActivatedDGP,
     x: torch.Tensor,
@@ -256,6 +287,7 @@ def two_stage_fit(
     elbo_steps: int = 1000,
     batch_size: int = 1024,
     lr: float = 0.01,
+    kernel_variance: float | None = None,
     initial_scale: float = 1e-2,
     seed: int = 0,
     plateau: PlateauSchedule | None = None,
@@ -263,15 +295,21 @@ def two_stage_fit(
     """Seed 000 sec. 5 / seed 001 ch. 4: train the mean as a network, copy it into the DGP, then
     optimise everything (variational covariances, kernel variances, likelihood) by the ELBO.
 
-    ``plateau`` (e.g. ``PlateauSchedule(0.9)``, seed 000 sec. 5.2) applies to both stages.
+    After the copy (``from_torch_module(network, kernel_variance=..., variational_scale=
+    initial_scale)``) a Gaussian likelihood's noise starts at the network's training MSE
+    (``noise_from_network``). ``plateau`` (e.g. ``PlateauSchedule(0.9)``, seed 000 sec. 5.2)
+    applies to both stages.
     """
     network = model.network_like(seed)
     shared = {"batch_size": batch_size, "lr": lr, "seed": seed, "plateau": plateau}
     network_losses = train_network(network, x, y, loss=loss, num_steps=network_steps, **shared)
-    model.from_torch_module(network)
-    model.set_variational_scale(initial_scale)
+    model.from_torch_module(
+        network, kernel_variance=kernel_variance, variational_scale=initial_scale
+    )
+    if isinstance(model.likelihood, GaussianLikelihood) and loss == "mse":
+        noise_from_network(model.likelihood, network, x, y)
     elbo_losses = fit_dgp(model, x, y, num_steps=elbo_steps, **shared)
     return {"network": network_losses, "elbo": elbo_losses}
 
 
-__all__ = ["ActivatedDGP", "train_network", "two_stage_fit"]
+__all__ = ["ActivatedDGP", "noise_from_network", "train_network", "two_stage_fit"]
