@@ -147,27 +147,15 @@ def build_model(kernel: Kernel, config: dict[str, Any]) -> SVGP:
 
 
 @torch.no_grad()
-def whitened_projection(model: SVGP, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(L [M, M] with L L^T = Kuu, as the model factorises it; A = L^{-1} Kuf(x) [M, N])."""
-    from zonal.linalg import cholesky
-
-    kernel = model.covar_module
-    kuu = model.features.kuu(kernel)  # [M, M]
-    kuu = kuu.to_dense() if hasattr(kuu, "to_dense") else kuu
-    factor = cholesky(kuu, name="Kuu (inducing covariance)")  # same call as the strategy
-    kuf = model.features.kuf(kernel, model.lift(x))  # [M, N]
-    return factor, torch.linalg.solve_triangular(factor, kuf, upper=False)
-
-
-@torch.no_grad()
 def variance_terms(model: SVGP, grid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(diag(Kff - Qff) [G], diag(Q_fu^T Sigma Q_fu) [G]) at ``grid`` (seed 000 sec. 5.3).
 
     With Kuu = L L^T and q(v) = N(m, R R^T), Sigma = L R R^T L^T, so Q_fu^T Sigma Q_fu =
     Kfu L^{-T} R R^T L^{-1} Kuf = ||R^T A||^2 and Qff = ||A||^2 column-wise, A = L^{-1} Kuf.
     """
-    _, projection = whitened_projection(model, grid)  # [M, G]
-    prior = model.covar_module(model.lift(grid), diag=True)  # diag Kff [G]
+    lifted = model.lift(grid)
+    _, projection = model.variational_strategy.projection(lifted)  # A = L^{-1} Kuf [M, G]
+    prior = model.covar_module(lifted, diag=True)  # diag Kff [G]
     root = model.variational_strategy._variational_distribution.chol_variational_covar.tril()
     nystrom_gap = prior - projection.pow(2).sum(0)  # [G]
     inducing_uncertainty = (root.T @ projection).pow(2).sum(0)  # [G]

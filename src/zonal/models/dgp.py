@@ -201,7 +201,6 @@ def fit_dgp(
     learning rate on plateaus of the epoch loss; ``callback(step, loss)`` runs after every step
     (traces, checkpoints).
     """
-
     x = torch.as_tensor(x, dtype=torch.float64)
     y = check_targets(model.likelihood, y, len(x))
     objective = gpytorch.mlls.DeepApproximateMLL(
