@@ -1,25 +1,78 @@
-"""Data to sphere and back: x in R^D -> z = [x, b] / ||[x, b]|| in S^D (seed 000 sec. 4.1).
+"""Sphere geometry: input maps onto S^{d-1} and the Riemannian maps of the sphere.
 
-Appending a bias b != 0 puts the data on the hyperplane {x_{D+1} = b} of R^{D+1}; projecting radially
-maps it one-to-one onto the open hemisphere of S^D on b's side. A GP g on the sphere is carried back
-to the data by the 1-homogeneous extension f(x) = r g(z) with r = ||[x, b]|| (seed 000 eq. 7,
-Fig. 2), so a Gaussian prediction N(m, v) of g(z) becomes
+**Input maps** take a model's raw inputs to the representation its kernel reads. ``SphereEmbedding``
+lifts data x in R^D to [x, b] in R^{D+1} (the kernel is then the 1-homogeneous extension of a zonal
+kernel on S^D); ``OnSphere`` passes inputs that already are unit vectors through, after a check.
+
+**Sphere maps** (seed 004 sec. 2.1 and 3.1), on S^{d-1} in R^d with x . x = 1:
+
+    tangent projection  P_x v = v - (x . v) x,
+    exponential map     exp_x(v) = cos(|v|) x + sin(|v|) v / |v|        (v tangent at x),
+    logarithm map       log_x(y) = theta (y - cos(theta) x) / sin(theta),  theta = arccos(x . y),
+    geodesic distance   d(x, y) = theta = atan2(|x ^ y|, x . y).
+
+sin(s) / s and theta / sin(theta) use their Taylor series below a small angle, so the maps are exact
+(and differentiable) at v = 0 and y = x. The logarithm is undefined at the antipode y = -x.
+
+The embedding: appending a bias b != 0 puts the data on the hyperplane {x_{D+1} = b} of R^{D+1};
+projecting radially maps it one-to-one onto the open hemisphere of S^D on b's side. A GP g on the
+sphere is carried back to the data by the 1-homogeneous extension f(x) = r g(z) with
+r = ||[x, b]|| (seed 000 eq. 7, Fig. 2), so a Gaussian prediction N(m, v) of g(z) becomes
 
     mean = m r,   variance = v r^2,   covariance between x_i and x_j = C_ij r_i r_j.
 
-This is the one owner of the sphere projection in zonal (design notes sec. 2).
+This module is the one owner of sphere geometry in zonal (docs/design.md).
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 from gpytorch.constraints import Positive
 from torch import nn
 
-from zonal._validation import check_finite
+from zonal._validation import check_finite, check_unit_vectors, unit_tolerance
+
+#: below this angle (radians) sin(s) / s and s / sin(s) are taken from their Taylor series
+SMALL_ANGLE = 1e-4
 
 
-class SphereEmbedding(nn.Module):
+class InputMap(nn.Module):
+    """Raw inputs x [..., D] -> the kernel's inputs [..., ambient_dim(D)].
+
+    ``homogeneous`` says whether the lifted inputs carry a radius (the kernel must then be the
+    1-homogeneous extension of a zonal kernel, ``homogeneous=True``) or are unit vectors.
+    """
+
+    homogeneous: bool = False
+
+    def ambient_dim(self, input_dim: int) -> int:
+        """d, the dimension of the space the sphere of the lifted inputs sits in."""
+        raise NotImplementedError
+
+    def lift(self, x: torch.Tensor) -> torch.Tensor:
+        """The kernel's inputs [..., ambient_dim]."""
+        raise NotImplementedError
+
+
+class OnSphere(InputMap):
+    """Inputs that already lie on S^{d-1}: checked to be finite unit vectors and passed through."""
+
+    homogeneous = False
+
+    def ambient_dim(self, input_dim: int) -> int:
+        return int(input_dim)
+
+    def lift(self, x: torch.Tensor) -> torch.Tensor:
+        """x [..., d] itself, after checking ||x|| = 1 (``ValueError`` otherwise)."""
+        if not isinstance(x, torch.Tensor) or x.dim() == 0:
+            raise ValueError("x must be a tensor [..., d] of unit vectors")
+        check_unit_vectors(x, x.shape[-1], "inputs")
+        return x
+
+
+class SphereEmbedding(InputMap):
     """x [..., D] -> (z [..., D + 1] on S^D, r [...]) with z = [x, b] / r, r = ||[x, b]||.
 
     Args:
@@ -28,6 +81,8 @@ class SphereEmbedding(nn.Module):
         learn_bias: learn b (kept positive by GPyTorch's ``Positive`` constraint) or keep it fixed.
         dtype: dtype of b (float64 by default).
     """
+
+    homogeneous = True
 
     def __init__(
         self, bias: float = 1.0, *, learn_bias: bool = False, dtype: torch.dtype = torch.float64
@@ -49,6 +104,9 @@ class SphereEmbedding(nn.Module):
         if self.learn_bias:
             return self.bias_constraint.transform(self.raw_bias)
         return self.fixed_bias
+
+    def ambient_dim(self, input_dim: int) -> int:
+        return int(input_dim) + 1
 
     def lift(self, x: torch.Tensor) -> torch.Tensor:
         """[x, b] [..., D + 1] (the point on the hyperplane x_{D+1} = b)."""
@@ -88,3 +146,60 @@ class SphereEmbedding(nn.Module):
     def covariance_to_data_scale(covariance: torch.Tensor, radius: torch.Tensor) -> torch.Tensor:
         """C [..., N, N] on the sphere to the data: C_ij r_i r_j, r [..., N]."""
         return covariance * radius.unsqueeze(-1) * radius.unsqueeze(-2)
+
+
+# ---------------------------------------------------------------------------------- sphere maps
+def _check_same_shape(x: torch.Tensor, other: torch.Tensor, name: str) -> None:
+    if x.shape[-1:] != other.shape[-1:]:
+        raise ValueError(
+            f"points and {name} must share the last dimension, got {tuple(x.shape)} and "
+            f"{tuple(other.shape)}"
+        )
+
+
+def _sinc(angle: torch.Tensor) -> torch.Tensor:
+    """sin(s) / s, with 1 - s^2 / 6 + s^4 / 120 below ``SMALL_ANGLE`` (exact there in float64)."""
+    small = angle.abs() < SMALL_ANGLE
+    safe = torch.where(small, torch.ones_like(angle), angle)
+    squared = angle * angle
+    return torch.where(small, 1 - squared / 6 + squared * squared / 120, torch.sin(safe) / safe)
+
+
+def project_to_tangent(x: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """P_x v = v - (x . v) x [..., d]: the component of v tangent to the sphere at x."""
+    _check_same_shape(x, v, "vectors")
+    return v - (x * v).sum(-1, keepdim=True) * x
+
+
+def exp_map(x: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """exp_x(v) = cos|v| x + sin|v| v / |v| [..., d] for tangent vectors v at points x.
+
+    The result is renormalised (one rounding step) so that it lies on the sphere to machine
+    precision; v = 0 gives x exactly. v is not projected: pass ``project_to_tangent(x, v)``.
+    """
+    _check_same_shape(x, v, "tangent vectors")
+    norm = v.norm(dim=-1, keepdim=True)  # [..., 1]
+    point = torch.cos(norm) * x + _sinc(norm) * v  # [..., d]
+    return point / point.norm(dim=-1, keepdim=True)
+
+
+def geodesic_distance(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """d(x, y) = atan2(|x ^ y|, x . y) [...] (accurate near 0 and pi, unlike arccos(x . y))."""
+    _check_same_shape(x, y, "points")
+    cosine = (x * y).sum(-1)  # [...]
+    sine = (y - cosine.unsqueeze(-1) * x).norm(dim=-1)  # |x ^ y| for unit x
+    return torch.atan2(sine, cosine)
+
+
+def log_map(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """log_x(y) [..., d]: the tangent vector at x of length d(x, y) pointing along the geodesic.
+
+    Raises ``ValueError`` for antipodal pairs (y = -x), where no unique geodesic exists.
+    """
+    _check_same_shape(x, y, "points")
+    cosine = (x * y).sum(-1, keepdim=True)  # [..., 1]
+    direction = y - cosine * x  # [..., d], norm sin(theta)
+    angle = torch.atan2(direction.norm(dim=-1, keepdim=True), cosine)  # [..., 1]
+    if bool((math.pi - angle < math.sqrt(unit_tolerance(x.dtype))).any()):
+        raise ValueError("log_map is undefined for antipodal points (y = -x)")
+    return direction / _sinc(angle)

@@ -91,7 +91,7 @@ def make_kernel(name: str, config: dict[str, Any]) -> Kernel:
 
 def lift(x: torch.Tensor) -> torch.Tensor:
     """[x, 1] [N, 2] for x [N, 1] (the bias-1 embedding of ``SVGP``)."""
-    from zonal.embedding import SphereEmbedding
+    from zonal.geometry import SphereEmbedding
 
     return SphereEmbedding(1.0).lift(x)
 

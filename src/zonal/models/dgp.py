@@ -26,7 +26,7 @@ from gpytorch.models.deep_gps import DeepGP, DeepGPLayer
 from gpytorch.variational import CholeskyVariationalDistribution
 
 from zonal._validation import check_finite
-from zonal.embedding import SphereEmbedding
+from zonal.geometry import SphereEmbedding
 from zonal.features import InducingFeatures
 from zonal.models.means import make_mean
 from zonal.models.training import PlateauSchedule, Seed, adam_on_minibatches, check_targets

@@ -36,7 +36,7 @@ from linear_operator.operators import DiagLinearOperator
 from torch import nn
 
 from zonal._validation import check_finite
-from zonal.embedding import SphereEmbedding
+from zonal.geometry import SphereEmbedding
 from zonal.features import InducingFeatures
 from zonal.linalg import cholesky
 

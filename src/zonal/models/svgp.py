@@ -21,7 +21,7 @@ from gpytorch.variational import (
 )
 
 from zonal._validation import check_finite
-from zonal.embedding import SphereEmbedding
+from zonal.geometry import SphereEmbedding
 from zonal.features import InducingFeatures
 from zonal.linalg import cholesky
 from zonal.variational import InterDomainVariationalStrategy
