@@ -93,7 +93,8 @@ def test_one_layer_dgp_equals_the_svgp():
         svgp.eval()
         dgp.eval()
         svgp_posterior = svgp(x)
-        mean, variance = dgp.predict(x, num_samples=4)
+        dgp.num_posterior_samples = 4
+        mean, variance = dgp.predict(x)
     assert (mean - svgp_posterior.mean).abs().max() < 1e-8
     assert (variance - svgp_posterior.variance).abs().max() < 1e-8
 
@@ -116,7 +117,7 @@ def test_elbo_is_below_the_exact_log_marginal_likelihood():
         num_samples=1,
         parameters=list(layer.variational_strategy._variational_distribution.parameters()),
     )
-    lifted = layer.embedding.lift(x)
+    lifted = layer.input_map.lift(x)
     covariance = kernel(lifted).to_dense() + float(likelihood.noise) * torch.eye(
         len(y), dtype=torch.float64
     )
@@ -136,21 +137,22 @@ def test_mixture_moments_and_log_mean_exp():
     model = ActivatedDGP(2, [3], likelihood, num_inducing=8)
     randomise_means(model)
     model.eval()
+    model.num_posterior_samples, model.posterior_seed = 16, 5
+    mean, variance = model.predict(x)
+    expanded = x.expand(16, *x.shape)  # [S, N, D]: the inner layers' draws come from the seed
     torch.manual_seed(5)
-    mean, variance = model.predict(x, num_samples=16)
-    torch.manual_seed(5)
-    with torch.no_grad(), gpytorch.settings.num_likelihood_samples(16):
-        output = model(x)
+    with torch.no_grad():
+        output = model(expanded, are_samples=True)
     sample_means, sample_variances = output.mean, output.variance  # [16, N]
     assert (mean - sample_means.mean(0)).abs().max() < 1e-12
     spread = sample_means.var(0, unbiased=False)
     assert (variance - (sample_variances.mean(0) + spread)).abs().max() < 1e-12
     assert spread.max() > 1e-6  # the spread of the per-sample means is really there
+    model.posterior_seed = 6
+    density = model.log_predictive_density(x, y)
     torch.manual_seed(6)
-    density = model.log_predictive_density(x, y, num_samples=16)
-    torch.manual_seed(6)
-    with torch.no_grad(), gpytorch.settings.num_likelihood_samples(16):
-        output = model(x)
+    with torch.no_grad():
+        output = model(expanded, are_samples=True)
         noise = float(likelihood.noise)
         per_sample = -0.5 * (
             torch.log(2 * math.pi * (output.variance + noise))
@@ -168,7 +170,7 @@ def test_two_stage_training_runs_and_improves():
     traces = two_stage_fit(model, x, y, network_steps=150, elbo_steps=60, lr=0.02)
     assert traces["network"][-1] < traces["network"][0]
     assert traces["elbo"][-1] < traces["elbo"][0]
-    mean, _ = model.predict(x, num_samples=8)
+    mean, _ = model.predict(x)
     assert ((mean - y) ** 2).mean() < 0.5 * y.var()
 
 

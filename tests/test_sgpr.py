@@ -97,7 +97,7 @@ def test_fit_raises_the_bound_at_cost_independent_of_n():
     model.fit_statistics(x, y)
     trace = model.fit(max_iter=30)
     assert trace[-1] > trace[0]
-    log_density = model.predictive_log_density(x[:50], y[:50])
+    log_density = model.log_predictive_density(x[:50], y[:50])
     assert torch.isfinite(log_density).all()
 
 

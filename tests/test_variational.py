@@ -76,7 +76,7 @@ def test_a_layers_outputs_share_the_projection_exactly():
     computes L^{-1} Kuf once. It must equal the per-output computation on a real copy."""
     layer = hidden_layer()
     samples = random(4, 7, 2, seed=9)  # [S, N, D]
-    lifted = layer.embedding.lift(samples).unsqueeze(-3).expand(4, 3, 7, 3)  # [S, P, N, D + 1]
+    lifted = layer.input_map.lift(samples).unsqueeze(-3).expand(4, 3, 7, 3)  # [S, P, N, D + 1]
     strategy = layer.variational_strategy
     shared = strategy(lifted, prior=False)
     separate = strategy(lifted.contiguous(), prior=False)
@@ -92,7 +92,7 @@ def test_covariances_without_a_cholesky_root_give_the_same_conditional(kind):
     A^T (S A) fallback) against the dense formula Kff - Qff + A^T S A."""
     layer = hidden_layer(num_outputs=None)
     strategy = layer.variational_strategy
-    x = layer.embedding.lift(random(9, 2, seed=10))  # [N, D + 1]
+    x = layer.input_map.lift(random(9, 2, seed=10))  # [N, D + 1]
     values = random(6, seed=11)
     if kind == "diagonal":
         diagonal = random(6, seed=12).abs() + 0.1

@@ -14,6 +14,13 @@ log det G over the points themselves.
 Systems are computed once per (ambient_dim, degree): ``load_fundamental_system`` looks in the set
 shipped with the package (built by ``scripts/build_fundamental_systems.py``), then in the user cache
 (checksum and shape verified; a corrupt file is recomputed), and only then computes and caches.
+
+Cost. With N = N_n^d points and C = max(8 N, 2000) + 1 candidates the greedy loop holds the
+C x N Cholesky factor (8 C N bytes) and reads about C N^2 / 2 of its entries. N_n^d grows like
+d^n / n!, so one more degree in a high dimension can be out of reach: d = 25, n = 3 is 2900 points
+(0.5 GiB, about a minute); d = 50, n = 3 is 22050 points (29 GiB, many hours). ``estimate_build``
+gives these figures before any work, and a build that cannot finish (more memory than the machine
+has available, or longer than ``MAX_BUILD_SECONDS``) raises ``FundamentalSystemTooLargeError``.
 """
 
 from __future__ import annotations
@@ -21,28 +28,160 @@ from __future__ import annotations
 import hashlib
 import math
 import os
-import tempfile
 import warnings
+from collections.abc import Iterable
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from zonal._files import atomic_writer
 from zonal._validation import check_ambient_dim, check_degree
 from zonal.harmonics.counts import gegenbauer_alpha, num_harmonics
 from zonal.harmonics.gegenbauer import zonal_harmonic
+from zonal.harmonics.recurrence import zonal_of_degree
 from zonal.paths import cache_root
 
 SHIPPED_ARCHIVE = Path(__file__).with_name("data") / "fundamental_systems.npz"
+OVERSAMPLE = 8  # candidates per point of the system
+MIN_CANDIDATES = 2000
+#: the greedy loop's sustained speed, in float64 bytes read per second (measured ~8e9 on one core)
+BYTES_PER_SECOND = 8e9
+#: a build estimated to take longer than this is refused unless asked for (``max_seconds=None``)
+MAX_BUILD_SECONDS = 3600.0
+_GIB = 2.0**30
+
+
+@dataclass(frozen=True)
+class BuildEstimate:
+    """What building one fundamental system costs, before it is built (``estimate_build``).
+
+    Attributes:
+        ambient_dim: d.
+        degree: n.
+        num_points: N_n^d, the size of the system.
+        num_candidates: C, the random candidates the greedy loop chooses from.
+        memory_bytes: peak memory of the loop (the C x N factor and the C x d candidates).
+        seconds: the loop's time at ``BYTES_PER_SECOND`` (C N^2 / 2 factor entries read).
+    """
+
+    ambient_dim: int
+    degree: int
+    num_points: int
+    num_candidates: int
+    memory_bytes: int
+    seconds: float
+
+
+class FundamentalSystemTooLargeError(ValueError):
+    """A fundamental system that is neither shipped nor cached cannot be built on this machine."""
+
+    def __init__(self, estimate: BuildEstimate, reason: str) -> None:
+        self.estimate = estimate
+        d, n = estimate.ambient_dim, estimate.degree
+        super().__init__(
+            f"cannot build the fundamental system of degree {n} on S^{d - 1} (ambient_dim={d}): "
+            f"N_n^d = {estimate.num_points} points need about "
+            f"{estimate.memory_bytes / _GIB:.1f} GiB of memory and "
+            f"{_duration(estimate.seconds)} of computation; {reason}. Use fewer features (a smaller "
+            "num_inducing or max_degree), or SparseSphericalHarmonicFeatures (phase-truncated "
+            "levels need no fundamental system). A build that is only slow can be run once with "
+            "load_fundamental_system(..., max_seconds=None), which caches it."
+        )
+
+
+def estimate_build(
+    ambient_dim: int,
+    degree: int,
+    *,
+    oversample: int = OVERSAMPLE,
+    min_candidates: int = MIN_CANDIDATES,
+) -> BuildEstimate:
+    """Memory and time of ``build_fundamental_system(ambient_dim, degree)``, computed from N_n^d."""
+    d = check_ambient_dim(ambient_dim)
+    n = check_degree(degree, "degree")
+    size = num_harmonics(d, n)
+    candidates = max(oversample * size, min_candidates) + 1  # + the north pole
+    memory = 8 * candidates * (size + d + 4)  # factor [C, N], candidates [C, d], four [C] vectors
+    entries = candidates * (size * size / 2 + size * (n + d))  # factor reads + zonal columns
+    return BuildEstimate(d, n, size, candidates, memory, 8 * entries / BYTES_PER_SECOND)
+
+
+def available_memory() -> int | None:
+    """Bytes of memory available to a new allocation (Linux ``MemAvailable``, else the physical
+    memory), or None where the system does not say."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def refuse_if_too_large(
+    estimate: BuildEstimate, max_seconds: float | None = MAX_BUILD_SECONDS
+) -> None:
+    """Raise ``FundamentalSystemTooLargeError`` if the build cannot finish: it needs more memory
+    than is available, or (unless ``max_seconds`` is None) longer than ``max_seconds``."""
+    memory = available_memory()
+    if memory is not None and estimate.memory_bytes > memory:
+        raise FundamentalSystemTooLargeError(
+            estimate, f"this machine has {memory / _GIB:.1f} GiB available"
+        )
+    if max_seconds is not None and estimate.seconds > max_seconds:
+        raise FundamentalSystemTooLargeError(
+            estimate, f"the limit is {_duration(max_seconds)} (max_seconds)"
+        )
+
+
+def check_fundamental_systems(
+    ambient_dim: int,
+    degrees: Iterable[int],
+    *,
+    cache_dir: str | Path | None = None,
+    max_seconds: float | None = MAX_BUILD_SECONDS,
+) -> None:
+    """Before building anything: raise ``FundamentalSystemTooLargeError`` if one of the systems of
+    these degrees that is neither shipped nor cached cannot be built (``refuse_if_too_large``),
+    or if together they would take longer than ``max_seconds``."""
+    d = check_ambient_dim(ambient_dim)
+    folder = Path(cache_dir) if cache_dir else cache_root()
+    missing = [
+        estimate_build(d, n)
+        for n in degrees
+        if shipped_key(d, n) not in _shipped() and not _cache_path(folder, d, n).exists()
+    ]
+    for estimate in missing:
+        refuse_if_too_large(estimate, max_seconds)
+    total = sum(estimate.seconds for estimate in missing)
+    if missing and max_seconds is not None and total > max_seconds:
+        slowest = max(missing, key=lambda estimate: estimate.seconds)
+        raise FundamentalSystemTooLargeError(
+            slowest,
+            f"the {len(missing)} missing systems together need {_duration(total)}, beyond the "
+            f"limit of {_duration(max_seconds)} (max_seconds)",
+        )
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"about {seconds:.0f} s"
+    if seconds < 7200:
+        return f"about {seconds / 60:.0f} min"
+    return f"about {seconds / 3600:.0f} h"
 
 
 def _zonal_of_degree(t: np.ndarray, degree: int, ambient_dim: int) -> np.ndarray:
     """Z_n(t) for the single degree n (float64 numpy), without storing the lower degrees."""
-    from zonal.harmonics.spherical_harmonics import _zonal_of_degree_inplace
-
     with torch.no_grad():
-        values = _zonal_of_degree_inplace(
+        values = zonal_of_degree(
             torch.from_numpy(np.array(t, dtype=np.float64)), degree, gegenbauer_alpha(ambient_dim)
         )
     return values.numpy()
@@ -62,15 +201,23 @@ def build_fundamental_system(
     ambient_dim: int,
     degree: int,
     *,
-    oversample: int = 8,
-    min_candidates: int = 2000,
+    oversample: int = OVERSAMPLE,
+    min_candidates: int = MIN_CANDIDATES,
     refine_steps: int = 0,
     seed: int = 0,
     progress: bool = False,
+    max_seconds: float | None = MAX_BUILD_SECONDS,
 ) -> np.ndarray:
-    """Greedy determinant maximisation (pivoted Cholesky) over random candidates: [N_n^d, d]."""
+    """Greedy determinant maximisation (pivoted Cholesky) over random candidates: [N_n^d, d].
+
+    Refused up front (``FundamentalSystemTooLargeError``) where ``estimate_build`` says it cannot
+    finish: more memory than is available, or longer than ``max_seconds`` (None: no time limit).
+    """
     d = check_ambient_dim(ambient_dim)
     n = check_degree(degree, "degree")
+    refuse_if_too_large(
+        estimate_build(d, n, oversample=oversample, min_candidates=min_candidates), max_seconds
+    )
     size = num_harmonics(d, n)
     rng = np.random.default_rng([seed, d, n])
     num_candidates = max(oversample * size, min_candidates)
@@ -120,9 +267,7 @@ def refine_fundamental_system(points: np.ndarray, degree: int, steps: int = 100)
     return _unit_rows(eta.detach().numpy())
 
 
-def default_cache_dir() -> Path:
-    """The user cache root (``zonal.paths.cache_root``)."""
-    return cache_root()
+default_cache_dir = cache_root  # the name ``zonal.harmonics`` exports; one root: ``zonal.paths``
 
 
 def _checksum(points: np.ndarray) -> str:
@@ -166,16 +311,10 @@ def _read_cached(path: Path, ambient_dim: int, degree: int) -> np.ndarray | None
 
 
 def _write_cached(path: Path, points: np.ndarray) -> None:
-    """Write atomically: a temporary file in the same folder, then an atomic rename."""
+    """Write the points and their checksum atomically (``zonal._files.atomic_writer``)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, suffix=".tmp.npz")
-    try:
-        with os.fdopen(handle, "wb") as stream:
-            np.savez(stream, points=points, sha256=np.array(_checksum(points)))
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    with atomic_writer(path, "wb") as stream:
+        np.savez(stream, points=points, sha256=np.array(_checksum(points)))
 
 
 @lru_cache(maxsize=1)
@@ -197,20 +336,23 @@ def load_fundamental_system(
     *,
     cache_dir: str | Path | None = None,
     progress: bool = True,
+    max_seconds: float | None = MAX_BUILD_SECONDS,
 ) -> np.ndarray:
     """The fundamental system of degree n on S^{d-1} as float64 unit vectors [N_n^d, d].
 
-    Shipped set first, then the user cache, then computed (with a progress bar) and cached.
+    Shipped set first, then the user cache (``cache_dir``, default ``zonal.paths.cache_root()``),
+    then computed (with a progress bar) and cached; a build that cannot finish raises
+    ``FundamentalSystemTooLargeError`` before any work (see ``build_fundamental_system``).
     """
     d = check_ambient_dim(ambient_dim)
     n = check_degree(degree, "degree")
     shipped = _shipped().get(shipped_key(d, n))
     if shipped is not None and _valid_points(shipped, d, n):
         return _unit_rows(shipped.astype(np.float64))
-    path = _cache_path(Path(cache_dir) if cache_dir else default_cache_dir(), d, n)
+    path = _cache_path(Path(cache_dir) if cache_dir else cache_root(), d, n)
     points = _read_cached(path, d, n)
     if points is None:
-        points = build_fundamental_system(d, n, progress=progress)
+        points = build_fundamental_system(d, n, progress=progress, max_seconds=max_seconds)
         try:
             _write_cached(path, points)
         except OSError as error:

@@ -15,11 +15,11 @@ from collections.abc import Callable
 
 import torch
 from gpytorch.kernels import ScaleKernel
-from gpytorch.likelihoods import GaussianLikelihood, Likelihood
+from gpytorch.likelihoods import GaussianLikelihood, Likelihood, SoftmaxLikelihood
 
 from zonal.features import ActivatedFeatures
+from zonal.geometry import SphereEmbedding
 from zonal.kernels import ArcCosineKernel
-from zonal.linalg import cholesky
 from zonal.models.dgp import DGP, DGPLayer, fit_dgp
 from zonal.models.training import PlateauSchedule, Seed, adam_on_minibatches
 from zonal.nn import ActivatedLayer, ActivatedNetwork
@@ -32,7 +32,9 @@ class ActivatedDGP(DGP):
         input_dim: D.
         hidden_dims: output widths of the hidden layers (seed 000 uses 5), empty for one layer.
         likelihood: e.g. ``GaussianLikelihood()``, ``BernoulliLikelihood()``,
-            ``SoftmaxLikelihood(num_features=C, num_classes=C)``.
+            ``SoftmaxLikelihood(num_classes=C, mixing_weights=False)`` (with ``output_dim=C``:
+            the softmax of the last layer's C outputs, as in the network; GPyTorch's default
+            mixing weights would multiply f by a random C x C matrix the network does not have).
         output_dim: outputs of the last layer (1 is squeezed: a single GP output).
         num_inducing: M per layer (the hidden width of the equivalent network).
         activation: ``"relu"`` or ``"softplus"`` (seed 001 recommends Softplus).
@@ -59,6 +61,12 @@ class ActivatedDGP(DGP):
     ) -> None:
         if mean not in ("zero", "constant"):
             raise ValueError(f"an activated DGP supports mean 'zero' or 'constant', got {mean!r}")
+        if isinstance(likelihood, SoftmaxLikelihood) and likelihood.mixing_weights is not None:
+            raise ValueError(
+                "SoftmaxLikelihood mixes the GP outputs by a random matrix that the equivalent "
+                "network does not have: use SoftmaxLikelihood(num_classes=C, mixing_weights=False) "
+                "with output_dim=C"
+            )
         widths = [input_dim, *hidden_dims, output_dim]
         layers = []
         for index, (width_in, width_out) in enumerate(itertools.pairwise(widths)):
@@ -73,29 +81,32 @@ class ActivatedDGP(DGP):
                 seed=seed + index,
             )
             output_dims = None if last and width_out == 1 else width_out
-            layers.append(DGPLayer(kernel, features, width_in, output_dims, mean=mean, bias=bias))
+            layers.append(
+                DGPLayer(
+                    kernel,
+                    features,
+                    width_in,
+                    output_dims,
+                    mean=mean,
+                    input_map=SphereEmbedding(bias),
+                )
+            )
         super().__init__(layers, likelihood)
         self.widths = widths
         self.activation = activation
         self.mean_kind = mean
 
     # ------------------------------------------------------------------ network <-> DGP
-    def _layer_coefficients(self, layer: DGPLayer) -> torch.Tensor:
+    @staticmethod
+    def _layer_coefficients(layer: DGPLayer) -> torch.Tensor:
         """sigma_n restricted to the levels the layer's kernel keeps: [N~ + 1]."""
-        features = layer.features
-        _, kept = features._kernel_terms(layer.covar_module)
-        return torch.where(kept, features.coefficients, 0.0).detach()
+        return layer.features.kept_coefficients(layer.covar_module).detach()
 
-    def _output_weights(self, layer: DGPLayer) -> torch.Tensor:
-        """B [M, P] with mean = Kfu B: L^{-T} m (whitened) or Kuu^{-1} m."""
-        strategy = layer.variational_strategy
-        inducing_mean = strategy.variational_distribution.mean.detach()  # [P, M] or [M]
-        inducing_mean = inducing_mean if inducing_mean.dim() > 1 else inducing_mean.unsqueeze(0)
-        kuu = layer.features.kuu(layer.covar_module).detach()
-        factor = cholesky(kuu, name="Kuu")
-        if strategy.whiten:
-            return torch.linalg.solve_triangular(factor.mT, inducing_mean.mT, upper=True)
-        return torch.cholesky_solve(inducing_mean.mT, factor)
+    @staticmethod
+    def _output_weights(layer: DGPLayer) -> torch.Tensor:
+        """B [M, P] with mean = Kfu B (``InterDomainVariationalStrategy.inducing_weights``)."""
+        weights = layer.variational_strategy.inducing_weights().detach()  # [P, M] or [M]
+        return weights.mT if weights.dim() > 1 else weights.unsqueeze(-1)
 
     def to_torch_module(self) -> ActivatedNetwork:
         """The network whose forward pass equals ``posterior_mean`` (seed 000 eq. 4)."""
@@ -109,7 +120,7 @@ class ActivatedDGP(DGP):
                 features.num_inducing,
                 width_out,
                 self._layer_coefficients(layer),
-                bias=float(layer.embedding.bias),
+                bias=float(layer.input_map.bias),
                 output_bias=self.mean_kind == "constant",
             )
             with torch.no_grad():
@@ -183,39 +194,22 @@ class ActivatedDGP(DGP):
                     f"layer {index}: the network's activation coefficients differ from the DGP's "
                     f"({tuple(net_layer.coefficients.shape)} vs {tuple(coefficients.shape)})"
                 )
-            if float(net_layer.bias) != float(layer.embedding.bias):
+            if float(net_layer.bias) != float(layer.input_map.bias):
                 raise ValueError(
-                    f"layer {index}: bias {float(net_layer.bias)} vs {float(layer.embedding.bias)}"
+                    f"layer {index}: bias {float(net_layer.bias)} vs {float(layer.input_map.bias)}"
                 )
             layer.features.raw_weights.copy_(net_layer.weights)
-            kuu = layer.features.kuu(layer.covar_module).detach()
-            factor = cholesky(kuu, name=f"Kuu of layer {index}")
-            weights = net_layer.output_weights.detach()  # [M, P] = B
             strategy = layer.variational_strategy
-            inducing_mean = factor.mT @ weights if strategy.whiten else kuu @ weights  # [M, P]
-            distribution = strategy._variational_distribution
-            target = distribution.variational_mean
-            target.copy_(inducing_mean.mT.reshape(target.shape))
+            weights = net_layer.output_weights.detach().mT  # B [P, M]
+            shape = strategy._variational_distribution.batch_shape + weights.shape[-1:]
+            strategy.set_inducing_weights(weights.reshape(shape))
             if net_layer.output_bias is not None:
                 layer.mean_module.constant.copy_(
                     net_layer.output_bias.reshape(layer.mean_module.constant.shape)
                 )
-            strategy.variational_params_initialized.fill_(1)
         if variational_scale is not None:
             self.set_variational_scale(variational_scale)
         return self
-
-    def set_variational_scale(self, scale: float) -> None:
-        """Set every layer's q covariance to scale^2 I (whitened: relative to the prior)."""
-        with torch.no_grad():
-            for layer in self.layers:
-                distribution = layer.variational_strategy._variational_distribution
-                eye = torch.eye(distribution.chol_variational_covar.shape[-1], dtype=torch.float64)
-                distribution.chol_variational_covar.copy_(
-                    scale * eye.expand_as(distribution.chol_variational_covar)
-                )
-                # mark q as set, or GPyTorch re-initialises it from the prior on the next call
-                layer.variational_strategy.variational_params_initialized.fill_(1)
 
 
 def probit_cross_entropy(output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:

@@ -2,48 +2,61 @@
 sec. 3.2).
 
 Each ``DGPLayer`` is a (multi-output) SVGP with any ``zonal.features`` inducing feature, shared by
-its outputs, and a ``SphereEmbedding`` of its input. Samples are propagated through the layers
-(GPyTorch's ``DeepGPLayer`` draws one reparametrised sample per Monte Carlo sample), the ELBO is
-``gpytorch.mlls.DeepApproximateMLL(VariationalELBO(...))``, and predictions are the Monte Carlo
-mixture over S samples:
+its outputs, and an input map (``zonal.geometry``: ``SphereEmbedding`` by default). Samples are
+propagated through the layers (one reparametrised sample of each hidden layer's output per Monte
+Carlo sample, as in GPyTorch's ``DeepGPLayer``), the ELBO is
+``gpytorch.mlls.DeepApproximateMLL(VariationalELBO(...))``, and the posterior is the Gaussian
+mixture over S samples of the inner layers (``zonal.models.contract``):
 
     mean = (1/S) sum_s mu_s,   variance = (1/S) sum_s (v_s + mu_s^2) - mean^2,
     log p(y*) ~ log (1/S) sum_s p(y* | f_s)   (log-mean-exp).
+
+``posterior_seed`` fixes the inner-layer draws of every ``posterior`` call (the same draws for
+inputs of the same shape), so that an acquisition function built on it is a deterministic,
+differentiable function of X, as ``optimize_acqf`` needs; None draws afresh each call.
 """
 
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Callable
 
 import gpytorch
 import torch
 from gpytorch.distributions import MultitaskMultivariateNormal, MultivariateNormal
-from gpytorch.kernels import Kernel
-from gpytorch.likelihoods import Likelihood
+from gpytorch.kernels import Kernel, ScaleKernel
+from gpytorch.likelihoods import GaussianLikelihood, Likelihood
+from gpytorch.models import ApproximateGP
 from gpytorch.models.deep_gps import DeepGP, DeepGPLayer
 from gpytorch.variational import CholeskyVariationalDistribution
+from linear_operator.operators import BlockDiagLinearOperator
 
 from zonal._validation import check_finite
-from zonal.geometry import SphereEmbedding
-from zonal.features import InducingFeatures
+from zonal.features import InducingFeatures, InducingPoints
+from zonal.geometry import InputMap, SphereEmbedding
+from zonal.kernels import ArcCosineKernel
+from zonal.models.contract import ZonalModel
 from zonal.models.means import make_mean
+from zonal.models.svgp import resolve_input_map
 from zonal.models.training import PlateauSchedule, Seed, adam_on_minibatches, check_targets
 from zonal.variational import InterDomainVariationalStrategy
+
+#: Monte Carlo samples of the inner layers in a deep model's posterior
+POSTERIOR_SAMPLES = 32
 
 
 class DGPLayer(DeepGPLayer):
     """One GP layer R^{D_in} -> R^{D_out} (``output_dims=None`` squashes a single output).
 
     Args:
-        kernel: a homogeneous zonal kernel on S^{D_in} (ambient_dim D_in + 1), or any kernel of
-            the lifted inputs for ``InducingPoints``.
-        features: inducing features in ambient_dim D_in + 1.
+        kernel: a zonal kernel on the lifted inputs (homogeneous for a ``SphereEmbedding``), or
+            any kernel of the lifted inputs for ``InducingPoints``.
+        features: inducing features in ``input_map.ambient_dim(D_in)``.
         input_dims: D_in.
         output_dims: number of outputs, or None for a single squashed output (the last layer).
         mean: ``"zero"``, ``"constant"``, ``"identity"`` or ``"linear"``.
-        bias: the embedding's bias b (inputs lifted to [h, b]).
+        input_map: ``SphereEmbedding(bias)`` (None: bias 1, inputs lifted to [h, b]) or
+            ``OnSphere()`` for a layer whose inputs are unit vectors.
         whiten: whitened q(u).
     """
 
@@ -55,8 +68,7 @@ class DGPLayer(DeepGPLayer):
         output_dims: int | None,
         *,
         mean: str = "zero",
-        bias: float = 1.0,
-        learn_bias: bool = False,
+        input_map: InputMap | None = None,
         whiten: bool = True,
     ) -> None:
         batch_shape = torch.Size([output_dims]) if output_dims is not None else torch.Size()
@@ -68,13 +80,15 @@ class DGPLayer(DeepGPLayer):
         super().__init__(strategy, input_dims, output_dims)
         self.covar_module = kernel
         self.mean_kind = mean
-        self.mean_module = make_mean(mean, input_dims, output_dims or 1)
-        self.embedding = SphereEmbedding(bias, learn_bias=learn_bias)
+        self.input_map = resolve_input_map(input_map)
+        lifted = self.input_map.ambient_dim(input_dims) > input_dims
+        self.mean_module = make_mean(mean, input_dims, output_dims or 1, lifted=lifted)
         ambient_dim = getattr(features, "ambient_dim", None)
-        if ambient_dim is not None and ambient_dim != input_dims + 1:
+        expected = self.input_map.ambient_dim(input_dims)
+        if ambient_dim is not None and ambient_dim != expected:
             raise ValueError(
                 f"the layer's features live in ambient_dim={ambient_dim}, but inputs of dimension "
-                f"{input_dims} lift to {input_dims + 1}"
+                f"{input_dims} through {type(self.input_map).__name__} give {expected}"
             )
 
     @property
@@ -86,27 +100,40 @@ class DGPLayer(DeepGPLayer):
         return MultivariateNormal(self.mean_module(x), self.covar_module(x))
 
     def __call__(self, inputs, are_samples: bool = False, **kwargs):
+        """q(f(h)) for inputs h [..., N, D_in], or a sample of a previous layer's output.
+
+        A ``MultitaskMultivariateNormal`` input is sampled (one reparametrised draw per entry).
+        Deterministic inputs give an output expanded over ``num_likelihood_samples`` samples
+        (GPyTorch's convention); ``are_samples=True`` keeps the inputs' batch shape. The output is
+        a ``MultitaskMultivariateNormal`` [..., N, D_out], or a ``MultivariateNormal`` [..., N]
+        for ``output_dims=None``.
+        """
+        deterministic = not are_samples
         if isinstance(inputs, MultitaskMultivariateNormal):
             inputs = torch.distributions.Normal(inputs.mean, inputs.variance.sqrt()).rsample()
-            are_samples = True
-        if inputs.shape[-1] != self.input_dims:
-            raise ValueError(
-                f"layer expects inputs of dimension {self.input_dims}, got {inputs.shape[-1]}"
-            )
+            deterministic = False
+        if not isinstance(inputs, torch.Tensor) or inputs.shape[-1] != self.input_dims:
+            found = tuple(inputs.shape) if isinstance(inputs, torch.Tensor) else type(inputs)
+            raise ValueError(f"layer expects inputs [..., N, {self.input_dims}], got {found}")
         check_finite(inputs.reshape(-1, inputs.shape[-1]), "layer inputs")
-        lifted = self.embedding.lift(inputs)
-        self.input_dims += 1  # GPyTorch checks the lifted width in debug mode
-        try:
-            return super().__call__(lifted, are_samples=are_samples, **kwargs)
-        finally:
-            self.input_dims -= 1
+        lifted = self.input_map.lift(inputs)  # [..., N, ambient_dim]
+        if self.output_dims is not None:  # one copy per output (a stride-0 expansion)
+            lifted = lifted.unsqueeze(-3).expand(*lifted.shape[:-2], self.output_dims, -1, -1)
+        output = ApproximateGP.__call__(self, lifted, **kwargs)
+        if self.output_dims is not None:
+            covariance = BlockDiagLinearOperator(output.lazy_covariance_matrix, block_dim=-3)
+            output = MultitaskMultivariateNormal(output.mean.mT, covariance, interleaved=False)
+        if deterministic:
+            samples = gpytorch.settings.num_likelihood_samples.value()
+            output = output.expand(torch.Size([samples, *output.batch_shape]))
+        return output
 
     def mean_function(self, h: torch.Tensor) -> torch.Tensor:
         """The layer's posterior mean at deterministic inputs h [N, D_in]: [N, D_out] (or [N]).
 
         mean(h) = Kfu B + mu(h), B = L^{-T} m (whitened) or Kuu^{-1} m: seed 000 eq. 2-3.
         """
-        lifted = self.embedding.lift(h)  # [N, D_in + 1]
+        lifted = self.input_map.lift(h)  # [N, ambient_dim]
         strategy = self.variational_strategy
         projection, _ = strategy.projection(lifted)  # A [M, N]
         inducing_mean = strategy.variational_distribution.mean  # [P, M] or [M]
@@ -119,16 +146,28 @@ class DGPLayer(DeepGPLayer):
         return mean.mT if batched else mean  # [N, P] or [N]
 
 
-class DGP(DeepGP):
+class DGP(DeepGP, ZonalModel):
     """A deep GP: ``layers`` applied in order, then ``likelihood``.
 
     Train with ``fit_dgp`` or ``gpytorch.mlls.DeepApproximateMLL(VariationalELBO(likelihood,
-    model, num_data))``; ``predict`` and ``log_predictive_density`` average over
-    ``num_samples`` Monte Carlo samples.
+    model, num_data))``. ``posterior``, ``predict`` and ``log_predictive_density`` (the model
+    contract) mix ``num_posterior_samples`` Monte Carlo samples of the inner layers, drawn from
+    ``posterior_seed`` (None: fresh draws at every call).
     """
 
-    def __init__(self, layers: list[DGPLayer], likelihood: Likelihood) -> None:
+    _is_ensemble = True
+
+    def __init__(
+        self,
+        layers: list[DGPLayer],
+        likelihood: Likelihood | None = None,
+        *,
+        num_posterior_samples: int = POSTERIOR_SAMPLES,
+        posterior_seed: int | None = 0,
+    ) -> None:
         super().__init__()
+        if likelihood is None:
+            likelihood = GaussianLikelihood().to(torch.float64)
         if not layers:
             raise ValueError("a DGP needs at least one layer")
         for index, (previous, layer) in enumerate(itertools.pairwise(layers)):
@@ -137,21 +176,45 @@ class DGP(DeepGP):
                     f"layer {index} outputs {previous.output_dims} dimensions but layer "
                     f"{index + 1} expects {layer.input_dims}"
                 )
+        if num_posterior_samples < 1:
+            raise ValueError(f"num_posterior_samples must be >= 1, got {num_posterior_samples}")
         self.layers = torch.nn.ModuleList(layers)
         self.likelihood = likelihood
-        self.input_dims = layers[0].input_dims
+        self.input_dim = self.input_dims = layers[0].input_dims
+        self._num_outputs = layers[-1].output_dims or 1
+        self.num_posterior_samples = int(num_posterior_samples)
+        self.posterior_seed = posterior_seed
 
-    def forward(self, x: torch.Tensor):
-        if x.dim() != 2 or x.shape[-1] != self.input_dims:
+    def forward(self, x: torch.Tensor, *, are_samples: bool = False):
+        """Propagate inputs x [..., N, D] through the layers (deterministic x: the output is
+        expanded over ``num_likelihood_samples`` samples in front)."""
+        if x.dim() < 2 or x.shape[-1] != self.input_dims:
             raise ValueError(
                 f"inputs must have shape [N, {self.input_dims}] (the model's input dimension), "
                 f"got {tuple(x.shape)}"
             )
         check_finite(x, "inputs")
-        output = self.layers[0](x)
+        output = self.layers[0](x, are_samples=are_samples)
         for layer in self.layers[1:]:
             output = layer(output)
         return output
+
+    def latent_distribution(self, X: torch.Tensor) -> MultivariateNormal:
+        """The S mixture components of q(f(X)) for X [*b, q, D]: batch [*b, S], event [q]
+        (or [q, P]); the inner-layer draws come from ``posterior_seed``."""
+        samples = self.num_posterior_samples
+        expanded = X.unsqueeze(-3).expand(*X.shape[:-2], samples, *X.shape[-2:])  # [*b, S, q, D]
+        if self.posterior_seed is None:
+            return self(expanded, are_samples=True)
+        devices = [X.device] if X.device.type == "cuda" else []
+        with torch.random.fork_rng(devices=devices):
+            torch.manual_seed(self.posterior_seed)
+            return self(expanded, are_samples=True)
+
+    def set_variational_scale(self, scale: float) -> None:
+        """Every layer's q covariance to scale^2 I (whitened: relative to the prior)."""
+        for layer in self.layers:
+            layer.variational_strategy.set_variational_scale(scale)
 
     def posterior_mean(self, x: torch.Tensor) -> torch.Tensor:
         """The composition of the layers' posterior means (seed 000 eq. 3): [N] or [N, P]."""
@@ -161,24 +224,6 @@ class DGP(DeepGP):
             if h.dim() == 1 and layer is not self.layers[-1]:
                 h = h.unsqueeze(-1)
         return h
-
-    def predict(self, x: torch.Tensor, num_samples: int = 32) -> tuple[torch.Tensor, torch.Tensor]:
-        """Mixture mean and variance of f(x) over ``num_samples`` samples: [N] (or [N, P])."""
-        with torch.no_grad(), gpytorch.settings.num_likelihood_samples(num_samples):
-            output = self(x)
-            means, variances = output.mean, output.variance  # [S, N(, P)]
-            mean = means.mean(0)
-            variance = (variances + means**2).mean(0) - mean**2
-        return mean, variance.clamp(min=0)
-
-    def log_predictive_density(
-        self, x: torch.Tensor, y: torch.Tensor, num_samples: int = 32
-    ) -> torch.Tensor:
-        """log (1/S) sum_s p(y_i | f_s(x_i)) per point [N] (log-mean-exp over samples)."""
-        with torch.no_grad(), gpytorch.settings.num_likelihood_samples(num_samples):
-            output = self(x)
-            log_marginal = self.likelihood.log_marginal(y, output)  # [S, N]
-            return torch.logsumexp(log_marginal, dim=0) - math.log(log_marginal.shape[0])
 
 
 def fit_dgp(
@@ -201,8 +246,9 @@ def fit_dgp(
     learning rate on plateaus of the epoch loss; ``callback(step, loss)`` runs after every step
     (traces, checkpoints).
     """
-    x = torch.as_tensor(x, dtype=torch.float64)
-    y = check_targets(model.likelihood, y, len(x))
+    x = model.check_inputs(torch.as_tensor(x))
+    y = check_targets(model.likelihood, y, len(x)).to(device=x.device)
+    y = y.to(x.dtype) if y.is_floating_point() else y
     objective = gpytorch.mlls.DeepApproximateMLL(
         gpytorch.mlls.VariationalELBO(model.likelihood, model, num_data=len(x))
     )
@@ -223,3 +269,63 @@ def fit_dgp(
         plateau=plateau,
         callback=callback,
     )
+
+
+def initial_inducing_points(
+    x: torch.Tensor, num_inducing: int, bias: float, generator: torch.Generator
+) -> torch.Tensor:
+    """Z [M, D + 1] for a first layer: M random training inputs lifted to [x, b] (standard normal
+    inputs fill the rest when M exceeds the number of points)."""
+    order = torch.randperm(len(x), generator=generator)[:num_inducing].to(x.device)
+    points = x[order]  # [min(M, N), D]
+    missing = num_inducing - len(points)
+    if missing > 0:
+        extra = torch.randn(missing, x.shape[-1], generator=generator, dtype=x.dtype)
+        points = torch.cat([points, extra.to(x.device)])  # [M, D]
+    return torch.cat([points, points.new_full((num_inducing, 1), bias)], dim=-1)
+
+
+def inducing_point_dgp(
+    x_train: torch.Tensor,
+    widths: list[int],
+    likelihood: Likelihood | None = None,
+    *,
+    num_inducing: int,
+    mean: str = "constant",
+    seed: int = 0,
+    inner_scale: float = 1e-2,
+    bias: float = 1.0,
+) -> DGP:
+    """The standard DGP of seed 000 sec. 5 (DGP-L): layers of widths ``widths`` = [D, ..., 1],
+    each ``ScaleKernel(ArcCosineKernel(D_in + 1, homogeneous=True))`` with M inducing points in
+    the lifted space [h, b] shared by the layer's outputs.
+
+    First-layer points are lifted training inputs; hidden-layer points are standard normal. The
+    hidden layers' whitened q(v) start at N(0, inner_scale^2 I) (Salimbeni and Deisenroth's
+    near-deterministic inner layers); the last layer's at the prior N(0, I).
+    """
+    generator = torch.Generator().manual_seed(seed)
+    dtype, device = x_train.dtype, x_train.device
+    layers = []
+    for index, (width_in, width_out) in enumerate(itertools.pairwise(widths)):
+        kernel = ScaleKernel(ArcCosineKernel(width_in + 1, homogeneous=True))
+        kernel = kernel.to(device=device, dtype=dtype)
+        if index == 0:
+            points = initial_inducing_points(x_train, num_inducing, bias, generator)
+        else:
+            hidden = torch.randn(num_inducing, width_in, generator=generator, dtype=dtype)
+            points = torch.cat([hidden.to(device), hidden.new_full((num_inducing, 1), bias)], -1)
+        last = index == len(widths) - 2
+        layer = DGPLayer(
+            kernel,
+            InducingPoints(points),
+            width_in,
+            None if last and width_out == 1 else width_out,
+            mean=mean,
+            input_map=SphereEmbedding(bias),
+        ).to(device=device, dtype=dtype)
+        layer.variational_strategy.set_variational_scale(
+            1.0 if last else inner_scale, zero_mean=True
+        )
+        layers.append(layer)
+    return DGP(layers, likelihood)

@@ -32,15 +32,19 @@ class IdentityMean(Mean):
         return torch.diagonal(h, dim1=-3, dim2=-1).transpose(-1, -2)  # [..., P, N]
 
 
-def make_mean(kind: str, input_dim: int, num_outputs: int) -> Mean | None:
-    """``"zero"``, ``"constant"``, ``"identity"`` or ``"linear"`` (affine in h: linear in [h, b])."""
+def make_mean(kind: str, input_dim: int, num_outputs: int, *, lifted: bool = True) -> Mean | None:
+    """``"zero"``, ``"constant"``, ``"identity"`` or ``"linear"`` (affine in h: linear in [h, b]).
+
+    ``lifted``: the mean sees [h, b] (a ``SphereEmbedding``) rather than h itself (``OnSphere``).
+    """
     batch_shape = torch.Size([num_outputs]) if num_outputs > 1 else torch.Size()
     if kind == "zero":
         return ZeroMean(batch_shape=batch_shape)
     if kind == "constant":
         return ConstantMean(batch_shape=batch_shape).to(torch.float64)
     if kind == "identity":
-        return IdentityMean(num_outputs)
+        return IdentityMean(num_outputs, lifted=lifted)
     if kind == "linear":
-        return LinearMean(input_dim + 1, batch_shape=batch_shape, bias=False).to(torch.float64)
+        width = input_dim + int(lifted)
+        return LinearMean(width, batch_shape=batch_shape, bias=not lifted).to(torch.float64)
     raise ValueError(f"unknown mean {kind!r}; use zero, constant, identity or linear")

@@ -17,10 +17,14 @@ With B = I + Lambda^{1/2} A Lambda^{1/2} / s^2 = L_B L_B^T and w = L_B^{-1} Lamb
             - (k(1) sum r^2 - tr(Lambda A)) / (2 s^2).
 
 The statistics are accumulated in one streaming pass over chunks (N may exceed memory); each
-optimisation step then costs O(M^3), independent of N. Predictions (latent f at x*):
+optimisation step then costs O(M^3), independent of N. The posterior of f at X* (rows
+psi* = r* phi*^T Lambda^{1/2}, P = L_B^{-1} psi*^T):
 
-    mean = r* phi*^T Lambda^{1/2} B^{-1} Lambda^{1/2} c / s^2,
-    var  = r*^2 (k(1) - phi*^T Lambda phi* + phi*^T Lambda^{1/2} B^{-1} Lambda^{1/2} phi*).
+    mean = psi* L_B^{-T} w / s^2,
+    cov  = K** - psi* psi*^T + P^T P        (the diagonal: r*^2 k(1) - |psi*|^2 + |P|^2).
+
+The model answers the contract of ``zonal.models.contract`` (``posterior`` with any batch shape,
+``predict``, ``log_predictive_density``).
 """
 
 from __future__ import annotations
@@ -30,18 +34,22 @@ from collections.abc import Iterable
 
 import numpy as np
 import torch
+from gpytorch.distributions import MultivariateNormal
 from gpytorch.kernels import Kernel
 from gpytorch.likelihoods import GaussianLikelihood
-from linear_operator.operators import DiagLinearOperator
-from torch import nn
+from linear_operator.operators import DiagLinearOperator, SumLinearOperator
 
 from zonal._validation import check_finite
-from zonal.geometry import SphereEmbedding
 from zonal.features import InducingFeatures
+from zonal.features.base import base_zonal_kernel
+from zonal.geometry import InputMap
 from zonal.linalg import cholesky
+from zonal.models.contract import ZonalModel
+from zonal.models.svgp import resolve_input_map
+from zonal.variational.root_difference import RootDifferenceLinearOperator
 
 
-class SGPR(nn.Module):
+class SGPR(ZonalModel):
     """Sparse GP regression with a diagonal-Kuu feature and sufficient statistics.
 
     Args:
@@ -50,9 +58,12 @@ class SGPR(nn.Module):
         features: features with a diagonal Kuu (``SphericalHarmonicFeatures``, or
             ``SparseSphericalHarmonicFeatures`` with fixed phases).
         input_dim: D, the data dimension.
-        embedding: a ``SphereEmbedding`` with a fixed bias (the statistics depend on it), the
-            default bias 1, or None for inputs on the sphere.
+        input_map: a ``SphereEmbedding`` with a fixed bias (the statistics depend on it; None: the
+            default, bias 1) or ``OnSphere()`` for inputs on the sphere.
         noise: initial Gaussian noise variance.
+
+    The features are used as they are (their parameters, e.g. learnable phases, are left to the
+    caller: the statistics are computed for the features at the time of ``fit_statistics``).
     """
 
     def __init__(
@@ -61,7 +72,7 @@ class SGPR(nn.Module):
         features: InducingFeatures,
         input_dim: int,
         *,
-        embedding: SphereEmbedding | str | None = "default",
+        input_map: InputMap | None = None,
         noise: float = 0.1,
     ) -> None:
         super().__init__()
@@ -72,52 +83,62 @@ class SGPR(nn.Module):
             )
         self.kernel = kernel
         self.features = features
-        for parameter in features.parameters():
-            parameter.requires_grad_(False)  # the statistics are computed for fixed features
         self.input_dim = int(input_dim)
-        self.embedding = SphereEmbedding(1.0) if embedding == "default" else embedding
-        if self.embedding is not None and getattr(self.embedding, "learn_bias", False):
+        self.input_map = resolve_input_map(input_map)
+        if getattr(self.input_map, "learn_bias", False):
             raise ValueError("SGPR needs a fixed embedding bias: the statistics depend on it")
+        ambient_dim = getattr(features, "ambient_dim", None)
+        expected = self.input_map.ambient_dim(self.input_dim)
+        if ambient_dim is not None and ambient_dim != expected:
+            raise ValueError(
+                f"features live in ambient_dim={ambient_dim} but inputs of dimension "
+                f"{self.input_dim} through {type(self.input_map).__name__} give {expected}"
+            )
         self.likelihood = GaussianLikelihood().to(torch.float64)
         self.likelihood.noise = torch.tensor(noise, dtype=torch.float64)
         self.reset_statistics()
 
+    def _parameters_to_fit(self) -> list[torch.nn.Parameter]:
+        """Kernel hyperparameters and the noise: the features stay as the statistics saw them."""
+        return [*self.kernel.parameters(), *self.likelihood.parameters()]
+
     # ------------------------------------------------------------------ data
     def lift(self, x: torch.Tensor) -> torch.Tensor:
-        """Check x [N, D] and lift it to the kernel's input space."""
-        if x.dim() != 2 or x.shape[-1] != self.input_dim:
-            raise ValueError(
-                f"inputs must have shape [N, {self.input_dim}] (the model's input dimension), "
-                f"got {tuple(x.shape)}"
-            )
-        check_finite(x, "inputs")
-        return x if self.embedding is None else self.embedding.lift(x)
+        """Check x [..., N, D] and map it to the kernel's inputs."""
+        return self.input_map.lift(self.check_inputs(x))
 
     def reset_statistics(self) -> None:
         """Forget the accumulated data."""
         size = self.features.num_inducing
-        self.register_buffer("stat_gram", torch.zeros(size, size, dtype=torch.float64))
-        self.register_buffer("stat_cross", torch.zeros(size, dtype=torch.float64))
-        self.register_buffer("stat_yy", torch.zeros((), dtype=torch.float64))
-        self.register_buffer("stat_radius2", torch.zeros((), dtype=torch.float64))
-        self.register_buffer("stat_count", torch.zeros((), dtype=torch.float64))
+        reference = self.likelihood.noise
+        self.register_buffer("stat_gram", reference.new_zeros(size, size))
+        self.register_buffer("stat_cross", reference.new_zeros(size))
+        for name in ("stat_yy", "stat_radius2", "stat_count"):
+            self.register_buffer(name, reference.new_zeros(()))
 
     @torch.no_grad()
     def accumulate(self, x: torch.Tensor, y: torch.Tensor) -> None:
         """Add a chunk (x [n, D], y [n]) to the sufficient statistics."""
-        x = torch.as_tensor(x, dtype=torch.float64)
-        y = torch.as_tensor(y, dtype=torch.float64).reshape(-1)
+        x = self.check_inputs(torch.as_tensor(x))
+        if x.dim() != 2:
+            raise ValueError(f"inputs must have shape [N, {self.input_dim}], got {tuple(x.shape)}")
+        y = torch.as_tensor(y).to(x).reshape(-1)
         if len(y) != len(x):
             raise ValueError(f"x has {len(x)} rows but y has {len(y)}")
         check_finite(y.unsqueeze(-1), "targets")
-        lifted = self.lift(x)  # [n, D + 1]
-        phi_r = self.features.kuf(self.kernel, lifted).T  # [n, M], rows r_i phi(z_i)
-        self.stat_gram += phi_r.T @ phi_r
-        self.stat_cross += phi_r.T @ y
+        lifted = self.input_map.lift(x)  # [n, ambient_dim]
+        phi_r = self.features.kuf(self.kernel, lifted).mT  # [n, M], rows r_i phi(z_i)
+        self.stat_gram += phi_r.mT @ phi_r
+        self.stat_cross += phi_r.mT @ y
         self.stat_yy += y @ y
-        radius = lifted.norm(dim=-1) if self._homogeneous else torch.ones(len(x), dtype=x.dtype)
-        self.stat_radius2 += (radius**2).sum()
+        self.stat_radius2 += self._squared_radius(lifted).sum()
         self.stat_count += len(y)
+
+    def _squared_radius(self, lifted: torch.Tensor) -> torch.Tensor:
+        """r^2 [...] of the kernel's inputs (1 where the kernel is not homogeneous)."""
+        if self._homogeneous:
+            return lifted.pow(2).sum(-1)
+        return torch.ones_like(lifted[..., 0])
 
     def fit_statistics(
         self,
@@ -145,17 +166,13 @@ class SGPR(nn.Module):
 
     @property
     def _homogeneous(self) -> bool:
-        from zonal.features.base import base_zonal_kernel
-
         return bool(getattr(base_zonal_kernel(self.kernel)[0], "homogeneous", False))
 
     # ------------------------------------------------------------------ bound
     def _kernel_diagonal(self) -> torch.Tensor:
         """k(1): the constant diagonal of the zonal kernel on the sphere."""
-        from zonal.features.base import base_zonal_kernel
-
         ambient_dim = base_zonal_kernel(self.kernel)[0].ambient_dim
-        unit = torch.zeros(1, ambient_dim, dtype=torch.float64)
+        unit = self.stat_gram.new_zeros(1, ambient_dim)
         unit[0, -1] = 1.0
         return self.kernel(unit, diag=True).reshape(())
 
@@ -165,7 +182,7 @@ class SGPR(nn.Module):
         root = eigenvalues.sqrt()  # [M]
         noise = self.likelihood.noise.reshape(())
         matrix = root[:, None] * self.stat_gram * root[None, :] / noise  # [M, M]
-        matrix = matrix + torch.eye(len(root), dtype=matrix.dtype)
+        matrix = matrix + torch.eye(len(root), dtype=matrix.dtype, device=matrix.device)
         return root, cholesky(matrix, name="SGPR matrix B = I + L^1/2 A L^1/2 / s^2"), noise
 
     def elbo(self) -> torch.Tensor:
@@ -189,7 +206,7 @@ class SGPR(nn.Module):
 
     def fit(self, max_iter: int = 100, lr: float = 1.0) -> list[float]:
         """Maximise the bound over kernel hyperparameters and noise by L-BFGS; returns the trace."""
-        parameters = [p for p in self.parameters() if p.requires_grad]
+        parameters = [p for p in self._parameters_to_fit() if p.requires_grad]
         optimiser = torch.optim.LBFGS(
             parameters, lr=lr, max_iter=max_iter, line_search_fn="strong_wolfe"
         )
@@ -206,33 +223,16 @@ class SGPR(nn.Module):
         return trace
 
     # ------------------------------------------------------------------ predictions
-    @torch.no_grad()
-    def predict(
-        self, x: torch.Tensor, *, include_noise: bool = False
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Mean and variance [N] of f(x) (or y with ``include_noise``) in data space."""
-        lifted = self.lift(torch.as_tensor(x, dtype=torch.float64))
-        phi_r = self.features.kuf(self.kernel, lifted).T  # [N, M]
+    def latent_distribution(self, X: torch.Tensor) -> MultivariateNormal:
+        """q(f(X)) [*b, q] for inputs X [*b, q, D] (module docstring): the mean and a lazy
+        covariance K** - psi psi^T + P^T P whose diagonal costs O(q M)."""
+        if self.stat_count == 0:
+            raise ValueError("call fit_statistics first")
+        lifted = self.input_map.lift(X)  # [*b, q, ambient_dim]
         root, factor, noise = self._posterior_terms()
-        scaled = phi_r * root  # [N, M] = phi_r Lambda^{1/2}
-        solved = torch.cholesky_solve((root * self.stat_cross).unsqueeze(-1), factor).squeeze(-1)
-        mean = scaled @ solved / noise
-        radius = (
-            lifted.norm(dim=-1)
-            if self._homogeneous
-            else torch.ones(len(lifted), dtype=lifted.dtype)
-        )
-        projected = torch.linalg.solve_triangular(factor, scaled.T, upper=False)  # [M, N]
-        variance = (
-            self._kernel_diagonal() * radius**2 - (scaled**2).sum(-1) + (projected**2).sum(0)
-        ).clamp(min=0)
-        if include_noise:
-            variance = variance + noise
-        return mean, variance
-
-    @torch.no_grad()
-    def predictive_log_density(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        """log N(y_i | mean_i, var_i + s^2) per point [N]."""
-        mean, variance = self.predict(x, include_noise=True)
-        y = torch.as_tensor(y, dtype=torch.float64).reshape(-1)
-        return -0.5 * (torch.log(2 * math.pi * variance) + (y - mean) ** 2 / variance)
+        scaled = self.features.kuf(self.kernel, lifted) * root.unsqueeze(-1)  # psi^T [*b, M, q]
+        solved = torch.cholesky_solve((root * self.stat_cross).unsqueeze(-1), factor)  # [M, 1]
+        mean = (scaled.mT @ solved).squeeze(-1) / noise  # [*b, q]
+        projected = torch.linalg.solve_triangular(factor, scaled, upper=False)  # P [*b, M, q]
+        correction = RootDifferenceLinearOperator(projected, scaled)  # P^T P - psi psi^T
+        return MultivariateNormal(mean, SumLinearOperator(self.kernel(lifted), correction))

@@ -1,10 +1,11 @@
 """SVGP with inter-domain features on the sphere (seed 000 sec. 3.1, 4; seed 002 sec. 5).
 
-Inputs x in R^D are lifted to [x, b] in R^{D+1} by a ``SphereEmbedding``; the kernel, homogeneous on
-R^{D+1}, is the 1-homogeneous extension of a zonal kernel on S^D, so every prediction is already in
-data space (mean r mu, variance r^2 sigma^2 with r = ||[x, b]||, seed 000 sec. 4.1). Without an
-embedding the inputs must be unit vectors. Train with ``gpytorch.mlls.VariationalELBO`` (minibatch)
-or ``zonal.models.training.fit``.
+Inputs x in R^D reach the kernel through an input map (``zonal.geometry``): ``SphereEmbedding``
+lifts them to [x, b] in R^{D+1}, where the kernel, homogeneous, is the 1-homogeneous extension of a
+zonal kernel on S^D, so every prediction is already in data space (mean r mu, variance r^2 sigma^2
+with r = ||[x, b]||, seed 000 sec. 4.1); ``OnSphere`` takes unit vectors as they are. Train with
+``zonal.models.fit_svgp`` (the minibatch ELBO). The model answers the contract of
+``zonal.models.contract``: ``posterior``, ``predict``, ``log_predictive_density``.
 """
 
 from __future__ import annotations
@@ -12,39 +13,72 @@ from __future__ import annotations
 import torch
 from gpytorch.distributions import MultivariateNormal
 from gpytorch.kernels import Kernel
+from gpytorch.likelihoods import GaussianLikelihood, Likelihood, MultitaskGaussianLikelihood
 from gpytorch.means import Mean
 from gpytorch.models import ApproximateGP
 from gpytorch.variational import (
     CholeskyVariationalDistribution,
+    DeltaVariationalDistribution,
     IndependentMultitaskVariationalStrategy,
     MeanFieldVariationalDistribution,
+    NaturalVariationalDistribution,
+    TrilNaturalVariationalDistribution,
 )
 
-from zonal._validation import check_finite
-from zonal.geometry import SphereEmbedding
 from zonal.features import InducingFeatures
-from zonal.linalg import cholesky
+from zonal.geometry import InputMap, SphereEmbedding
+from zonal.models.contract import ZonalModel
 from zonal.variational import InterDomainVariationalStrategy
 
 VARIATIONAL_FAMILIES = {
     "cholesky": CholeskyVariationalDistribution,
     "meanfield": MeanFieldVariationalDistribution,
+    "natural": NaturalVariationalDistribution,
+    "tril-natural": TrilNaturalVariationalDistribution,
+    "delta": DeltaVariationalDistribution,
 }
 
 
-class SVGP(ApproximateGP):
+def default_likelihood(num_outputs: int) -> Likelihood:
+    """A float64 Gaussian likelihood (multitask for several outputs), noise 0.1 to start."""
+    if num_outputs == 1:
+        likelihood = GaussianLikelihood()
+    else:
+        likelihood = MultitaskGaussianLikelihood(num_tasks=num_outputs, rank=0)
+    likelihood = likelihood.to(torch.float64)
+    likelihood.noise = 0.1
+    return likelihood
+
+
+def resolve_input_map(input_map: InputMap | None) -> InputMap:
+    """``input_map`` itself, or the default ``SphereEmbedding(1.0)`` for None."""
+    if input_map is None:
+        return SphereEmbedding(1.0)
+    if not isinstance(input_map, InputMap):
+        raise ValueError(
+            f"input_map must be a zonal.geometry input map (SphereEmbedding, OnSphere), "
+            f"got {type(input_map).__name__}"
+        )
+    return input_map
+
+
+class SVGP(ApproximateGP, ZonalModel):
     """Sparse variational GP with any ``zonal.features`` inducing features.
 
     Args:
         kernel: a GPyTorch kernel; for harmonic and activated features a ``ZonalKernel``
             (optionally in a ``ScaleKernel``), homogeneous when an embedding is used.
         features: the inducing features (shared by all outputs).
-        input_dim: D, the data dimension (checked on every call); ambient_dim is D + 1 with an
-            embedding, D without.
-        embedding: a ``SphereEmbedding`` (default: bias 1) or None for inputs already on the sphere.
+        input_dim: D, the data dimension (checked on every call); the features' ambient_dim is
+            ``input_map.ambient_dim(D)`` (D + 1 for a sphere embedding, D on the sphere).
+        likelihood: the model's likelihood (default: Gaussian, multitask for P > 1, float64).
+        input_map: ``SphereEmbedding(bias)`` (None: the default, bias 1) or ``OnSphere()`` for
+            inputs already on the sphere.
         num_outputs: P independent outputs (a batch of q(u), one per output).
         mean_module: prior mean (default zero).
-        variational_family: ``"cholesky"`` (full S) or ``"meanfield"`` (diagonal S).
+        variational_family: ``"cholesky"`` (full S), ``"meanfield"`` (diagonal S),
+            ``"natural"`` / ``"tril-natural"`` (natural parameters, for ``gpytorch.optim.NGD``)
+            or ``"delta"`` (a point mass: MAP inducing values).
         whiten: whitened parametrisation (default True).
     """
 
@@ -54,7 +88,8 @@ class SVGP(ApproximateGP):
         features: InducingFeatures,
         input_dim: int,
         *,
-        embedding: SphereEmbedding | str | None = "default",
+        likelihood: Likelihood | None = None,
+        input_map: InputMap | None = None,
         num_outputs: int = 1,
         mean_module: Mean | None = None,
         variational_family: str = "cholesky",
@@ -79,73 +114,50 @@ class SVGP(ApproximateGP):
         self.covar_module = kernel
         self.mean_module = mean_module
         self.input_dim = int(input_dim)
-        self.num_outputs = num_outputs
-        self.embedding = SphereEmbedding(1.0) if embedding == "default" else embedding
+        self._num_outputs = num_outputs
+        self.likelihood = default_likelihood(num_outputs) if likelihood is None else likelihood
+        self.input_map = resolve_input_map(input_map)
         ambient_dim = getattr(features, "ambient_dim", None)
-        expected = self.input_dim + (1 if self.embedding is not None else 0)
+        expected = self.input_map.ambient_dim(self.input_dim)
         if ambient_dim is not None and ambient_dim != expected:
             raise ValueError(
                 f"features live in ambient_dim={ambient_dim} but inputs of dimension "
-                f"{self.input_dim} {'plus a bias ' if self.embedding is not None else ''}give {expected}"
+                f"{self.input_dim} through {type(self.input_map).__name__} give {expected}"
             )
 
     @property
     def features(self) -> InducingFeatures:
         """The inducing features."""
+        return self.inducing_strategy.features
+
+    @property
+    def inducing_strategy(self) -> InterDomainVariationalStrategy:
+        """The inter-domain strategy (inside the multitask wrapper for several outputs)."""
         strategy = self.variational_strategy
-        return getattr(strategy, "base_variational_strategy", strategy).features
+        return getattr(strategy, "base_variational_strategy", strategy)
 
     def lift(self, x: torch.Tensor) -> torch.Tensor:
-        """Check x [..., N, D] and lift it to [..., N, D + 1] (or pass unit vectors through)."""
-        if not isinstance(x, torch.Tensor) or x.dim() < 2:
-            raise ValueError("inputs must be a tensor [N, D] (or [..., N, D])")
-        if x.shape[-1] != self.input_dim:
-            raise ValueError(
-                f"the model was built for inputs of dimension {self.input_dim}, got {x.shape[-1]}"
-            )
-        check_finite(x, "inputs")
-        return x if self.embedding is None else self.embedding.lift(x)
+        """Check x [..., N, D] and map it to the kernel's inputs [..., N, ambient_dim]."""
+        return self.input_map.lift(self.check_inputs(x))
 
     @torch.no_grad()
     def set_optimal_variational_distribution(
-        self, x: torch.Tensor, y: torch.Tensor, noise: float | torch.Tensor
+        self, x: torch.Tensor, y: torch.Tensor, noise: float | torch.Tensor | None = None
     ) -> None:
-        """Set q(u) to the optimum for a Gaussian likelihood (Titsias, 2009), single output.
-
-        Computed in whitened coordinates v = L^{-1} u (L L^T = Kuu), where it stays well
-        conditioned even when Kuu is (nearly) singular:
-
-            A = L^{-1} Kuf,   S_v = (I + A A^T / s^2)^{-1},   m_v = S_v A y / s^2,
-
-        i.e. q(u) = N(L m_v, L S_v L^T). An unwhitened strategy stores that q(u). At this q the
-        ELBO equals the collapsed bound (``SGPR.elbo``) for the same features and kernel.
+        """Set q(u) to the optimum for a Gaussian likelihood (Titsias, 2009), single output, at
+        the current hyperparameters (``InterDomainVariationalStrategy.
+        set_optimal_variational_distribution``); ``noise`` defaults to the likelihood's. At this
+        q the ELBO equals the collapsed bound (``SGPR.elbo``) for the same features and kernel.
         """
         if self.num_outputs != 1:
             raise ValueError("the closed-form optimum is implemented for a single output")
-        strategy = self.variational_strategy
-        distribution = strategy._variational_distribution
-        if not hasattr(distribution, "chol_variational_covar"):
-            raise ValueError("the closed-form optimum needs the 'cholesky' variational family")
-        kernel = self.covar_module
-        lifted = self.lift(torch.as_tensor(x, dtype=torch.float64))
-        y = torch.as_tensor(y, dtype=torch.float64).reshape(-1)
-        noise = torch.as_tensor(noise, dtype=torch.float64)
-        kuu = self.features.kuu(kernel)
-        kuu = kuu.to_dense() if hasattr(kuu, "to_dense") else kuu  # [M, M]
-        factor = cholesky(kuu, name="Kuu")
-        projection = torch.linalg.solve_triangular(
-            factor, self.features.kuf(kernel, lifted), upper=False
-        )  # A [M, N]
-        identity = torch.eye(len(kuu), dtype=kuu.dtype)
-        precision = identity + projection @ projection.T / noise  # I + A A^T / s^2
-        covariance = torch.cholesky_inverse(cholesky(precision, name="I + A A^T / noise"))
-        covariance = 0.5 * (covariance + covariance.mT)  # S_v [M, M]
-        mean = covariance @ (projection @ y) / noise  # m_v [M]
-        if not strategy.whiten:
-            mean, covariance = factor @ mean, factor @ covariance @ factor.mT
-        distribution.variational_mean.copy_(mean)
-        distribution.chol_variational_covar.copy_(cholesky(covariance, name="optimal S"))
-        strategy.variational_params_initialized.fill_(1)
+        lifted = self.lift(torch.as_tensor(x))
+        y = torch.as_tensor(y).to(lifted).reshape(-1)
+        if self.mean_module is not None:
+            y = y - self.mean_module(lifted)
+        if noise is None:
+            noise = self.likelihood.noise.reshape(())
+        self.inducing_strategy.set_optimal_variational_distribution(lifted, y, noise)
 
     def forward(self, x: torch.Tensor) -> MultivariateNormal:
         """The prior p(f(x)) on lifted inputs (GPyTorch calls this with prior=True)."""
@@ -153,5 +165,9 @@ class SVGP(ApproximateGP):
         return MultivariateNormal(mean, self.covar_module(x))
 
     def __call__(self, x: torch.Tensor, prior: bool = False, **kwargs) -> MultivariateNormal:
-        """q(f(x)) for data-space inputs x [N, D] (already in data space: no rescaling needed)."""
+        """q(f(x)) for data-space inputs x [..., N, D] (already in data space)."""
         return super().__call__(self.lift(x), prior=prior, **kwargs)
+
+    def latent_distribution(self, X: torch.Tensor) -> MultivariateNormal:
+        """q(f(X)) [*b, q] (a multitask normal [*b, q, P] for several outputs)."""
+        return self(X)

@@ -63,7 +63,10 @@ def check_targets(likelihood: Likelihood, y: torch.Tensor, num_points: int) -> t
             raise ValueError(f"a Gaussian likelihood needs targets [N], got {tuple(y.shape)}")
         return y.to(torch.float64)
     if isinstance(likelihood, BernoulliLikelihood):
-        if y.dim() != 1 or not torch.isin(y, torch.tensor([0, 1], dtype=y.dtype)).all():
+        if (
+            y.dim() != 1
+            or not torch.isin(y, torch.tensor([0, 1], dtype=y.dtype, device=y.device)).all()
+        ):
             raise ValueError("a Bernoulli likelihood needs labels [N] with values in {0, 1}")
         return y.to(torch.float64)
     if isinstance(likelihood, SoftmaxLikelihood):
@@ -80,7 +83,6 @@ def check_targets(likelihood: Likelihood, y: torch.Tensor, num_points: int) -> t
 
 def fit_svgp(
     model,
-    likelihood: Likelihood,
     x: torch.Tensor,
     y: torch.Tensor,
     *,
@@ -91,21 +93,22 @@ def fit_svgp(
     plateau: PlateauSchedule | None = None,
     callback: Callable[[int, float], None] | None = None,
 ) -> list[float]:
-    """Adam on the minibatch ELBO (``gpytorch.mlls.VariationalELBO``); returns the loss per step.
+    """Adam on the minibatch ELBO (``gpytorch.mlls.VariationalELBO``) of a single-layer model
+    and its ``model.likelihood``; returns the loss per step.
 
     ``plateau`` cuts the learning rate on plateaus; ``callback(step, loss)`` is called after every
     step (for traces and checkpoints).
     """
-    x = torch.as_tensor(x, dtype=torch.float64)
-    model.lift(x)  # shape and NaN checks on the inputs before anything else
-    y = check_targets(likelihood, y, len(x))
+    x = model.check_inputs(torch.as_tensor(x))  # shape and NaN checks before anything else
+    likelihood = model.likelihood
+    y = check_targets(likelihood, y, len(x)).to(device=x.device)
+    if y.is_floating_point():
+        y = y.to(x.dtype)
     objective = gpytorch.mlls.VariationalELBO(likelihood, model, num_data=len(x))
-    parameters = [*model.parameters(), *likelihood.parameters()]
     model.train()
-    likelihood.train()
     return adam_on_minibatches(
         lambda index: -objective(model(x[index]), y[index]),
-        parameters,
+        model.parameters(),
         len(x),
         num_steps=num_steps,
         batch_size=batch_size,

@@ -10,12 +10,19 @@ with L L^T = Kuu. For a diagonal Kuu (spherical-harmonic features) L = Kuu^{1/2}
 no cubic operation is done at all: the cost is O(M N) for the mean and O(M^2 N) for the variance.
 The KL divergence is computed in closed form from the Cholesky root of S (O(M^2) for a diagonal
 prior). Dense Kuu (activated features, inducing points) is factorised with adaptive jitter.
+
+The strategy is the one owner of the conditional maths in zonal: the Kuu root (``kuu_root``), the
+map between whitened and unwhitened coordinates (``unwhiten``), the weights B of the posterior mean
+Kfu B (``inducing_weights`` / ``set_inducing_weights``: an activated layer's output weights), setting
+q(u) (``set_variational``, ``set_variational_scale``) and the Titsias optimum for a Gaussian
+likelihood (``set_optimal_variational_distribution``). Supported variational families:
+``zonal.variational.families.SUPPORTED_FAMILIES``.
 """
 
 from __future__ import annotations
 
 import torch
-from gpytorch.distributions import MultivariateNormal
+from gpytorch.distributions import Delta, MultivariateNormal
 from gpytorch.variational import _VariationalDistribution
 from gpytorch.variational._variational_strategy import _VariationalStrategy
 from linear_operator.operators import (
@@ -27,7 +34,8 @@ from linear_operator.operators import (
 )
 
 from zonal.features import InducingFeatures
-from zonal.linalg import cholesky
+from zonal.linalg import NotPositiveDefiniteError, cholesky
+from zonal.variational.families import check_family, parameter_like, write_gaussian
 from zonal.variational.root_difference import RootDifferenceLinearOperator, compact
 
 
@@ -53,6 +61,7 @@ class InterDomainVariationalStrategy(_VariationalStrategy):
     ) -> None:
         if not isinstance(features, InducingFeatures):
             raise ValueError(f"features must be a zonal InducingFeatures, got {type(features)}")
+        check_family(variational_distribution)
         batch_shape = variational_distribution.batch_shape
         num_inducing = features.num_inducing
         shape = variational_distribution.shape()
@@ -63,7 +72,8 @@ class InterDomainVariationalStrategy(_VariationalStrategy):
             )
         # GPyTorch's base keeps "inducing_points"; inter-domain variables have none, so a
         # placeholder [*batch, M, 1] carries the batch shape (it is never read as locations).
-        placeholder = torch.zeros(*batch_shape, num_inducing, 1, dtype=torch.float64)
+        reference = parameter_like(variational_distribution)
+        placeholder = reference.new_zeros(*batch_shape, num_inducing, 1)
         super().__init__(
             model,
             placeholder,
@@ -79,16 +89,51 @@ class InterDomainVariationalStrategy(_VariationalStrategy):
         return self.model.covar_module
 
     def _kuu(self) -> torch.Tensor | DiagLinearOperator:
-        return self.features.kuu(self._kernel())
+        kuu = self.features.kuu(self._kernel())
+        if isinstance(kuu, DiagLinearOperator):
+            diagonal = kuu.diagonal()
+            if not torch.isfinite(diagonal).all() or (diagonal <= 0).any():
+                raise NotPositiveDefiniteError(
+                    "Kuu has non-positive or infinite diagonal entries (a level whose kernel "
+                    "eigenvalue is zero gives 1 / 0: build the features with kernel=...)"
+                )
+        return kuu
+
+    def kuu_root(self) -> torch.Tensor | DiagLinearOperator:
+        """L with L L^T = Kuu [*b, M, M]: Kuu^{1/2} (a ``DiagLinearOperator``) for diagonal Kuu,
+        else the lower Cholesky factor (adaptive jitter, ``NotPositiveDefiniteError`` if none)."""
+        kuu = self._kuu()
+        if isinstance(kuu, DiagLinearOperator):
+            return DiagLinearOperator(kuu.diagonal().sqrt())
+        return cholesky(kuu, name="Kuu (inducing covariance)")
+
+    def unwhiten(
+        self, mean: torch.Tensor, covariance: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(L m, L S L^T): a q over whitened v = L^{-1} u [*b, M], [*b, M, M] as a q over u."""
+        root = _dense(self.kuu_root()).to(mean)  # [*b, M, M]
+        mean = (root @ mean.unsqueeze(-1)).squeeze(-1)
+        return mean, None if covariance is None else root @ covariance @ root.mT
+
+    def whiten(
+        self, mean: torch.Tensor, covariance: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(L^{-1} m, L^{-1} S L^{-T}): a q over u as a q over v = L^{-1} u."""
+        root = _dense(self.kuu_root()).to(mean)  # [*b, M, M]
+        mean = torch.linalg.solve_triangular(root, mean.unsqueeze(-1), upper=False).squeeze(-1)
+        if covariance is None:
+            return mean, None
+        half = torch.linalg.solve_triangular(root, covariance, upper=False)  # L^{-1} S
+        return mean, torch.linalg.solve_triangular(root, half.mT, upper=False)  # L^{-1} S L^{-T}
 
     @property
     def prior_distribution(self) -> MultivariateNormal:
         """p(v) = N(0, I) when whitened, else p(u) = N(0, Kuu)."""
         batch_shape = self._variational_distribution.batch_shape
         num_inducing = self.features.num_inducing
-        dtype = self._variational_distribution.variational_mean.dtype
-        device = self._variational_distribution.variational_mean.device
-        zeros = torch.zeros(*batch_shape, num_inducing, dtype=dtype, device=device)
+        reference = parameter_like(self._variational_distribution)
+        dtype = reference.dtype
+        zeros = reference.new_zeros(*batch_shape, num_inducing)
         if self.whiten:
             return MultivariateNormal(zeros, DiagLinearOperator(torch.ones_like(zeros)))
         kuu = self._kuu()
@@ -111,8 +156,6 @@ class InterDomainVariationalStrategy(_VariationalStrategy):
         kuf = self.features.kuf(self._kernel(), x)  # [*b, M, N]
         if isinstance(kuu, DiagLinearOperator):
             diagonal = kuu.diagonal().to(kuf.dtype)  # [*b, M]
-            if (diagonal <= 0).any():
-                raise ValueError("Kuu has non-positive diagonal entries (a zero eigenvalue level?)")
             whitened = kuf / diagonal.sqrt().unsqueeze(-1)
             return (whitened if self.whiten else kuf / diagonal.unsqueeze(-1)), whitened
         factor = cholesky(kuu.to(kuf.dtype), name="Kuu (inducing covariance)")  # [*b, M, M]
@@ -154,10 +197,10 @@ class InterDomainVariationalStrategy(_VariationalStrategy):
         return MultivariateNormal(mean, SumLinearOperator(*terms))
 
     def kl_divergence(self) -> torch.Tensor:
-        """KL(q(u) || p(u)) [*b], in closed form from the root of S."""
+        """KL(q(u) || p(u)) [*b], in closed form from the root of S (-log p(m) for a Delta q)."""
         q = self.variational_distribution
         prior = self.prior_distribution
-        if not isinstance(prior.lazy_covariance_matrix, DiagLinearOperator):
+        if isinstance(q, Delta) or not isinstance(prior.lazy_covariance_matrix, DiagLinearOperator):
             return super().kl_divergence()
         prior_variance = prior.lazy_covariance_matrix.diagonal()  # [*b, M]
         mean = q.mean  # [*b, M]
@@ -167,6 +210,93 @@ class InterDomainVariationalStrategy(_VariationalStrategy):
         logdet_q = q.lazy_covariance_matrix.logdet()
         logdet_p = prior_variance.log().sum(-1)
         return 0.5 * (trace + mahalanobis - mean.shape[-1] + logdet_p - logdet_q)
+
+    # ------------------------------------------------------------------ setting q(u)
+    def _stored(
+        self, mean: torch.Tensor, covariance: torch.Tensor | None, whitened: bool
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """A q given in whitened (v) or unwhitened (u) coordinates, in the strategy's own."""
+        if whitened == self.whiten:
+            return mean, covariance
+        return self.unwhiten(mean, covariance) if whitened else self.whiten(mean, covariance)
+
+    @torch.no_grad()
+    def set_variational(
+        self, mean: torch.Tensor, covariance: torch.Tensor | None, *, whitened: bool
+    ) -> None:
+        """Set q = N(mean [*b, M], covariance [*b, M, M]) given over v = L^{-1} u (``whitened``)
+        or over u, whatever the strategy's own parametrisation, and mark q as initialised (else
+        GPyTorch resets it to the prior on the next call). ``covariance`` None: a Delta q."""
+        mean, covariance = self._stored(mean, covariance, whitened)
+        write_gaussian(self._variational_distribution, mean, covariance)
+        self.variational_params_initialized.fill_(1)
+
+    @torch.no_grad()
+    def set_variational_scale(self, scale: float, *, zero_mean: bool = False) -> None:
+        """q covariance = scale^2 I in the strategy's own coordinates (whitened: relative to the
+        prior); the mean is kept, or set to zero with ``zero_mean``."""
+        distribution = self._variational_distribution
+        mean = self.variational_distribution.mean.detach()  # [*b, M]
+        if zero_mean:
+            mean = torch.zeros_like(mean)
+        identity = torch.eye(mean.shape[-1], dtype=mean.dtype, device=mean.device)
+        covariance = (scale**2 * identity).expand(*mean.shape, mean.shape[-1])
+        write_gaussian(distribution, mean, covariance)
+        self.variational_params_initialized.fill_(1)
+
+    def inducing_weights(self) -> torch.Tensor:
+        """B [*b, M] with posterior mean Kfu B + mu(x) (seed 000 eq. 3): L^{-T} m whitened,
+        Kuu^{-1} m unwhitened. For activated features B is the network's output weight."""
+        mean = self.variational_distribution.mean  # [*b, M]
+        root = _dense(self.kuu_root()).to(mean)  # [*b, M, M]
+        if self.whiten:
+            solved = torch.linalg.solve_triangular(root.mT, mean.unsqueeze(-1), upper=True)
+        else:
+            solved = torch.cholesky_solve(mean.unsqueeze(-1), root)
+        return solved.squeeze(-1)
+
+    @torch.no_grad()
+    def set_inducing_weights(self, weights: torch.Tensor) -> None:
+        """Set the variational mean so that ``inducing_weights()`` is ``weights`` [*b, M]
+        (m = L^T B whitened, Kuu B unwhitened); the covariance is kept."""
+        root = _dense(self.kuu_root()).to(weights)  # [*b, M, M]
+        mean = root.mT @ weights.unsqueeze(-1)  # L^T B [*b, M, 1]
+        if not self.whiten:
+            mean = root @ mean  # Kuu B
+        current = self.variational_distribution
+        covariance = None if isinstance(current, Delta) else current.covariance_matrix.detach()
+        write_gaussian(self._variational_distribution, mean.squeeze(-1), covariance)
+        self.variational_params_initialized.fill_(1)
+
+    @torch.no_grad()
+    def set_optimal_variational_distribution(
+        self, x: torch.Tensor, y: torch.Tensor, noise: float | torch.Tensor
+    ) -> None:
+        """Set q(u) to the optimum for a Gaussian likelihood (Titsias, 2009), one output.
+
+        ``x`` [N, d] are the kernel's inputs (already lifted), ``y`` [N] the targets less the prior
+        mean. Computed in whitened coordinates v = L^{-1} u, where it stays well conditioned even
+        when Kuu is (nearly) singular:
+
+            A = L^{-1} Kuf,   S_v = (I + A A^T / s^2)^{-1},   m_v = S_v A y / s^2.
+
+        At this q the ELBO equals the collapsed bound (``zonal.models.SGPR.elbo``).
+        """
+        if self._variational_distribution.batch_shape != torch.Size():
+            raise ValueError("the closed-form optimum is implemented for a single output")
+        _, projection = self.projection(x)  # A = L^{-1} Kuf [M, N]
+        y = y.to(projection).reshape(-1)  # [N]
+        noise = torch.as_tensor(noise).to(projection)
+        identity = torch.eye(len(projection), dtype=projection.dtype, device=projection.device)
+        precision = identity + projection @ projection.mT / noise  # I + A A^T / s^2
+        covariance = torch.cholesky_inverse(cholesky(precision, name="I + A A^T / noise"))
+        covariance = 0.5 * (covariance + covariance.mT)  # S_v [M, M]
+        mean = covariance @ (projection @ y) / noise  # m_v [M]
+        self.set_variational(mean, covariance, whitened=True)
+
+
+def _dense(matrix: torch.Tensor | LinearOperator) -> torch.Tensor:
+    return matrix.to_dense() if isinstance(matrix, LinearOperator) else matrix
 
 
 def _root_times(covariance: LinearOperator | None, projection: torch.Tensor) -> torch.Tensor | None:

@@ -1,0 +1,212 @@
+"""The model contract: what every zonal model answers, the same way (docs/design.md).
+
+Every model is a BoTorch ``Model`` owning its ``likelihood`` and offers
+
+* ``posterior(X, observation_noise=False)``: a BoTorch ``Posterior`` over f(X) (X [*b, q, D]) in
+  data space: a ``GPyTorchPosterior`` for single-layer models; for deep models a
+  ``GaussianMixturePosterior`` whose components are the S Monte Carlo samples of the inner layers,
+  on the batch dimension just before q ([*b, S, q]). Deep models set ``_is_ensemble``, so
+  BoTorch's MC acquisition functions average over that dimension (log-mean-exp for the log
+  variants) and ``optimize_acqf`` takes the model unchanged;
+* ``predict(X, include_noise=False)`` -> (mean, variance) [N] (or [N, P]), the predictive moments
+  (mixture moments for deep models: variance = mean of v_s + mu_s^2 less the squared mean);
+* ``log_predictive_density(X, y)`` -> [N], log p(y_i | data) per point: the likelihood's marginal
+  under q(f), log-mean-exp over the components for deep models.
+
+Subclasses implement ``latent_distribution(X)`` (q(f(X)) with the component dimension for deep
+models) and say whether they are a mixture (``_is_ensemble``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from botorch.models.model import Model
+from botorch.posteriors import GPyTorchPosterior
+from botorch.posteriors.fully_bayesian import GaussianMixturePosterior
+from gpytorch.distributions import MultitaskMultivariateNormal, MultivariateNormal
+from gpytorch.likelihoods import (
+    FixedNoiseGaussianLikelihood,
+    GaussianLikelihood,
+    Likelihood,
+    MultitaskGaussianLikelihood,
+)
+
+from zonal._validation import check_finite
+
+#: rows evaluated at a time by ``predict`` and ``log_predictive_density``
+PREDICTION_CHUNK = 4096
+GAUSSIAN_LIKELIHOODS = (GaussianLikelihood, MultitaskGaussianLikelihood)
+
+
+class ZonalModel(Model):
+    """Base of every zonal model: ``posterior``, ``predict`` and ``log_predictive_density``.
+
+    Subclasses set ``self.likelihood`` and ``self._num_outputs`` and implement
+    ``latent_distribution``.
+    """
+
+    likelihood: Likelihood
+    _num_outputs: int = 1
+    #: component (mixture) dimension of ``latent_distribution``, for deep models
+    _is_ensemble: bool = False
+
+    # ------------------------------------------------------------------ to implement
+    def latent_distribution(self, X: torch.Tensor) -> MultivariateNormal:
+        """q(f(X)) for inputs X [*b, q, D]: batch [*b] ([*b, S] for a mixture), event [q]
+        (or [q, P] for a multitask normal)."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ BoTorch
+    @property
+    def num_outputs(self) -> int:
+        """P, the number of outputs."""
+        return self._num_outputs
+
+    @property
+    def batch_shape(self) -> torch.Size:
+        """Zonal models have no model batch: an input [*b, q, D] gives a posterior over [*b, q]."""
+        return torch.Size()
+
+    def check_inputs(self, X: torch.Tensor) -> torch.Tensor:
+        """X [*b, N, D] as a tensor of the model's dtype and device; a named error otherwise."""
+        if not isinstance(X, torch.Tensor) or X.dim() < 2:
+            raise ValueError("inputs must be a tensor [N, D] (or [..., N, D])")
+        input_dim = getattr(self, "input_dim", None)
+        if input_dim is not None and X.shape[-1] != input_dim:
+            raise ValueError(
+                f"inputs must have shape [N, {input_dim}] (or [..., N, {input_dim}]): the model's "
+                f"input dimension is {input_dim}, got {tuple(X.shape)}"
+            )
+        reference = next(self.parameters(), None)
+        if reference is None:
+            reference = next(self.buffers())
+        X = X.to(device=reference.device, dtype=reference.dtype)
+        check_finite(X, "inputs")
+        return X
+
+    def posterior(
+        self,
+        X: torch.Tensor,
+        output_indices: list[int] | None = None,
+        observation_noise: bool | torch.Tensor = False,
+        posterior_transform=None,
+        **kwargs,
+    ) -> GPyTorchPosterior:
+        """The posterior over f(X) (or y(X) with ``observation_noise``), X [*b, q, D].
+
+        ``observation_noise`` True adds the Gaussian likelihood's noise; a tensor [*b, q, P] (or
+        [*b, q]) gives the noise variance of each point instead.
+        """
+        self.eval()
+        distribution = self.latent_distribution(self.check_inputs(X))
+        if observation_noise is not False:
+            distribution = self._add_noise(distribution, observation_noise)
+        if output_indices is not None:
+            distribution = _select_outputs(distribution, output_indices, self.num_outputs)
+        family = GaussianMixturePosterior if self._is_ensemble else GPyTorchPosterior
+        posterior = family(distribution)
+        return posterior if posterior_transform is None else posterior_transform(posterior)
+
+    def _add_noise(
+        self, distribution: MultivariateNormal, noise: bool | torch.Tensor
+    ) -> MultivariateNormal:
+        if isinstance(noise, torch.Tensor):
+            noise = noise.to(distribution.mean)
+            if isinstance(distribution, MultitaskMultivariateNormal):
+                noise = noise.reshape(*noise.shape[:-2], -1)  # [*b, q * P], interleaved
+            elif noise.dim() == distribution.mean.dim() + 1:
+                noise = noise.squeeze(-1)
+            if self._is_ensemble:
+                noise = noise.unsqueeze(-2 if noise.dim() > 0 else 0)
+            covariance = distribution.lazy_covariance_matrix.add_diagonal(noise)
+            return type(distribution)(distribution.mean, covariance)
+        if not isinstance(self.likelihood, GAUSSIAN_LIKELIHOODS) or isinstance(
+            self.likelihood, FixedNoiseGaussianLikelihood
+        ):
+            raise ValueError(
+                f"observation_noise=True needs a Gaussian likelihood, the model has "
+                f"{type(self.likelihood).__name__}; pass the noise as a tensor instead"
+            )
+        return self.likelihood(distribution)
+
+    # ------------------------------------------------------------------ numbers
+    @torch.no_grad()
+    def predict(
+        self, X: torch.Tensor, include_noise: bool = False, *, chunk_size: int = PREDICTION_CHUNK
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Predictive mean and variance of f(X) (or of y with ``include_noise``) in data space:
+        [N] for one output, [N, P] for P outputs; ``chunk_size`` rows at a time."""
+        X = self.check_inputs(X)
+        if X.dim() != 2:
+            raise ValueError(f"predict takes inputs [N, D], got {tuple(X.shape)}")
+        means, variances = [], []
+        for start in range(0, len(X), chunk_size):
+            posterior = self.posterior(
+                X[start : start + chunk_size], observation_noise=include_noise
+            )
+            if self._is_ensemble:
+                mean, variance = posterior.mixture_mean, posterior.mixture_variance
+            else:
+                mean, variance = posterior.mean, posterior.variance  # [n, P]
+            means.append(mean)
+            variances.append(variance.clamp(min=0))
+        mean, variance = torch.cat(means), torch.cat(variances)  # [N, P]
+        if self.num_outputs == 1:
+            return mean.squeeze(-1), variance.squeeze(-1)
+        return mean, variance
+
+    @torch.no_grad()
+    def log_predictive_density(
+        self, X: torch.Tensor, y: torch.Tensor, *, chunk_size: int = PREDICTION_CHUNK
+    ) -> torch.Tensor:
+        """log p(y_i | data) per point [N]: the likelihood's marginal log density under q(f(x_i))
+        (log-mean-exp over the mixture components of a deep model)."""
+        X = self.check_inputs(X)
+        if X.dim() != 2:
+            raise ValueError(f"log_predictive_density takes inputs [N, D], got {tuple(X.shape)}")
+        y = torch.as_tensor(y, device=X.device)
+        if y.shape[0] != len(X):
+            raise ValueError(f"X has {len(X)} rows but y has {y.shape[0]}")
+        y = y.to(X.dtype) if y.is_floating_point() else y
+        self.eval()
+        densities = []
+        for start in range(0, len(X), chunk_size):
+            distribution = self.latent_distribution(X[start : start + chunk_size])
+            targets = y[start : start + chunk_size]
+            log_density = self.likelihood.log_marginal(targets, distribution)  # [(S,) n(, P)]
+            if isinstance(distribution, MultitaskMultivariateNormal) and log_density.dim() > (
+                1 + self._is_ensemble
+            ):
+                log_density = log_density.sum(-1)  # independent outputs: one density per row
+            if self._is_ensemble:
+                count = log_density.shape[-2]
+                log_density = torch.logsumexp(log_density, dim=-2) - math.log(count)
+            densities.append(log_density)
+        return torch.cat(densities)
+
+
+def _select_outputs(
+    distribution: MultivariateNormal, output_indices: list[int], num_outputs: int
+) -> MultivariateNormal:
+    """The marginal of a multitask q(f) over the outputs ``output_indices`` (one index: a
+    ``MultivariateNormal`` over [*b, q])."""
+    if not isinstance(distribution, MultitaskMultivariateNormal):
+        if list(output_indices) != [0]:
+            raise ValueError(f"the model has one output; output_indices {output_indices}")
+        return distribution
+    bad = [index for index in output_indices if not 0 <= index < num_outputs]
+    if bad:
+        raise ValueError(f"output indices {bad} out of range for {num_outputs} outputs")
+    q = distribution.mean.shape[-2]
+    points = torch.arange(q, device=distribution.mean.device).unsqueeze(-1)  # [q, 1]
+    outputs = torch.tensor(output_indices, device=points.device)  # [J]
+    # entry (i, j) sits at i P + j (interleaved) or j q + i; rows [q * J] in point-major order
+    interleaved = distribution._interleaved
+    rows = (points * num_outputs + outputs if interleaved else outputs * q + points).reshape(-1)
+    covariance = distribution.lazy_covariance_matrix[..., rows, :][..., :, rows]
+    mean = distribution.mean[..., output_indices]  # [*b, q, J]
+    if len(output_indices) == 1:
+        return MultivariateNormal(mean.squeeze(-1), covariance)
+    return MultitaskMultivariateNormal(mean, covariance, interleaved=True)
