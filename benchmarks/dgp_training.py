@@ -52,11 +52,12 @@ from zonal.experiments._dgp_common import (
     Stopwatch,
     build_activated_dgp,
     build_inducing_point_dgp,
-    initial_inducing_points,
-    initialise_whitened_q,
+    evaluating,
     train_elbo,
     train_network_stage,
 )
+from zonal.models.dgp import initial_inducing_points
+from zonal.variational.families import write_gaussian
 
 RESULTS = Path(__file__).resolve().parent / "results" / "dgp_training.json"
 PEER = "GPyTorch DeepGP"
@@ -112,7 +113,14 @@ class GPyTorchDeepGP(DeepGP):
             if not last:
                 points = points.expand(width_out, *points.shape).clone()  # [P, M, D]
             layer = GPyTorchLayer(width_in, None if last else width_out, points).double()
-            initialise_whitened_q(layer.variational_strategy, 1.0 if last else 0.01)
+            # q(v) = N(0, scale^2 I), as zonal's DGP starts (inner layers near-deterministic)
+            strategy = layer.variational_strategy
+            scale = 1.0 if last else 0.01
+            eye = torch.eye(num_inducing, dtype=torch.float64)
+            write_gaussian(
+                strategy._variational_distribution, torch.zeros(num_inducing), scale**2 * eye
+            )
+            strategy.variational_params_initialized.fill_(1)
             layers.append(layer)
         self.layers = torch.nn.ModuleList(layers)
         self.likelihood = GaussianLikelihood().double()
@@ -123,9 +131,12 @@ class GPyTorchDeepGP(DeepGP):
             output = layer(output)
         return output
 
+    num_posterior_samples = 32
+
     @torch.no_grad()
-    def predict(self, x: torch.Tensor, num_samples: int) -> tuple[torch.Tensor, torch.Tensor]:
-        with gpytorch.settings.num_likelihood_samples(num_samples):
+    def predict(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Mixture mean and variance over ``num_posterior_samples`` (zonal's ``predict``)."""
+        with gpytorch.settings.num_likelihood_samples(self.num_posterior_samples):
             output = self(x)
             means, variances = output.mean, output.variance  # [S, N]
         mean = means.mean(0)
@@ -169,9 +180,9 @@ def run_model(
                 if network:
                     mean = model_or_network(x_test)
                 else:
-                    model_or_network.eval()
-                    mean, _ = model_or_network.predict(x_test, num_samples=args.eval_samples)
-                    model_or_network.train()
+                    with evaluating(model_or_network, args.eval_samples):
+                        model_or_network.eval()
+                        mean, _ = model_or_network.predict(x_test)
             return float(torch.mean((mean - y_test) ** 2))
 
         def on_evaluate(step: int, seconds: float, value: float) -> None:

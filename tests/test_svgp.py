@@ -225,7 +225,7 @@ def test_training_improves_the_elbo_and_fits():
 def test_bad_inputs_are_named():
     kernel = PolynomialDecayKernel(AMBIENT_DIM, max_degree=8, beta=2.0, homogeneous=True)
     model = SVGP(kernel, SphericalHarmonicFeatures(AMBIENT_DIM, 2), INPUT_DIM)
-    with pytest.raises(ValueError, match="dimension 3, got 5"):
+    with pytest.raises(ValueError, match=r"input dimension is 3, got \(4, 5\)"):
         model(torch.zeros(4, 5, dtype=torch.float64))
     bad = torch.zeros(4, 3, dtype=torch.float64)
     bad[2, 1] = float("nan")

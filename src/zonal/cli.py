@@ -105,6 +105,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_fit_parser(commands: Any) -> None:
+    from zonal.recipes import KERNELS, RECIPES
+
     fit = commands.add_parser(
         "fit",
         help="fit a GP regression model to a table (CSV or NPZ) and save it",
@@ -124,12 +126,10 @@ def _add_fit_parser(commands: Any) -> None:
     )
     fit.add_argument(
         "--model",
-        choices=("sgpr", "svgp", "svgp-activated", "adgp", "dgp"),
+        choices=tuple(RECIPES),
         default="sgpr",
-        help="sgpr: spherical-harmonic features, one pass + L-BFGS (default); svgp: the same "
-        "features trained by Adam on minibatches; svgp-activated: Softplus activated features; "
-        "adgp: activated deep GP, trained as a network then by the ELBO; dgp: deep GP with "
-        "inducing points",
+        help="; ".join(f"{name}: {recipe.summary}" for name, recipe in RECIPES.items())
+        + " (default sgpr)",
     )
     fit.add_argument(
         "--layers",
@@ -140,7 +140,7 @@ def _add_fit_parser(commands: Any) -> None:
     )
     fit.add_argument(
         "--kernel",
-        choices=("auto", "arccos", "polynomial-decay"),
+        choices=KERNELS,
         default="auto",
         help="auto: sgpr keeps the kernel with the larger bound; the SVGPs use arc-cosine",
     )
@@ -156,7 +156,21 @@ def _add_fit_parser(commands: Any) -> None:
         type=int,
         default=None,
         metavar="N",
-        help="L-BFGS iterations (sgpr, default 200) or Adam steps (svgp models, default 1000)",
+        help="L-BFGS iterations (sgpr, default 200) or Adam steps (the others, default 1000)",
+    )
+    fit.add_argument(
+        "--learning-rate",
+        type=float,
+        default=None,
+        metavar="LR",
+        help="the optimiser's learning rate (default: the recipe's, "
+        + ", ".join(
+            f"{name} {recipe.defaults['learning_rate']:g}" for name, recipe in RECIPES.items()
+        )
+        + ")",
+    )
+    fit.add_argument(
+        "--batch-size", type=int, default=1024, metavar="B", help="minibatch size (default 1024)"
     )
     fit.add_argument(
         "--output",
@@ -241,6 +255,8 @@ def _fit(args: argparse.Namespace) -> int:
             kernel=args.kernel,
             num_inducing=args.num_inducing,
             steps=args.steps,
+            learning_rate=args.learning_rate,
+            batch_size=args.batch_size,
             num_layers=args.layers,
             seed=args.seed,
         )

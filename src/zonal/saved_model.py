@@ -4,18 +4,17 @@ A checkpoint is a ``torch.save`` of a plain dict (tensors, numbers, strings, lis
 ``torch.load(path, weights_only=True)`` reads it)::
 
     format            "zonal.tabular-model"
-    format_version    1
+    format_version    2
     zonal_version     the version that wrote it
-    spec              the resolved model options (``zonal.fitting.resolve_spec``, concrete kernel)
+    spec              the resolved model options (``zonal.recipes.resolve_spec``, concrete kernel)
     feature_columns   input column names, in order
     target_column     the target's name
     x_mean, x_std     [D] float64 input standardisation (training rows)
     y_mean, y_std     [] float64 target standardisation
-    model_state       ``model.state_dict()``
-    likelihood_state  ``likelihood.state_dict()``
+    model_state       ``model.state_dict()`` (the likelihood is the model's own)
     training          {"rows", "seconds", "objective", "candidates", "source"}
 
-Loading rebuilds the model from ``spec`` (``zonal.fitting.build_model``) and loads the state dicts
+Loading rebuilds the model from ``spec`` (the recipe's ``build``) and loads the state dict
 strictly, so a file from another program, another format version or a damaged one is refused with
 a ``ModelFileError`` that names it.
 """
@@ -32,10 +31,11 @@ import torch
 import zonal
 from zonal._files import write_new_file
 from zonal.datasets import Standardizer
-from zonal.fitting import MODELS, TabularModel, Trained, build_model
+from zonal.fitting import TabularModel, Trained
+from zonal.recipes import RECIPES, get_recipe
 
 FORMAT = "zonal.tabular-model"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 _REQUIRED = {
     "spec": dict,
     "feature_columns": list,
@@ -45,7 +45,6 @@ _REQUIRED = {
     "y_mean": torch.Tensor,
     "y_std": torch.Tensor,
     "model_state": dict,
-    "likelihood_state": dict,
     "training": dict,
 }
 
@@ -69,7 +68,6 @@ def checkpoint_state(fitted: TabularModel) -> dict[str, Any]:
         "y_mean": torch.as_tensor(np.asarray(fitted.y_scaler.mean, dtype=np.float64)),
         "y_std": torch.as_tensor(np.asarray(fitted.y_scaler.std, dtype=np.float64)),
         "model_state": trained.model.state_dict(),
-        "likelihood_state": trained.likelihood.state_dict(),
         "training": {
             "rows": fitted.num_rows,
             "seconds": trained.seconds,
@@ -102,9 +100,8 @@ def load_model(path: str | os.PathLike[str]) -> TabularModel:
     _check_layout(path, state)
     spec = state["spec"]
     try:
-        model, likelihood = build_model(spec)
+        model = get_recipe(spec["model"]).build(spec, None)
         model.load_state_dict(state["model_state"])
-        likelihood.load_state_dict(state["likelihood_state"])
     except (KeyError, TypeError, ValueError, RuntimeError) as error:
         reason = (str(error).strip().splitlines() or [""])[0][:200]
         raise ModelFileError(
@@ -115,7 +112,6 @@ def load_model(path: str | os.PathLike[str]) -> TabularModel:
     trained = Trained(
         dict(spec),
         model,
-        likelihood,
         float(training.get("objective", float("nan"))),
         float(training.get("seconds", float("nan"))),
         dict(training.get("candidates", {})),
@@ -148,7 +144,7 @@ def _check_layout(path: Path, state: object) -> None:
     if wrong:
         raise ModelFileError(f"{path} is damaged: missing or malformed entries {', '.join(wrong)}")
     spec = state["spec"]
-    if spec.get("model") not in MODELS or not isinstance(spec.get("input_dim"), int):
+    if spec.get("model") not in RECIPES or not isinstance(spec.get("input_dim"), int):
         raise ModelFileError(f"{path} is damaged: unknown model spec {spec!r}")
     width = len(state["feature_columns"])
     if width != spec["input_dim"] or state["x_mean"].shape != (width,):

@@ -22,16 +22,15 @@ as the DGP with zero variance.
 
 from __future__ import annotations
 
-import itertools
+import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import gpytorch
 import torch
-from gpytorch.likelihoods import Likelihood
 
+from zonal import recipes
 from zonal.models.training import PlateauSchedule
 
 MODEL_NAMES = ("ADGP-1", "ADGP-3", "DGP-1", "DGP-3")
@@ -45,113 +44,10 @@ def parse_model_name(name: str) -> tuple[bool, int]:
     return kind == "ADGP", int(depth)
 
 
-def layer_widths(input_dim: int, num_layers: int, hidden_width: int) -> list[int]:
-    """[D, w, ..., w, 1]: ``num_layers`` GP layers, the hidden ones with ``hidden_width`` outputs."""
-    return [input_dim, *([hidden_width] * (num_layers - 1)), 1]
-
-
-# ---------------------------------------------------------------------------------------- models
-def build_activated_dgp(
-    input_dim: int,
-    num_layers: int,
-    likelihood: Likelihood,
-    *,
-    num_inducing: int,
-    hidden_width: int,
-    truncation_level: int,
-    mean: str,
-    seed: int,
-):
-    """An ``ActivatedDGP`` with Softplus features and the first-order arc-cosine kernel."""
-    from zonal.models import ActivatedDGP
-
-    hidden = layer_widths(input_dim, num_layers, hidden_width)[1:-1]
-    return ActivatedDGP(
-        input_dim,
-        hidden,
-        likelihood,
-        num_inducing=num_inducing,
-        activation="softplus",
-        truncation_level=truncation_level,
-        mean=mean,
-        seed=seed,
-    )
-
-
-def initial_inducing_points(
-    x: torch.Tensor, num_inducing: int, bias: float, generator: torch.Generator
-) -> torch.Tensor:
-    """Z [M, D + 1] for a first layer: M random training inputs lifted to [x, b] (standard normal
-    inputs fill the rest when M exceeds the number of points)."""
-    order = torch.randperm(len(x), generator=generator)[:num_inducing]
-    points = x[order]  # [min(M, N), D]
-    missing = num_inducing - len(points)
-    if missing > 0:
-        extra = torch.randn(missing, x.shape[-1], generator=generator, dtype=x.dtype)
-        points = torch.cat([points, extra])  # [M, D]
-    return torch.cat([points, torch.full((num_inducing, 1), bias, dtype=x.dtype)], dim=-1)
-
-
-def build_inducing_point_dgp(
-    x_train: torch.Tensor,
-    num_layers: int,
-    likelihood: Likelihood,
-    *,
-    num_inducing: int,
-    hidden_width: int,
-    mean: str,
-    seed: int,
-    inner_scale: float = 1e-2,
-    bias: float = 1.0,
-):
-    """A standard DGP: per layer ``ScaleKernel(ArcCosineKernel(D + 1, homogeneous=True))`` with M
-    inducing points in the lifted space [h, b] shared by the layer's outputs.
-
-    First-layer points are lifted training inputs; hidden-layer points are standard normal. The
-    hidden layers' whitened q(v) start at N(0, inner_scale^2 I) (Salimbeni and Deisenroth's
-    near-deterministic inner layers); the last layer's at the prior N(0, I).
-    """
-    from gpytorch.kernels import ScaleKernel
-
-    from zonal.features import InducingPoints
-    from zonal.kernels import ArcCosineKernel
-    from zonal.models import DGP, DGPLayer
-
-    generator = torch.Generator().manual_seed(seed)
-    widths = layer_widths(x_train.shape[-1], num_layers, hidden_width)
-    layers = []
-    for index, (width_in, width_out) in enumerate(itertools.pairwise(widths)):
-        kernel = ScaleKernel(ArcCosineKernel(width_in + 1, homogeneous=True)).to(torch.float64)
-        if index == 0:
-            points = initial_inducing_points(x_train, num_inducing, bias, generator)
-        else:
-            hidden = torch.randn(num_inducing, width_in, generator=generator, dtype=torch.float64)
-            points = torch.cat([hidden, torch.full((num_inducing, 1), bias)], dim=-1)
-        last = index == len(widths) - 2
-        layer = DGPLayer(
-            kernel,
-            InducingPoints(points),
-            width_in,
-            None if last else width_out,
-            mean=mean,
-            bias=bias,
-        )
-        initialise_whitened_q(layer.variational_strategy, 1.0 if last else inner_scale)
-        layers.append(layer)
-    return DGP(layers, likelihood)
-
-
-def initialise_whitened_q(strategy, scale: float) -> None:
-    """q(v) = N(0, scale^2 I), marked as initialised: GPyTorch would otherwise reset it to the
-    prior (plus noise from the global RNG) on the first forward pass."""
-    distribution = strategy._variational_distribution
-    with torch.no_grad():
-        distribution.variational_mean.zero_()
-        eye = torch.eye(distribution.chol_variational_covar.shape[-1], dtype=torch.float64)
-        distribution.chol_variational_covar.copy_(
-            scale * eye.expand_as(distribution.chol_variational_covar)
-        )
-    strategy.variational_params_initialized.fill_(1)
+# The deep models are built by the recipes' functions, so that ``zonal fit --model adgp|dgp`` and
+# these experiments train the same models.
+build_activated_dgp = recipes.build_activated_dgp
+build_inducing_point_dgp = recipes.build_inducing_point_dgp
 
 
 # ---------------------------------------------------------------------------------------- training
@@ -291,41 +187,47 @@ def train_network_stage(
 
 
 # ---------------------------------------------------------------------------------------- metrics
+@contextlib.contextmanager
+def evaluating(model, num_samples: int) -> Iterator[None]:
+    """``model`` in eval mode with ``num_samples`` posterior samples; restored afterwards."""
+    was_training, samples = model.training, model.num_posterior_samples
+    model.num_posterior_samples = num_samples
+    try:
+        yield
+    finally:
+        model.num_posterior_samples = samples
+        model.train(was_training)
+
+
 @torch.no_grad()
 def regression_metrics(
     model, x: torch.Tensor, y: torch.Tensor, num_samples: int
 ) -> dict[str, float]:
     """Test MSE of the predictive (mixture) mean and the test log likelihood (mean over points of
     log (1/S) sum_s N(y | mu_s, v_s + noise)), both on the scale of ``y``."""
-    was_training = model.training
-    model.eval()
-    mean, _ = model.predict(x, num_samples=num_samples)  # [T]
-    density = model.log_predictive_density(x, y, num_samples=num_samples)  # [T]
-    model.train(was_training)
+    with evaluating(model, num_samples):
+        mean, _ = model.predict(x)  # [T]
+        density = model.log_predictive_density(x, y)  # [T]
     return {"mse": float(torch.mean((mean - y) ** 2)), "tll": float(density.mean())}
 
 
 @torch.no_grad()
 def predictive_mse(model, x: torch.Tensor, y: torch.Tensor, num_samples: int) -> float:
     """Test MSE of the Monte Carlo predictive mean (for traces)."""
-    was_training = model.training
-    model.eval()
-    mean, _ = model.predict(x, num_samples=num_samples)
-    model.train(was_training)
+    with evaluating(model, num_samples):
+        mean, _ = model.predict(x)
     return float(torch.mean((mean - y) ** 2))
 
 
 @torch.no_grad()
 def class_probability(model, x: torch.Tensor, num_samples: int, chunk: int = 4096) -> torch.Tensor:
     """p(y = 1 | x) of a Bernoulli DGP: the mean over S samples of Phi(mu_s / sqrt(1 + v_s)): [N]."""
-    was_training = model.training
-    model.eval()
     parts = []
-    with gpytorch.settings.num_likelihood_samples(num_samples):
+    with evaluating(model, num_samples):
+        model.eval()
         for start in range(0, len(x), chunk):
-            output = model(x[start : start + chunk])  # batch [S, n]
-            parts.append(model.likelihood(output).probs.mean(0))
-    model.train(was_training)
+            components = model.latent_distribution(x[start : start + chunk])  # batch [S], [n]
+            parts.append(model.likelihood(components).probs.mean(-2))
     return torch.cat(parts)
 
 
@@ -336,8 +238,7 @@ __all__ = [
     "build_activated_dgp",
     "build_inducing_point_dgp",
     "class_probability",
-    "initialise_whitened_q",
-    "layer_widths",
+    "evaluating",
     "parse_model_name",
     "predictive_mse",
     "regression_metrics",

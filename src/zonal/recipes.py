@@ -1,0 +1,470 @@
+"""Recipes: the presets behind ``zonal fit`` (name, defaults, build, train), tensors in and out.
+
+A recipe builds a model of the contract (``zonal.models.ZonalModel``) for standardised inputs
+[N, D] and trains it; the CLI reads its choices from ``RECIPES``, and the experiments build their
+deep models through the same functions (``build_activated_dgp``, ``build_inducing_point_dgp``), so
+``zonal fit --model dgp`` and the ``uci-dgp`` experiment train the same DGP. Every option a recipe
+reads is in its resolved ``spec`` (a plain dict, saved in checkpoints), and the learning rate in
+the spec is the one the optimiser uses.
+
+Recipes (regression, Gaussian likelihood, standardised data):
+
+- ``"sgpr"``: the collapsed SGPR with spherical-harmonic features (seed 000 sec. 3.3, seed 002
+  sec. 5): one pass over the data for the sufficient statistics, then L-BFGS on the bound, at a cost
+  independent of N; ``kernel="auto"`` fits the first-order arc-cosine and the polynomial-decay
+  kernel and keeps the one with the larger bound.
+- ``"svgp"``: the same features and kernel (arc-cosine for ``"auto"``) in a minibatch SVGP.
+- ``"svgp-activated"``: SVGP with activated Softplus features (seed 000 sec. 4.3), arc-cosine
+  kernel: its posterior mean is a one-hidden-layer Softplus network.
+- ``"adgp"``: the activated DGP (seed 000 sec. 5), trained as a network and then by the ELBO.
+- ``"dgp"``: the DGP with inducing points and arc-cosine kernels (seed 000's DGP-L), by the ELBO.
+
+SVGPs start from the optimal q(u) for the initial hyperparameters (Titsias, 2009; skipped when
+N x M exceeds ``OPTIMAL_Q_MAX_ENTRIES``) and are trained by Adam in three phases: the full
+learning rate for 60% of the steps, then 1/5 of it for 25% and 1/25 for the last 15%.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+from gpytorch.kernels import ScaleKernel
+from gpytorch.likelihoods import GaussianLikelihood, Likelihood
+
+from zonal.features import ActivatedFeatures, SphericalHarmonicFeatures
+from zonal.features.spherical_harmonic import max_degree_for_budget
+from zonal.kernels import ArcCosineKernel, PolynomialDecayKernel
+from zonal.models import (
+    DGP,
+    SGPR,
+    SVGP,
+    ActivatedDGP,
+    ZonalModel,
+    fit_dgp,
+    fit_svgp,
+    inducing_point_dgp,
+    two_stage_fit,
+)
+
+#: output width of the hidden layers of the deep models (seed 000 sec. 5.2)
+HIDDEN_WIDTH = 5
+BATCH_SIZE = 1024
+TRUNCATION_LEVEL = 10
+INITIAL_NOISE = 0.1
+#: arc-cosine variance of the activated DGP's layers when the network is copied in (``uci-dgp``)
+ADGP_KERNEL_VARIANCE = 1e-3
+#: the DGP's hidden layers start at q(v) = N(0, scale^2 I) (near-deterministic, ``uci-dgp``)
+DGP_INNER_SCALE = 1e-2
+#: (fraction of the steps, learning-rate factor) of the SVGP schedule
+SCHEDULE = ((0.6, 1.0), (0.25, 0.2), (0.15, 0.04))
+#: levels of the polynomial-decay kernel beyond those of the features (their mass enters the bound)
+EXTRA_KERNEL_LEVELS = 4
+#: the highest harmonic degree used as a feature (binds only for one or two input columns)
+MAX_FEATURE_DEGREE = 40
+#: the largest N x M for which q(u) starts at its closed-form optimum (Kuf is held in memory)
+OPTIMAL_Q_MAX_ENTRIES = 20_000_000
+KERNELS = ("auto", "arccos", "polynomial-decay")
+
+
+@dataclass
+class Fit:
+    """What a recipe's training returns: the model, the spec it ended with (a concrete kernel for
+    ``"auto"``), the final objective per data point and, for ``"auto"``, each kernel's bound."""
+
+    model: ZonalModel
+    spec: dict[str, Any]
+    objective: float
+    candidates: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """A named preset: ``build(spec, x)`` makes the untrained model (``x`` None when a checkpoint
+    is loaded), ``train(spec, x, y)`` builds and trains it."""
+
+    name: str
+    summary: str
+    defaults: Mapping[str, Any]
+    kernels: tuple[str, ...]
+    feature_kind: str
+    build: Callable[[Mapping[str, Any], torch.Tensor | None], ZonalModel]
+    train: Callable[[Mapping[str, Any], torch.Tensor, torch.Tensor], Fit]
+
+
+RECIPES: dict[str, Recipe] = {}
+
+
+def register(recipe: Recipe) -> Recipe:
+    """Add ``recipe`` to ``RECIPES`` (names are unique)."""
+    if recipe.name in RECIPES:
+        raise ValueError(f"a recipe named {recipe.name!r} is already registered")
+    RECIPES[recipe.name] = recipe
+    return recipe
+
+
+def get_recipe(name: str) -> Recipe:
+    """The recipe ``name``; a ``ValueError`` listing the known ones otherwise."""
+    if name not in RECIPES:
+        raise ValueError(f"unknown model {name!r}; choose one of {', '.join(RECIPES)}")
+    return RECIPES[name]
+
+
+# ------------------------------------------------------------------------------------ specs
+def resolve_spec(
+    input_dim: int,
+    *,
+    model: str = "sgpr",
+    kernel: str = "auto",
+    num_inducing: int | None = None,
+    steps: int | None = None,
+    batch_size: int = BATCH_SIZE,
+    learning_rate: float | None = None,
+    truncation_level: int = TRUNCATION_LEVEL,
+    num_layers: int = 2,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """The checked options of recipe ``model`` for ``input_dim`` input columns, with the recipe's
+    defaults filled in."""
+    recipe = get_recipe(model)
+    if kernel not in KERNELS:
+        raise ValueError(f"unknown kernel {kernel!r}; choose one of {', '.join(KERNELS)}")
+    if kernel != "auto" and kernel not in recipe.kernels:
+        raise ValueError(
+            f"{model} uses the {' or '.join(recipe.kernels)} kernel (seed 000 sec. 5); "
+            f"drop --kernel {kernel}"
+        )
+    defaults = recipe.defaults
+    num_inducing = defaults["num_inducing"] if num_inducing is None else num_inducing
+    steps = defaults["steps"] if steps is None else steps
+    learning_rate = defaults["learning_rate"] if learning_rate is None else learning_rate
+    for value, name in [(input_dim, "the number of input columns"), (num_layers, "num_layers"),
+                        (num_inducing, "num_inducing"), (steps, "steps"),
+                        (batch_size, "batch_size"), (truncation_level, "truncation_level")]:  # fmt: skip
+        _check_positive(value, name)
+    if isinstance(learning_rate, bool) or not (
+        isinstance(learning_rate, int | float) and learning_rate > 0
+    ):
+        raise ValueError(f"learning_rate must be > 0, got {learning_rate!r}")
+    return {
+        "model": model,
+        "kernel": recipe.kernels[0]
+        if kernel == "auto" and "auto" not in recipe.kernels
+        else kernel,
+        "input_dim": int(input_dim),
+        "num_inducing": int(num_inducing),
+        "steps": int(steps),
+        "batch_size": int(batch_size),
+        "learning_rate": float(learning_rate),
+        "truncation_level": int(truncation_level),
+        "num_layers": int(num_layers),
+        "seed": int(seed),
+    }
+
+
+def _check_positive(value: object, name: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+
+
+def train(spec: Mapping[str, Any], x: torch.Tensor, y: torch.Tensor) -> tuple[Fit, float]:
+    """Build and train the model of ``spec`` on standardised x [N, D], y [N] (float64), under
+    ``spec["seed"]``; returns the fit and the training seconds."""
+    started = time.perf_counter()
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(spec["seed"])
+        fit = get_recipe(spec["model"]).train(spec, x, y)
+    return fit, time.perf_counter() - started
+
+
+def gaussian_likelihood(noise: float = INITIAL_NOISE) -> GaussianLikelihood:
+    """A float64 Gaussian likelihood with noise variance ``noise``."""
+    likelihood = GaussianLikelihood().to(torch.float64)
+    likelihood.noise = torch.tensor(noise, dtype=torch.float64)
+    return likelihood
+
+
+def _tail_objective(losses: list[float]) -> float:
+    """Minus the mean loss over the last 5% of the steps (the ELBO per point at the end)."""
+    return -float(np.mean(losses[-max(1, len(losses) // 20) :]))
+
+
+# ------------------------------------------------------------------------------------ kernels
+def build_kernel(name: str, ambient_dim: int, num_inducing: int) -> ScaleKernel:
+    """A homogeneous zonal kernel on R^{ambient_dim} in a ``ScaleKernel`` (learned variance)."""
+    if name == "arccos":
+        base = ArcCosineKernel(ambient_dim, order=1, homogeneous=True)
+    elif name == "polynomial-decay":
+        degree = min(max_degree_for_budget(ambient_dim, num_inducing), MAX_FEATURE_DEGREE)
+        base = PolynomialDecayKernel(
+            ambient_dim, max_degree=degree + EXTRA_KERNEL_LEVELS, homogeneous=True
+        )
+    else:
+        raise ValueError(f"no kernel {name!r} to build (resolve 'auto' first)")
+    return ScaleKernel(base).double()
+
+
+def harmonic_features(
+    kernel: ScaleKernel, ambient_dim: int, num_inducing: int
+) -> SphericalHarmonicFeatures:
+    """All spherical harmonics of the kernel's non-zero levels that fit in ``num_inducing``
+    (degree at most ``MAX_FEATURE_DEGREE``)."""
+    degree = min(max_degree_for_budget(ambient_dim, num_inducing, kernel), MAX_FEATURE_DEGREE)
+    return SphericalHarmonicFeatures(ambient_dim, degree, kernel=kernel)
+
+
+# ------------------------------------------------------------------------------------ sgpr
+def build_sgpr(spec: Mapping[str, Any], x: torch.Tensor | None = None) -> SGPR:
+    """SGPR with all harmonics of the kernel's levels within the budget."""
+    ambient_dim = spec["input_dim"] + 1
+    kernel = build_kernel(spec["kernel"], ambient_dim, spec["num_inducing"])
+    features = harmonic_features(kernel, ambient_dim, spec["num_inducing"])
+    return SGPR(kernel, features, spec["input_dim"], noise=INITIAL_NOISE)
+
+
+def train_sgpr(spec: Mapping[str, Any], x: torch.Tensor, y: torch.Tensor) -> Fit:
+    """One statistics pass, then L-BFGS (``steps`` iterations) on the bound; ``"auto"`` keeps the
+    kernel with the larger bound (a kernel whose fit fails is skipped if the other succeeds)."""
+    names = ["arccos", "polynomial-decay"] if spec["kernel"] == "auto" else [spec["kernel"]]
+    fits: dict[str, tuple[SGPR, float]] = {}
+    failures: list[ValueError] = []
+    for name in names:
+        try:
+            model = build_sgpr({**spec, "kernel": name})
+            model.fit_statistics(x, y)
+            trace = model.fit(max_iter=spec["steps"], lr=spec["learning_rate"])
+            with torch.no_grad():
+                objective = float(model.elbo() / model.stat_count)
+            if not math.isfinite(objective):
+                raise ValueError(f"SGPR with the {name} kernel diverged (bound {trace[-1:]})")
+            fits[name] = (model, objective)
+        except ValueError as error:  # e.g. a Cholesky failure: the other kernel may do
+            failures.append(error)
+    if not fits:
+        raise failures[0]
+    best = max(fits, key=lambda name: fits[name][1])
+    candidates = {name: fit[1] for name, fit in fits.items()}
+    return Fit(fits[best][0], {**spec, "kernel": best}, fits[best][1], candidates)
+
+
+# ------------------------------------------------------------------------------------ svgp
+def build_svgp(spec: Mapping[str, Any], x: torch.Tensor | None = None) -> SVGP:
+    """SVGP with harmonic features (``"svgp"``) or activated Softplus features."""
+    ambient_dim = spec["input_dim"] + 1
+    kernel = build_kernel(spec["kernel"], ambient_dim, spec["num_inducing"])
+    if spec["model"] == "svgp-activated":
+        features = ActivatedFeatures(
+            ambient_dim,
+            spec["num_inducing"],
+            activation="softplus",
+            truncation_level=spec["truncation_level"],
+            seed=spec["seed"],
+        )
+    else:
+        features = harmonic_features(kernel, ambient_dim, spec["num_inducing"])
+    return SVGP(kernel, features, spec["input_dim"], likelihood=gaussian_likelihood())
+
+
+def train_svgp(spec: Mapping[str, Any], x: torch.Tensor, y: torch.Tensor) -> Fit:
+    """The Titsias optimum (when it fits in memory), then Adam in the phases of ``SCHEDULE``."""
+    model = build_svgp(spec, x)
+    if len(x) * model.features.num_inducing <= OPTIMAL_Q_MAX_ENTRIES:
+        model.set_optimal_variational_distribution(x, y)
+    losses = scheduled_adam(
+        model,
+        x,
+        y,
+        steps=spec["steps"],
+        batch_size=spec["batch_size"],
+        learning_rate=spec["learning_rate"],
+        seed=spec["seed"],
+    )
+    return Fit(model, dict(spec), _tail_objective(losses))
+
+
+def scheduled_adam(
+    model: ZonalModel,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    *,
+    steps: int,
+    batch_size: int,
+    learning_rate: float,
+    seed: int = 0,
+) -> list[float]:
+    """Adam on a single-layer model's minibatch ELBO with the three-phase schedule
+    ``SCHEDULE``; the loss per step."""
+    losses: list[float] = []
+    done = 0
+    for phase, (fraction, factor) in enumerate(SCHEDULE):
+        count = steps - done if phase == len(SCHEDULE) - 1 else round(fraction * steps)
+        if count <= 0:
+            continue
+        losses += fit_svgp(
+            model,
+            x,
+            y,
+            num_steps=count,
+            batch_size=batch_size,
+            lr=learning_rate * factor,
+            seed=seed + phase,
+        )
+        done += count
+    return losses
+
+
+# ------------------------------------------------------------------------------------ deep
+def layer_widths(input_dim: int, num_layers: int, hidden_width: int) -> list[int]:
+    """[D, w, ..., w, 1]: ``num_layers`` GP layers, the hidden ones with ``hidden_width`` outputs."""
+    return [input_dim, *([hidden_width] * (num_layers - 1)), 1]
+
+
+def build_activated_dgp(
+    input_dim: int,
+    num_layers: int,
+    likelihood: Likelihood,
+    *,
+    num_inducing: int,
+    hidden_width: int = HIDDEN_WIDTH,
+    truncation_level: int = TRUNCATION_LEVEL,
+    mean: str = "constant",
+    seed: int = 0,
+) -> ActivatedDGP:
+    """An ``ActivatedDGP`` with Softplus features and first-order arc-cosine kernels."""
+    return ActivatedDGP(
+        input_dim,
+        layer_widths(input_dim, num_layers, hidden_width)[1:-1],
+        likelihood,
+        num_inducing=num_inducing,
+        activation="softplus",
+        truncation_level=truncation_level,
+        mean=mean,
+        seed=seed,
+    )
+
+
+def build_inducing_point_dgp(
+    x_train: torch.Tensor | None,
+    num_layers: int,
+    likelihood: Likelihood,
+    *,
+    num_inducing: int,
+    hidden_width: int = HIDDEN_WIDTH,
+    mean: str = "constant",
+    seed: int = 0,
+    inner_scale: float = DGP_INNER_SCALE,
+) -> DGP:
+    """Seed 000's DGP-L (``zonal.models.inducing_point_dgp``); first-layer inducing points are
+    training inputs (standard normal points when ``x_train`` is None, e.g. before loading)."""
+    if x_train is None:
+        raise ValueError("build_inducing_point_dgp needs the training inputs (or [0, D] rows)")
+    widths = layer_widths(x_train.shape[-1], num_layers, hidden_width)
+    return inducing_point_dgp(
+        x_train,
+        widths,
+        likelihood,
+        num_inducing=num_inducing,
+        mean=mean,
+        seed=seed,
+        inner_scale=inner_scale,
+    )
+
+
+def build_deep(spec: Mapping[str, Any], x: torch.Tensor | None = None) -> DGP:
+    """The activated DGP (``"adgp"``) or the inducing-point DGP (``"dgp"``) of ``num_layers``."""
+    likelihood = gaussian_likelihood()
+    if spec["model"] == "adgp":
+        return build_activated_dgp(
+            spec["input_dim"],
+            spec["num_layers"],
+            likelihood,
+            num_inducing=spec["num_inducing"],
+            truncation_level=spec["truncation_level"],
+            seed=spec["seed"],
+        )
+    if x is None:  # rebuilding for a checkpoint: the points are loaded afterwards
+        x = torch.zeros(0, spec["input_dim"], dtype=torch.float64)
+    return build_inducing_point_dgp(
+        x, spec["num_layers"], likelihood, num_inducing=spec["num_inducing"], seed=spec["seed"]
+    )
+
+
+def train_deep(spec: Mapping[str, Any], x: torch.Tensor, y: torch.Tensor) -> Fit:
+    """ADGP: the two-stage recipe (network, then ELBO, each ``steps`` steps); DGP: the ELBO."""
+    model = build_deep(spec, x)
+    options = {"batch_size": spec["batch_size"], "lr": spec["learning_rate"], "seed": spec["seed"]}
+    if spec["model"] == "adgp":
+        losses = two_stage_fit(
+            model,
+            x,
+            y,
+            network_steps=spec["steps"],
+            elbo_steps=spec["steps"],
+            kernel_variance=ADGP_KERNEL_VARIANCE,
+            **options,
+        )["elbo"]
+    else:
+        losses = fit_dgp(model, x, y, num_steps=spec["steps"], **options)
+    return Fit(model, dict(spec), _tail_objective(losses))
+
+
+register(
+    Recipe(
+        name="sgpr",
+        summary="collapsed SGPR with spherical-harmonic features: one data pass, then L-BFGS",
+        defaults={"num_inducing": 512, "steps": 200, "learning_rate": 1.0},
+        kernels=("auto", "arccos", "polynomial-decay"),
+        feature_kind="spherical-harmonic features",
+        build=build_sgpr,
+        train=train_sgpr,
+    )
+)
+register(
+    Recipe(
+        name="svgp",
+        summary="minibatch SVGP with spherical-harmonic features",
+        defaults={"num_inducing": 512, "steps": 1000, "learning_rate": 0.05},
+        kernels=("arccos", "polynomial-decay"),
+        feature_kind="spherical-harmonic features",
+        build=build_svgp,
+        train=train_svgp,
+    )
+)
+register(
+    Recipe(
+        name="svgp-activated",
+        summary="SVGP with activated Softplus features: its mean is a one-hidden-layer network",
+        defaults={"num_inducing": 128, "steps": 1000, "learning_rate": 0.05},
+        kernels=("arccos",),
+        feature_kind="activated Softplus features",
+        build=build_svgp,
+        train=train_svgp,
+    )
+)
+register(
+    Recipe(
+        name="adgp",
+        summary="activated deep GP: trained as a network, then by the ELBO (seed 000 sec. 5)",
+        defaults={"num_inducing": 128, "steps": 1000, "learning_rate": 0.01},
+        kernels=("arccos",),
+        feature_kind="activated Softplus features per layer",
+        build=build_deep,
+        train=train_deep,
+    )
+)
+register(
+    Recipe(
+        name="dgp",
+        summary="deep GP with inducing points and arc-cosine kernels, by the ELBO",
+        defaults={"num_inducing": 128, "steps": 1000, "learning_rate": 0.01},
+        kernels=("arccos",),
+        feature_kind="inducing points per layer",
+        build=build_deep,
+        train=train_deep,
+    )
+)
