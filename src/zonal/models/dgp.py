@@ -201,15 +201,24 @@ class DGP(DeepGP, ZonalModel):
 
     def latent_distribution(self, X: torch.Tensor) -> MultivariateNormal:
         """The S mixture components of q(f(X)) for X [*b, q, D]: batch [*b, S], event [q]
-        (or [q, P]); the inner-layer draws come from ``posterior_seed``."""
+        (or [q, P]).
+
+        Hidden layer l's output is drawn as h = mu + sigma * eps with eps [S, q, D_l] from
+        ``posterior_seed`` (fresh when None), shared by every t-batch: a point gets the same
+        inner draws wherever it sits in the batch, as BoTorch's fixed base samples do.
+        """
         samples = self.num_posterior_samples
-        expanded = X.unsqueeze(-3).expand(*X.shape[:-2], samples, *X.shape[-2:])  # [*b, S, q, D]
-        if self.posterior_seed is None:
-            return self(expanded, are_samples=True)
-        devices = [X.device] if X.device.type == "cuda" else []
-        with torch.random.fork_rng(devices=devices):
-            torch.manual_seed(self.posterior_seed)
-            return self(expanded, are_samples=True)
+        h = X.unsqueeze(-3).expand(*X.shape[:-2], samples, *X.shape[-2:])  # [*b, S, q, D]
+        generator = None
+        if self.posterior_seed is not None:
+            generator = torch.Generator(device=X.device).manual_seed(self.posterior_seed)
+        for layer in self.layers[:-1]:
+            output = layer(h, are_samples=True)  # [*b, S, q, D_l]
+            noise = torch.randn(
+                output.mean.shape[-3:], generator=generator, dtype=X.dtype, device=X.device
+            )  # [S, q, D_l]
+            h = output.mean + output.variance.sqrt() * noise
+        return self.layers[-1](h, are_samples=True)
 
     def set_variational_scale(self, scale: float) -> None:
         """Every layer's q covariance to scale^2 I (whitened: relative to the prior)."""

@@ -84,6 +84,12 @@ class InterDomainVariationalStrategy(_VariationalStrategy):
         self.features = features
         self.whiten = whiten
 
+    def _apply(self, fn, *args, **kwargs):
+        """``.to`` / ``.cuda`` / ``.double``: also drop GPyTorch's cached q(u), which would keep
+        the old dtype and device."""
+        self._clear_cache()
+        return super()._apply(fn, *args, **kwargs)
+
     # ------------------------------------------------------------------ covariances
     def _kernel(self):
         return self.model.covar_module
