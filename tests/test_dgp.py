@@ -11,7 +11,7 @@ from torch.distributions import MultivariateNormal
 from zonal.features import SphericalHarmonicFeatures
 from zonal.kernels import ArcCosineKernel
 from zonal.models import SVGP
-from zonal.models.activated_dgp import ActivatedDGP, two_stage_fit
+from zonal.models.activated_dgp import ActivatedDGP, train_network, two_stage_fit
 from zonal.models.dgp import DGP, DGPLayer
 
 
@@ -238,3 +238,33 @@ def test_noise_starts_at_the_networks_training_error():
     assert abs(float(likelihood.noise) - expected) < 1e-9
     exact = lambda h: y[: len(h)]  # noqa: E731  (a network with zero training error)
     assert abs(noise_from_network(likelihood, exact, x, y) - 2e-4) < 1e-10  # twice the floor
+
+
+def test_softmax_head_predicts_the_copied_networks_classes():
+    """With SoftmaxLikelihood(mixing_weights=False) the activated DGP's class probabilities are
+    the softmax of its network's outputs once the DGP's variances vanish; GPyTorch's default
+    mixing weights (a random C x C matrix the network lacks) are refused."""
+    classes = 3
+    with pytest.raises(ValueError, match="mixing_weights=False"):
+        ActivatedDGP(
+            2,
+            [3],
+            gpytorch.likelihoods.SoftmaxLikelihood(num_features=classes, num_classes=classes),
+            output_dim=classes,
+        )
+    likelihood = gpytorch.likelihoods.SoftmaxLikelihood(num_classes=classes, mixing_weights=False)
+    model = ActivatedDGP(2, [3], likelihood, output_dim=classes, num_inducing=10)
+    network = model.network_like(seed=3)
+    x, _ = data(50)
+    labels = (x[:, 0] > 0).long() + (x[:, 1] > 0.5).long()  # three classes
+    train_network(network, x, labels, loss="ce", num_steps=100, lr=0.05)
+    model.from_torch_module(network, kernel_variance=1e-10, variational_scale=1e-8)
+    model.eval()
+    with torch.no_grad():
+        expected = torch.softmax(network(x), dim=-1)  # [N, C]
+        components = model.latent_distribution(x)  # batch [S], [N, C]
+        probabilities = likelihood(components).probs  # [samples, S, N, C]
+        probabilities = probabilities.reshape(-1, *expected.shape).mean(0)  # [N, C]
+    assert len(set(expected.argmax(-1).tolist())) == classes  # every class is predicted
+    assert (probabilities - expected).abs().max() < 1e-4
+    assert torch.equal(probabilities.argmax(-1), expected.argmax(-1))
