@@ -12,13 +12,12 @@ level's Gram matrix.
 from __future__ import annotations
 
 import argparse
-import os
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
+from zonal._files import atomic_writer
 from zonal.harmonics.counts import num_harmonics
 from zonal.harmonics.fundamental_system import (
     SHIPPED_ARCHIVE,
@@ -69,10 +68,8 @@ def main() -> None:
             flush=True,
         )
     args.output.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=args.output.parent, suffix=".tmp.npz")
-    with os.fdopen(handle, "wb") as stream:
+    with atomic_writer(args.output, "wb") as stream:
         np.savez_compressed(stream, **arrays)
-    os.replace(temporary, args.output)
     print(
         f"wrote {len(arrays)} systems to {args.output} ({args.output.stat().st_size / 1e6:.2f} MB)"
     )

@@ -80,10 +80,10 @@ def test_nested_inducing_sets_give_the_same_elbo_and_training_raises_it():
     x, labels = banana_like()
     kernel = ArcCosineKernel(3, homogeneous=True)
     likelihood = gpytorch.likelihoods.BernoulliLikelihood()
-    small = SVGP(kernel, ActivatedFeatures(3, 6, seed=1), 2)
-    fit_svgp(small, likelihood, x, labels, num_steps=60, lr=0.05)
+    small = SVGP(kernel, ActivatedFeatures(3, 6, seed=1), 2, likelihood=likelihood)
+    fit_svgp(small, x, labels, num_steps=60, lr=0.05)
     weights = torch.cat([small.features.weights.detach(), torch.randn(5, 3, dtype=torch.float64)])
-    large = SVGP(kernel, ActivatedFeatures(3, 11, weights=weights), 2)
+    large = SVGP(kernel, ActivatedFeatures(3, 11, weights=weights), 2, likelihood=likelihood)
     small_q = small.variational_strategy._variational_distribution
     large_q = large.variational_strategy._variational_distribution
     with torch.no_grad():
@@ -100,7 +100,7 @@ def test_nested_inducing_sets_give_the_same_elbo_and_training_raises_it():
 
     before = elbo(small)
     assert abs(elbo(large) - before) < 1e-8
-    fit_svgp(large, likelihood, x, labels, num_steps=40, lr=0.01)
+    fit_svgp(large, x, labels, num_steps=40, lr=0.01)
     assert elbo(large) >= before - 1e-6
 
 
@@ -108,9 +108,9 @@ def test_categorical_likelihood_trains():
     x, labels = banana_like(90)
     classes = (labels + (x[:, 0] > 1).double()).long()  # three classes
     kernel = ArcCosineKernel(3, homogeneous=True)
-    model = SVGP(kernel, ActivatedFeatures(3, 8), 2, num_outputs=3)
-    likelihood = gpytorch.likelihoods.SoftmaxLikelihood(num_features=3, num_classes=3)
-    losses = fit_svgp(model, likelihood.double(), x, classes, num_steps=30, lr=0.05)
+    likelihood = gpytorch.likelihoods.SoftmaxLikelihood(num_features=3, num_classes=3).double()
+    model = SVGP(kernel, ActivatedFeatures(3, 8), 2, num_outputs=3, likelihood=likelihood)
+    losses = fit_svgp(model, x, classes, num_steps=30, lr=0.05)
     assert losses[-1] < losses[0]
 
 

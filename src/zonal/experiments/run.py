@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 import zonal
-from zonal.experiments.atomic import to_jsonable
+from zonal._files import to_jsonable
 from zonal.experiments.config import resolve_config
 from zonal.experiments.errors import ExperimentError
 from zonal.experiments.registry import Experiment, get_experiment

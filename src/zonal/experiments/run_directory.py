@@ -2,7 +2,7 @@
 
 Each run gets a new folder ``<runs root>/<name>-<UTC timestamp>-<short id>``, created with
 ``exist_ok=False`` (a name that is taken is retried with a fresh id), so a run never overwrites an
-earlier one. Everything is written atomically (``zonal.experiments.atomic``); the checkpoint is a
+earlier one. Everything is written atomically (``zonal._files``); the checkpoint is a
 ``torch.save`` of a dict, read back with ``torch.load(weights_only=True)``.
 """
 
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 
-from zonal.experiments.atomic import atomic_writer, write_json_atomic, write_text_atomic
+from zonal._files import atomic_writer, write_json_atomic, write_text_atomic
 from zonal.experiments.errors import CheckpointError
 
 if TYPE_CHECKING:

@@ -2,11 +2,18 @@
 
 g_m(x) = sigma(w_m . x) with w_m on the sphere expands as sigma(w . x) = sum_n sigma_n Z_n(w . x)
 (eq. 12, sigma_n the Funk-Hecke coefficients of the activation). Truncating it at level N-tilde and
-keeping only levels where the kernel's eigenvalue lambda_n is non-zero (elsewhere g would not be in
-the RKHS) gives, with u_m = <f, g~_m>_H (eq. 13),
+keeping only the levels K where the kernel's eigenvalue lambda_n is non-zero (elsewhere g would not
+be in the RKHS) gives, with u_m = <f, g~_m>_H (eq. 13),
 
-    Kuf[m, i] = g~_m(x_i) = sum_{n <= N~, lambda_n != 0} sigma_n Z_n(w_m . x_i)          (eq. 14)
-    Kuu[m, m'] = <g~_m, g~_m'>_H = sum_{n <= N~, lambda_n != 0} sigma_n^2 / lambda_n Z_n(w_m . w_m')  (eq. 15)
+    Kuf[m, i] = g~_m(x_i) = sum_{n in K} sigma_n Z_n(w_m . x_i)                  (eq. 14)
+    Kuu[m, m'] = <g~_m, g~_m'>_H = sum_{n in K} sigma_n^2 / lambda_n Z_n(w_m . w_m')   (eq. 15)
+
+The kept set K is part of the features, fixed when they are built (``zonal.features.levels``), so
+Kuu, Kuf and the ELBO are continuous in the kernel's hyperparameters: with ``kernel=`` K holds the
+levels whose eigenvalue exceeds 1e-9 times the largest for that kernel; without, K is every level
+0..N~. Levels whose eigenvalue is exactly zero at a call (structural zeros: the arc-cosine kernel's
+odd levels, a truncated spectrum) are always left out, which is the projection of g~ onto the RKHS.
+A level in K whose eigenvalue underflows makes Kuu infinite: ``NonFiniteCovarianceError``.
 
 Activations: ``"relu"`` (closed-form sigma_n, seed 000 C.19-C.20), ``"softplus"`` (rescaled,
 t -> log(1 + exp(beta t)) / beta with beta = 5, seed 000 footnote 1), or any callable on [-1, 1]
@@ -25,11 +32,12 @@ from torch.nn import functional
 from zonal._validation import check_ambient_dim, check_degree
 from zonal.features.base import (
     InducingFeatures,
+    NonFiniteCovarianceError,
     kernel_eigenvalues,
     scale_by_radius,
     unit_and_radius,
 )
-from zonal.features.spherical_harmonic import ZERO_EIGENVALUE
+from zonal.features.levels import check_kernel_dim, kept_level_mask
 from zonal.harmonics import funk_hecke, relu_coefficients
 from zonal.kernels.mercer import mercer_sum
 
@@ -84,6 +92,15 @@ class ActivatedFeatures(InducingFeatures):
         weights: initial directions [M, d] (normalised); random unit vectors from ``seed`` otherwise.
         learn_weights: make the directions trainable (default True).
         kinks: points where a callable activation is not smooth (for its quadrature).
+        kernel: if given, the levels whose eigenvalue for it is below 1e-9 times the largest are
+            left out for good (recommended for fast-decaying spectra: RBF, heat, polynomial decay
+            with a large beta); otherwise every level 0..N~ is used where the eigenvalue is not
+            exactly zero. The kernel is only read here, not stored.
+
+    Attributes:
+        coefficients: sigma_0..sigma_N~ [N~ + 1].
+        level_mask: BoolTensor [N~ + 1], the levels the features were built to use (the kept set
+            K before the exact zeros of the kernel at hand are removed; see ``kept_levels``).
     """
 
     def __init__(
@@ -96,6 +113,7 @@ class ActivatedFeatures(InducingFeatures):
         weights: torch.Tensor | None = None,
         learn_weights: bool = True,
         kinks: Sequence[float] = (),
+        kernel: Kernel | None = None,
         seed: int = 0,
     ) -> None:
         super().__init__()
@@ -109,6 +127,12 @@ class ActivatedFeatures(InducingFeatures):
             "coefficients",
             activation_coefficients(activation, self.ambient_dim, self.truncation_level, kinks),
         )  # [N~ + 1]
+        if kernel is None:
+            level_mask = torch.ones(self.truncation_level + 1, dtype=torch.bool)
+        else:
+            check_kernel_dim(kernel, self.ambient_dim)
+            level_mask = kept_level_mask(kernel, self.truncation_level).cpu()
+        self.register_buffer("level_mask", level_mask)  # [N~ + 1]
         if weights is None:
             generator = torch.Generator().manual_seed(seed)
             weights = torch.randn(
@@ -135,24 +159,51 @@ class ActivatedFeatures(InducingFeatures):
         return self.raw_weights / self.raw_weights.norm(dim=-1, keepdim=True)
 
     def _kernel_terms(self, kernel: Kernel) -> tuple[torch.Tensor, torch.Tensor]:
-        """(lambda_n [*b, N~ + 1], mask of the levels kept [*b, N~ + 1])."""
+        """(lambda_n [*b, N~ + 1], the kept levels K [N~ + 1]); see ``kept_levels``."""
         eigenvalues = kernel_eigenvalues(kernel, self.truncation_level)  # [*b, N~ + 1]
-        cutoff = ZERO_EIGENVALUE * eigenvalues.detach().abs().amax(-1, keepdim=True)
-        return eigenvalues, eigenvalues.detach() > cutoff
+        nonzero = (eigenvalues.detach() != 0).reshape(-1, self.truncation_level + 1)  # [B, N~ + 1]
+        return eigenvalues, self.level_mask & nonzero.any(0).to(self.level_mask.device)
+
+    def kept_levels(self, kernel: Kernel) -> torch.Tensor:
+        """The levels K of the sums in eqs. 14-15 for ``kernel``: BoolTensor [N~ + 1].
+
+        ``level_mask`` (fixed when the features were built) minus the levels whose eigenvalue is
+        exactly zero for every member of the kernel's batch.
+        """
+        return self._kernel_terms(kernel)[1]
+
+    def kept_coefficients(self, kernel: Kernel) -> torch.Tensor:
+        """sigma_n on the kept levels K and 0 elsewhere, detached: [N~ + 1]. The activation of the
+        equivalent network layer is t -> sum_n kept_coefficients[n] Z_n(t)."""
+        return torch.where(self.kept_levels(kernel), self.coefficients, 0.0).detach()
 
     def truncated_activation(self, kernel: Kernel, cosines: torch.Tensor) -> torch.Tensor:
-        """g~(t) = sum_{n kept} sigma_n Z_n(t) at cosines t [*b, M, N] (eq. 14)."""
-        _, kept = self._kernel_terms(kernel)
-        coefficients = torch.where(kept, self.coefficients.to(cosines.dtype), 0.0)
+        """g~(t) = sum_{n in K} sigma_n Z_n(t) at cosines t [*b, M, N] (eq. 14)."""
+        kept = self.kept_levels(kernel).to(cosines.device)  # [N~ + 1]
+        coefficients = torch.where(kept, self.coefficients.to(cosines.dtype), 0.0)  # [N~ + 1]
         return mercer_sum(cosines, coefficients.unsqueeze(-2).unsqueeze(-2), self.ambient_dim)
 
     def kuu(self, kernel: Kernel) -> torch.Tensor:
-        """sum_{n kept} sigma_n^2 / lambda_n Z_n(w_m . w_m') [*b, M, M] (eq. 15)."""
-        eigenvalues, kept = self._kernel_terms(kernel)
-        ratio = torch.where(kept, self.coefficients**2 / eigenvalues.where(kept, 1.0), 0.0)
-        weights = self.weights
-        cosines = (weights @ weights.T).clamp(-1, 1)  # [M, M]
-        identity = torch.eye(len(weights), dtype=torch.bool, device=weights.device)
+        """sum_{n in K} sigma_n^2 / lambda_n Z_n(w_m . w_m') [*b, M, M] (eq. 15).
+
+        Raises ``NonFiniteCovarianceError`` where a kept level's eigenvalue is zero or underflows.
+        """
+        eigenvalues, kept = self._kernel_terms(kernel)  # [*b, N~ + 1], [N~ + 1]
+        squares = self.coefficients.to(eigenvalues.dtype) ** 2  # [N~ + 1]
+        used = kept & (squares != 0)  # a level with sigma_n = 0 adds nothing, whatever lambda_n
+        ratio = torch.where(used, squares / eigenvalues.where(used, 1.0), 0.0)  # [*b, N~ + 1]
+        finite = torch.isfinite(ratio).reshape(-1, ratio.shape[-1]).all(0)  # [N~ + 1]
+        if not bool(finite.all()):
+            levels = torch.nonzero(~finite).squeeze(-1).tolist()
+            raise NonFiniteCovarianceError(
+                f"Kuu of the activated features is not finite: sigma_n^2 / lambda_n overflows at "
+                f"level(s) {levels}, where the kernel's eigenvalue is zero or underflows. Build "
+                "the features with kernel=<this kernel> (or a lower truncation_level) so that "
+                "those levels are left out."
+            )
+        weights = self.weights.to(eigenvalues.dtype)  # [M, d]
+        cosines = (weights @ weights.mT).clamp(-1, 1)  # [M, M]
+        identity = torch.eye(len(weights), dtype=torch.bool, device=weights.device)  # [M, M]
         cosines = cosines.masked_fill(identity, 1.0)
         return mercer_sum(cosines, ratio.unsqueeze(-2).unsqueeze(-2), self.ambient_dim)
 
@@ -166,7 +217,8 @@ class ActivatedFeatures(InducingFeatures):
     def extra_repr(self) -> str:
         return (
             f"ambient_dim={self.ambient_dim}, num_inducing={self.num_inducing}, "
-            f"activation={self.activation_name}, truncation_level={self.truncation_level}"
+            f"activation={self.activation_name}, truncation_level={self.truncation_level}, "
+            f"levels={torch.nonzero(self.level_mask).squeeze(-1).tolist()}"
         )
 
 

@@ -1,6 +1,6 @@
 """The inducing-feature interface: Kuu and Kuf, defined once per (feature, kernel) pair.
 
-Inter-domain inducing variables follow the RKHS convention of DESIGN.md sec. 3 (seed 000 eq. 13,
+Inter-domain inducing variables follow the RKHS convention of docs/conventions.md (seed 000 eq. 13,
 seed 002 eq. 16): u_m = <f, g_m>_H, so that Kuf[m, i] = g_m(x_i) by the reproducing property and
 Kuu[m, m'] = <g_m, g_m'>_H. A homogeneous kernel (``kernel.homogeneous``) is the 1-homogeneous
 extension f(x) = ||x|| g(x / ||x||) of a GP g on the sphere (seed 000 eq. 7), so its Kuf picks up
@@ -17,6 +17,11 @@ from linear_operator.operators import DiagLinearOperator
 from torch import nn
 
 from zonal._validation import check_finite, check_unit_vectors
+
+
+class NonFiniteCovarianceError(ValueError):
+    """Kuu holds an infinite or NaN entry: a level the features use has a zero (or underflowing)
+    eigenvalue for this kernel, so its 1 / lambda_n is infinite."""
 
 
 class InducingFeatures(nn.Module, ABC):
@@ -80,6 +85,22 @@ def unit_and_radius(kernel: Kernel, x: torch.Tensor) -> tuple[torch.Tensor, torc
         return x / radius.unsqueeze(-1), radius
     check_unit_vectors(x, zonal.ambient_dim)
     return x, None
+
+
+def inverse_spectrum(spectrum: torch.Tensor, levels: torch.Tensor) -> DiagLinearOperator:
+    """Kuu = diag(1 / lambda_{n(m)}) [*b, M, M] from the spectrum [*b, M] of features of degrees
+    ``levels`` [M] (seed 002 eq. 18); ``NonFiniteCovarianceError`` naming the degrees where it is
+    infinite."""
+    diagonal = spectrum.reciprocal()  # [*b, M]
+    finite = torch.isfinite(diagonal).reshape(-1, diagonal.shape[-1]).all(0)  # [M]
+    if not bool(finite.all()):
+        degrees = sorted(set(levels[~finite].tolist()))
+        raise NonFiniteCovarianceError(
+            f"Kuu = diag(1 / lambda_n) is infinite at degree(s) {degrees}: the kernel's eigenvalue "
+            "is zero there. Build the features with kernel=<this kernel> so that levels without "
+            "RKHS mass are left out."
+        )
+    return DiagLinearOperator(diagonal)
 
 
 def scale_by_radius(kuf: torch.Tensor, radius: torch.Tensor | None) -> torch.Tensor:

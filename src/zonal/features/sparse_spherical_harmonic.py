@@ -11,7 +11,9 @@ elements of the degree-n eigenspace they keep the diagonal structure of VISH:
     Kuf[(n, j), i] = psi_{n,j}(x_i),      Kuu = diag(1 / lambda_n),
 
 so the frequency truncation can go much higher for the same M. The only cubic cost is the
-Cholesky of each level's m x m Gram matrix (m <= m-hat).
+Cholesky of each level's m x m Gram matrix (m <= m-hat). Built with ``kernel=``, levels whose
+eigenvalue is zero for it get no directions (``zonal.features.levels``); built without, such a
+level makes Kuu infinite and ``kuu`` raises ``NonFiniteCovarianceError``.
 """
 
 from __future__ import annotations
@@ -21,15 +23,18 @@ from gpytorch.kernels import Kernel
 from linear_operator.operators import DiagLinearOperator
 from torch import nn
 
-from zonal._validation import check_ambient_dim, check_degree
+from zonal._validation import check_ambient_dim, check_degree, check_unit_vectors
 from zonal.features.base import (
     InducingFeatures,
+    inverse_spectrum,
     kernel_eigenvalues,
     scale_by_radius,
     unit_and_radius,
 )
+from zonal.features.levels import check_kernel_dim, nonzero_levels
 from zonal.harmonics import load_fundamental_system, num_harmonics
-from zonal.harmonics.spherical_harmonics import zonal_by_level
+from zonal.harmonics.fundamental_system import check_fundamental_systems
+from zonal.harmonics.recurrence import zonal_by_level
 from zonal.linalg import cholesky
 
 
@@ -41,9 +46,17 @@ class SparseSphericalHarmonicFeatures(InducingFeatures):
         max_degree: frequency truncation l-hat.
         max_phases: phase truncation m-hat; a level keeps min(m-hat, N_n^d) directions. Levels with
             N_n^d <= m-hat are complete (their span is the full eigenspace).
+        kernel: if given, levels whose eigenvalue is zero for it get no directions, and the
+            frequency truncation becomes the last kept level. The kernel is only read here.
         learn_phases: make the directions trainable (default True).
         seed: initial directions are the first points of the degree's fundamental system for
             complete levels and random unit vectors (from this seed) otherwise.
+
+    Attributes:
+        max_degree: the highest degree of any feature.
+        kept_levels: the degrees that have features, ascending (a tuple of ints).
+        level_sizes: number of directions of each degree 0..max_degree (0 for a dropped level).
+        levels: LongTensor [M], the degree of each feature.
     """
 
     def __init__(
@@ -52,28 +65,45 @@ class SparseSphericalHarmonicFeatures(InducingFeatures):
         max_degree: int,
         max_phases: int,
         *,
+        kernel: Kernel | None = None,
         learn_phases: bool = True,
         seed: int = 0,
     ) -> None:
         super().__init__()
         self.ambient_dim = check_ambient_dim(ambient_dim)
-        self.max_degree = check_degree(max_degree)
+        max_degree = check_degree(max_degree)
         self.max_phases = check_degree(max_phases, "max_phases")
         if self.max_phases < 1:
             raise ValueError("max_phases must be >= 1")
+        if kernel is not None:
+            check_kernel_dim(kernel, self.ambient_dim)
+        kept = list(range(max_degree + 1)) if kernel is None else nonzero_levels(kernel, max_degree)
+        if not kept:
+            raise ValueError(f"the kernel has no non-zero eigenvalue at degrees 0..{max_degree}")
+        self.max_degree = kept[-1]
+        self.kept_levels = tuple(kept)
+        self.level_sizes = [
+            min(self.max_phases, num_harmonics(self.ambient_dim, n)) if n in kept else 0
+            for n in range(self.max_degree + 1)
+        ]
+        complete = [
+            n
+            for n, size in enumerate(self.level_sizes)
+            if size and size == num_harmonics(self.ambient_dim, n)
+        ]
+        check_fundamental_systems(self.ambient_dim, complete)
         generator = torch.Generator().manual_seed(seed)
         directions = []
-        self.level_sizes = []
-        for n in range(self.max_degree + 1):
-            size = min(self.max_phases, num_harmonics(self.ambient_dim, n))
-            if size == num_harmonics(self.ambient_dim, n):
+        for n, size in enumerate(self.level_sizes):
+            if n in complete:
                 start = torch.from_numpy(load_fundamental_system(self.ambient_dim, n))
-            else:
+            elif size:
                 start = torch.randn(
                     size, self.ambient_dim, generator=generator, dtype=torch.float64
                 )
+            else:
+                continue
             directions.append(start / start.norm(dim=-1, keepdim=True))
-            self.level_sizes.append(size)
         stacked = torch.cat(directions)  # [M, d]
         if learn_phases:
             self.raw_directions = nn.Parameter(stacked)
@@ -94,36 +124,47 @@ class SparseSphericalHarmonicFeatures(InducingFeatures):
         return self.raw_directions / self.raw_directions.norm(dim=-1, keepdim=True)
 
     def _inverse_factors(self, directions: torch.Tensor) -> list[torch.Tensor]:
-        """L_n^{-1} per degree, from the Gram matrices Z_n(V_n V_n^T)."""
+        """L_n^{-1} [m_n, m_n] per degree 0..max_degree, from the Gram matrices Z_n(V_n V_n^T)."""
         factors = []
         for n, block in enumerate(directions.split(self.level_sizes)):
-            cosines = (block @ block.T).clamp(-1, 1)  # [m, m]
+            if not len(block):
+                factors.append(block.new_zeros(0, 0))
+                continue
+            cosines = (block @ block.mT).clamp(-1, 1)  # [m, m]
             gram = zonal_by_level(
                 cosines.reshape(1, -1), [0] * n + [cosines.numel()], self.ambient_dim
-            ).reshape(cosines.shape)  # Z_n(V V^T)
+            ).reshape(cosines.shape)  # Z_n(V V^T): [m, m]
             factor = cholesky(gram, name=f"Gram matrix of the degree-{n} phases")
-            identity = torch.eye(len(block), dtype=block.dtype, device=block.device)
+            identity = torch.eye(len(block), dtype=block.dtype, device=block.device)  # [m, m]
             factors.append(torch.linalg.solve_triangular(factor, identity, upper=False))
         return factors
 
-    def kuu(self, kernel: Kernel) -> DiagLinearOperator:
-        """diag(1 / lambda_{n(m)}) [*b, M, M]."""
+    def spectrum(self, kernel: Kernel) -> torch.Tensor:
+        """lambda_{n(m)} of each feature, the reciprocal of Kuu's diagonal: [*b, M]."""
         eigenvalues = kernel_eigenvalues(kernel, self.max_degree)  # [*b, L + 1]
-        return DiagLinearOperator(1.0 / eigenvalues[..., self.levels])
+        return eigenvalues[..., self.levels.to(eigenvalues.device)]
+
+    def basis(self, x: torch.Tensor) -> torch.Tensor:
+        """The orthonormalised harmonics psi_m at unit vectors x [..., N, d]: [..., N, M]."""
+        check_unit_vectors(x, self.ambient_dim)
+        directions = self.directions.to(x.dtype)  # [M, d]
+        zonal = zonal_by_level(
+            (x @ directions.mT).clamp(-1, 1), self.level_sizes, self.ambient_dim
+        )  # [..., N, M]
+        blocks = zonal.split(self.level_sizes, dim=-1)
+        inverses = self._inverse_factors(directions)
+        return torch.cat(
+            [block @ inverse.mT for block, inverse in zip(blocks, inverses, strict=True)], dim=-1
+        )  # [..., N, M]
+
+    def kuu(self, kernel: Kernel) -> DiagLinearOperator:
+        """diag(1 / lambda_{n(m)}) [*b, M, M]; ``NonFiniteCovarianceError`` at a zero eigenvalue."""
+        return inverse_spectrum(self.spectrum(kernel), self.levels)
 
     def kuf(self, kernel: Kernel, x: torch.Tensor) -> torch.Tensor:
         """psi_m(x_i) (times ||x_i|| for a homogeneous kernel): [*b, M, N]."""
         unit, radius = unit_and_radius(kernel, x)
-        directions = self.directions.to(unit.dtype)  # [M, d]
-        zonal = zonal_by_level(
-            (unit @ directions.T).clamp(-1, 1), self.level_sizes, self.ambient_dim
-        )  # [*b, N, M]
-        blocks = zonal.split(self.level_sizes, dim=-1)
-        inverses = self._inverse_factors(directions)
-        features = torch.cat(
-            [block @ inverse.T for block, inverse in zip(blocks, inverses, strict=True)], dim=-1
-        )  # [*b, N, M]
-        return scale_by_radius(features.transpose(-1, -2), radius)
+        return scale_by_radius(self.basis(unit).mT, radius)
 
     def extra_repr(self) -> str:
         return (

@@ -5,7 +5,9 @@ u_{n,j} = <f, phi_{n,j}>_H gives (seed 002 eqs. 17-18)
     Kuf[(n, j), i] = phi_{n,j}(x_i),      Kuu = diag(1 / lambda_n),
 
 so Kuu is diagonal and no M^3 operation is ever needed. Levels whose eigenvalue is zero (odd levels
->= 3 of the first-order arc-cosine kernel) carry no RKHS mass and are left out.
+>= 3 of the first-order arc-cosine kernel) carry no RKHS mass: built with ``kernel=`` the features
+leave them out (``zonal.features.levels``); built without, such a level makes Kuu infinite and
+``kuu`` raises ``NonFiniteCovarianceError``.
 """
 
 from __future__ import annotations
@@ -17,30 +19,26 @@ from linear_operator.operators import DiagLinearOperator
 from zonal._validation import check_ambient_dim, check_degree
 from zonal.features.base import (
     InducingFeatures,
+    inverse_spectrum,
     kernel_eigenvalues,
     scale_by_radius,
     unit_and_radius,
 )
+from zonal.features.levels import check_kernel_dim, nonzero_levels
 from zonal.harmonics import SphericalHarmonics, num_harmonics, total_harmonics
+from zonal.harmonics.fundamental_system import check_fundamental_systems
 
 MAX_DEGREE = 400  # beyond any budget that fits in memory for d >= 3
-ZERO_EIGENVALUE = 1e-9  # relative to the largest eigenvalue, as in seed 000 tables C.1-C.2
-
-
-def nonzero_levels(
-    kernel: Kernel, max_degree: int, threshold: float = ZERO_EIGENVALUE
-) -> list[int]:
-    """Degrees n <= max_degree whose eigenvalue exceeds ``threshold`` * max eigenvalue."""
-    eigenvalues = kernel_eigenvalues(kernel, max_degree).detach()  # [*b, L + 1]
-    eigenvalues = eigenvalues.reshape(-1, max_degree + 1).abs().amax(0)  # [L + 1]
-    cutoff = threshold * float(eigenvalues.max())
-    return [n for n in range(max_degree + 1) if float(eigenvalues[n]) > cutoff]
 
 
 def max_degree_for_budget(ambient_dim: int, num_inducing: int, kernel: Kernel | None = None) -> int:
-    """Largest L such that the levels 0..L fit in ``num_inducing`` features; with a ``kernel``,
-    levels whose eigenvalue is zero cost nothing (so L can exceed the complete-levels degree, by at
-    most a factor two for the arc-cosine kernel's odd levels)."""
+    """Largest L such that the levels 0..L fit in ``num_inducing`` features.
+
+    With a ``kernel``, levels whose eigenvalue is zero (``nonzero_levels``) cost nothing, so L can
+    exceed the complete-levels degree (by at most a factor two for the arc-cosine kernel's odd
+    levels), and L is the last *kept* level: a trailing zero level is never returned, so no
+    fundamental system is built for a level that is then dropped.
+    """
     d = check_ambient_dim(ambient_dim)
 
     def degree_within(levels: set[int] | None, limit: int) -> int:
@@ -61,8 +59,15 @@ def max_degree_for_budget(ambient_dim: int, num_inducing: int, kernel: Kernel | 
     if kernel is None:
         return complete
     limit = min(2 * complete + 2, MAX_DEGREE)
-    levels = set(nonzero_levels(kernel, limit))
-    return min(degree_within(levels, limit), max(levels))  # no trailing zero levels
+    kept = set(nonzero_levels(kernel, limit))
+    degree = degree_within(kept, limit)
+    within = [level for level in kept if level <= degree]
+    if not within:
+        raise ValueError(
+            f"a budget of {num_inducing} features is smaller than the kernel's first non-zero "
+            f"level (degree {min(kept, default=limit)})"
+        )
+    return max(within)
 
 
 class SphericalHarmonicFeatures(InducingFeatures):
@@ -73,7 +78,16 @@ class SphericalHarmonicFeatures(InducingFeatures):
         max_degree: highest degree; or give ``num_inducing`` instead, a budget M, and get the largest
             complete set of levels that fits (a budget smaller than one level is an error).
         kernel: if given, levels whose eigenvalue is zero for it are left out (and do not count
-            towards the budget).
+            towards the budget); the highest degree is then the last kept level. The kernel is
+            only read here, not stored.
+
+    Attributes:
+        max_degree: the highest degree of any feature.
+        kept_levels: the degrees that have features, ascending (a tuple of ints).
+        levels: LongTensor [M], the degree of each feature.
+
+    Fundamental systems that are neither shipped nor cached are estimated before any is built; one
+    that cannot be built raises ``FundamentalSystemTooLargeError``.
     """
 
     def __init__(
@@ -88,16 +102,21 @@ class SphericalHarmonicFeatures(InducingFeatures):
         self.ambient_dim = check_ambient_dim(ambient_dim)
         if (max_degree is None) == (num_inducing is None):
             raise ValueError("give exactly one of max_degree and num_inducing")
+        if kernel is not None:
+            check_kernel_dim(kernel, self.ambient_dim)
         if num_inducing is not None:
             max_degree = max_degree_for_budget(self.ambient_dim, int(num_inducing), kernel)
-        self.max_degree = check_degree(max_degree)
-        levels = (
-            list(range(self.max_degree + 1))
-            if kernel is None
-            else nonzero_levels(kernel, self.max_degree)
-        )
+        max_degree = check_degree(max_degree)
+        kept = list(range(max_degree + 1)) if kernel is None else nonzero_levels(kernel, max_degree)
+        if not kept:
+            raise ValueError(f"the kernel has no non-zero eigenvalue at degrees 0..{max_degree}")
+        self.max_degree = kept[-1]
+        self.kept_levels = tuple(kept)
+        check_fundamental_systems(self.ambient_dim, range(self.max_degree + 1))
         self.harmonics = SphericalHarmonics(self.ambient_dim, self.max_degree)
-        keep = torch.isin(self.harmonics.levels, torch.tensor(levels))
+        keep = torch.isin(
+            self.harmonics.levels, torch.tensor(kept, device=self.harmonics.levels.device)
+        )  # [M_all]
         self.register_buffer("columns", torch.nonzero(keep).squeeze(-1))  # [M]
         self.register_buffer("levels", self.harmonics.levels[self.columns])  # [M]
 
@@ -105,16 +124,23 @@ class SphericalHarmonicFeatures(InducingFeatures):
     def num_inducing(self) -> int:
         return int(self.columns.numel())
 
-    def kuu(self, kernel: Kernel) -> DiagLinearOperator:
-        """diag(1 / lambda_{n(m)}) [*b, M, M]."""
+    def spectrum(self, kernel: Kernel) -> torch.Tensor:
+        """lambda_{n(m)} of each feature, the reciprocal of Kuu's diagonal: [*b, M]."""
         eigenvalues = kernel_eigenvalues(kernel, self.max_degree)  # [*b, L + 1]
-        return DiagLinearOperator(1.0 / eigenvalues[..., self.levels])
+        return eigenvalues[..., self.levels.to(eigenvalues.device)]
+
+    def basis(self, x: torch.Tensor) -> torch.Tensor:
+        """The orthonormal harmonics phi_m at unit vectors x [..., N, d]: [..., N, M]."""
+        return self.harmonics(x)[..., self.columns]
+
+    def kuu(self, kernel: Kernel) -> DiagLinearOperator:
+        """diag(1 / lambda_{n(m)}) [*b, M, M]; ``NonFiniteCovarianceError`` at a zero eigenvalue."""
+        return inverse_spectrum(self.spectrum(kernel), self.levels)
 
     def kuf(self, kernel: Kernel, x: torch.Tensor) -> torch.Tensor:
         """phi_m(x_i) (times ||x_i|| for a homogeneous kernel): [*b, M, N]."""
         unit, radius = unit_and_radius(kernel, x)
-        values = self.harmonics(unit)[..., self.columns]  # [*b, N, M]
-        return scale_by_radius(values.transpose(-1, -2), radius)
+        return scale_by_radius(self.basis(unit).mT, radius)
 
     def extra_repr(self) -> str:
         return (

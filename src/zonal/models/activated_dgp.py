@@ -76,6 +76,7 @@ class ActivatedDGP(DGP):
             features = ActivatedFeatures(
                 width_in + 1,
                 num_inducing,
+                kernel=kernel,
                 activation=activation,
                 truncation_level=truncation_level,
                 seed=seed + index,
@@ -267,7 +268,8 @@ def noise_from_network(
     seed 001's "Vanilla" network model), kept above the likelihood's lower bound; returns it."""
     floor = 2 * float(likelihood.noise_covar.raw_noise_constraint.lower_bound)
     noise = max(float(torch.mean((network(x) - y) ** 2)), floor)
-    likelihood.noise = torch.tensor(noise, dtype=likelihood.noise_covar.raw_noise.dtype)
+    raw = likelihood.noise_covar.raw_noise
+    likelihood.noise = torch.tensor(noise, dtype=raw.dtype, device=raw.device)
     return noise
 
 

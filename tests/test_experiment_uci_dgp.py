@@ -1,12 +1,12 @@
-"""The deep-GP experiments (``uci-dgp``, ``banana-dgp``) in tiny synthetic configurations: the files
-and columns they write, resuming after an interruption, and the facts their training relies on."""
+"""The uci-dgp experiment (seed 000 table 1, figure 6) in a tiny synthetic configuration: the files
+and columns it writes, resuming after an interruption, and the trace evaluations its figure relies
+on leaving training untouched."""
 
 from __future__ import annotations
 
 import csv
 import itertools
 import json
-import math
 
 import gpytorch
 import pytest
@@ -20,7 +20,6 @@ from zonal.experiments import (
     run_experiment,
 )
 from zonal.experiments import uci_dgp as uci_module
-from zonal.models.activated_dgp import probit_cross_entropy
 
 TINY_UCI = {
     "datasets": ["synthetic"],
@@ -33,16 +32,6 @@ TINY_UCI = {
     "eval_samples": 4,
     "trace_every": 2,
     "trace_samples": 2,
-}
-TINY_BANANA = {
-    "dataset": "synthetic",
-    "num_train": 40,
-    "num_test": 40,
-    "num_inducing": 8,
-    "network_steps": 20,
-    "elbo_steps": 4,
-    "eval_samples": 4,
-    "grid_size": 12,
 }
 
 
@@ -69,13 +58,9 @@ def uci_reference(tmp_path_factory):
     return run_experiment("uci-dgp", overrides=TINY_UCI, runs_root=tmp_path_factory.mktemp("uci"))
 
 
-@pytest.fixture(scope="module")
-def banana_reference(tmp_path_factory):
-    root = tmp_path_factory.mktemp("banana")
-    return run_experiment("banana-dgp", overrides=TINY_BANANA, runs_root=root)
-
-
 def test_uci_dgp_writes_tables_traces_and_the_paper_beside_ours(uci_reference):
+    """One result row per (split, model), a summary per model with the paper's columns, MSE traces
+    for the stages that have them, and a report with seed 000 table 1 beside our numbers."""
     path = uci_reference.path
     files = {p.name for p in path.iterdir()}
     expected = {
@@ -113,6 +98,8 @@ def test_uci_dgp_writes_tables_traces_and_the_paper_beside_ours(uci_reference):
 def test_uci_dgp_resumes_after_an_interruption_with_the_same_metrics(
     uci_reference, tmp_path, monkeypatch
 ):
+    """A run killed after 4 of its 6 fits resumes with the 2 fits left and ends with the metrics,
+    results and traces of an uninterrupted run (times aside)."""
     real_fit = uci_module.fit_model
     calls = {"count": 0}
 
@@ -139,64 +126,10 @@ def test_uci_dgp_resumes_after_an_interruption_with_the_same_metrics(
         assert ours == reference
 
 
-def test_banana_dgp_writes_the_maps_and_the_confidence_table(banana_reference):
-    path = banana_reference.path
-    files = {p.name for p in path.iterdir()}
-    assert {"confidence.csv", "report.md", "metrics.json", "checkpoint.pt"} <= files
-    rows = _read_csv(path / "confidence.csv")
-    assert [row["model"] for row in rows] == ["network-1", "dgp-1", "network-3", "dgp-3"]
-    for column in ("far_confidence", "near_confidence", "test_accuracy", "test_log_likelihood"):
-        assert all(math.isfinite(float(row[column])) for row in rows)
-    assert all(0 <= float(row["far_confidence"]) <= 0.5 for row in rows)
-    metrics = banana_reference.metrics
-    assert set(metrics["dgp_less_confident_far"]) == {"1", "3"}
-    assert metrics["num_far_points"] > 0
-    report = (path / "report.md").read_text()
-    assert "paper (seed 000 figure 5)" in report
-
-
-def test_banana_dgp_resumes_after_an_interruption_with_the_same_metrics(
-    banana_reference, tmp_path, monkeypatch
-):
-    real_elbo = _dgp_common.train_elbo
-    calls = {"network": 0}
-
-    def crashing_elbo(*args, **kwargs):
-        raise SimulatedCrashError("killed in the first ELBO stage")
-
-    monkeypatch.setattr(_dgp_common, "train_elbo", crashing_elbo)
-    run = create_run("banana-dgp", overrides=TINY_BANANA, runs_root=tmp_path)
-    with pytest.raises(SimulatedCrashError):
-        execute_run(run)
-    assert run.directory.checkpoint_path.exists()  # the first network was saved
-
-    real_network = _dgp_common.train_network_stage
-
-    def counting_network(*args, **kwargs):
-        calls["network"] += 1
-        return real_network(*args, **kwargs)
-
-    monkeypatch.setattr(_dgp_common, "train_elbo", real_elbo)
-    monkeypatch.setattr(_dgp_common, "train_network_stage", counting_network)
-    resumed = resume_experiment(run.directory.path)
-    assert calls["network"] == 1  # the 1-layer network came from the checkpoint
-    assert resumed.metrics == banana_reference.metrics
-    assert _read_csv(resumed.path / "confidence.csv") == _read_csv(
-        banana_reference.path / "confidence.csv"
-    )
-
-
-def test_probit_cross_entropy_is_the_bernoulli_likelihood_at_zero_variance():
-    generator = torch.Generator().manual_seed(0)
-    f = 3 * torch.randn(50, generator=generator, dtype=torch.float64)
-    y = (torch.rand(50, generator=generator, dtype=torch.float64) > 0.5).double()
-    likelihood = gpytorch.likelihoods.BernoulliLikelihood()
-    point_mass = gpytorch.distributions.MultivariateNormal(f, torch.diag(torch.full_like(f, 1e-8)))
-    log_marginal = likelihood.log_marginal(y, point_mass)  # log Phi((2y - 1) f)
-    assert torch.allclose(-log_marginal.mean(), probit_cross_entropy(f, y), atol=1e-6)
-
-
 def test_evaluating_during_training_changes_neither_the_losses_nor_the_clock_order():
+    """The trace evaluations (figure 6) draw from a forked random stream: the losses are those of
+    training without them, they happen at steps 0, every, 2 every, ... and the last, and their
+    clock readings increase."""
     generator = torch.Generator().manual_seed(1)
     x = torch.randn(40, 2, generator=generator, dtype=torch.float64)
     y = torch.sin(x[:, 0])
