@@ -57,10 +57,10 @@ def test_derivative_closed_form_autograd_and_finite_differences(alpha):
     finite = ((plus - minus) / (2 * step) * weights).sum(-1)
     np.testing.assert_allclose(gradient, finite, rtol=1e-6, atol=1e-6 * finite.abs().max())
     # autograd through the plain recurrence (no custom backward) is an independent derivative
-    from zonal.harmonics.gegenbauer import _recurrence
+    from zonal.harmonics.recurrence import gegenbauer_stack
 
     t2 = t.detach().clone().requires_grad_(True)
-    (plain,) = torch.autograd.grad((_recurrence(t2, 12, alpha) * weights).sum(), t2)
+    (plain,) = torch.autograd.grad((gegenbauer_stack(t2, 12, alpha) * weights).sum(), t2)
     np.testing.assert_allclose(gradient, plain, rtol=1e-12, atol=1e-10)
 
 

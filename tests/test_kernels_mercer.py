@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from zonal.harmonics import gegenbauer, zonal_harmonic
+from zonal.harmonics.recurrence import BLOCK
 from zonal.kernels import gegenbauer_series, mercer_sum
-from zonal.kernels.mercer import _BLOCK
 
 
 @pytest.mark.parametrize("ambient_dim", [2, 3, 4, 7])
@@ -32,7 +32,7 @@ def test_gegenbauer_series_equals_stacked_polynomials(alpha):
 
 
 def test_blocked_path_matches_unblocked():
-    t = torch.rand(_BLOCK + 123, dtype=torch.float64) * 2 - 1
+    t = torch.rand(BLOCK + 123, dtype=torch.float64) * 2 - 1
     coeffs = torch.rand(20, dtype=torch.float64)
     blocked = gegenbauer_series(t, coeffs, 1.5)  # one coefficient set: blocked
     batched = gegenbauer_series(t, coeffs.expand(2, 1, 20), 1.5)  # batch: unblocked

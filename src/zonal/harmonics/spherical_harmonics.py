@@ -20,65 +20,9 @@ from torch import nn
 from zonal._validation import check_ambient_dim, check_degree, check_unit_vectors
 from zonal.harmonics.counts import gegenbauer_alpha, num_harmonics
 from zonal.harmonics.fundamental_system import gram_matrix, load_fundamental_system
+from zonal.harmonics.recurrence import zonal_by_level
 
-
-def zonal_by_level(cosines: torch.Tensor, level_sizes: list[int], ambient_dim: int) -> torch.Tensor:
-    """Z_{n(m)}(t_m) for columns grouped by degree: t [..., M] -> [..., M].
-
-    Column block k (of ``level_sizes[k]`` columns, possibly 0) gets degree k. Without autograd each
-    block runs its own recurrence in place (about 2x faster); with autograd one out-of-place
-    recurrence runs over the columns still needed (a suffix: those of degree >= k).
-    """
-    alpha = gegenbauer_alpha(ambient_dim)
-    if torch.is_grad_enabled() and cosines.requires_grad:
-        return _zonal_by_level_differentiable(cosines, level_sizes, alpha)
-    blocks = [
-        _zonal_of_degree_inplace(block.clone(), degree, alpha)
-        for degree, block in enumerate(cosines.split(level_sizes, dim=-1))
-    ]
-    return torch.cat(blocks, dim=-1)
-
-
-def _zonal_of_degree_inplace(t: torch.Tensor, degree: int, alpha: float) -> torch.Tensor:
-    """Z_degree(t), overwriting buffers of the shape of t (no autograd)."""
-    if degree == 0:
-        return torch.ones_like(t)
-    previous = torch.ones_like(t)
-    current = t.clone() if alpha == 0 else t * (2 * alpha)  # T_1 or C_1
-    for k in range(2, degree + 1):
-        if alpha == 0:  # T_k = 2 t T_{k-1} - T_{k-2}
-            previous.mul_(-1).addcmul_(t, current, value=2.0)
-        else:  # k C_k = 2 (k + alpha - 1) t C_{k-1} - (k + 2 alpha - 2) C_{k-2}
-            previous.mul_(-(k + 2 * alpha - 2) / k).addcmul_(
-                t, current, value=2 * (k + alpha - 1) / k
-            )
-        previous, current = current, previous
-    return current.mul_(2.0 if alpha == 0 else (degree + alpha) / alpha)  # Z = 2 T (d = 2)
-
-
-def _zonal_by_level_differentiable(
-    cosines: torch.Tensor, level_sizes: list[int], alpha: float
-) -> torch.Tensor:
-    """``zonal_by_level`` by one shrinking out-of-place recurrence (autograd-friendly)."""
-    t = cosines
-    previous = torch.ones_like(t)  # C_0 (T_0 for d = 2)
-    current = t if alpha == 0 else 2 * alpha * t  # C_1 (T_1 for d = 2)
-    blocks = [previous[..., : level_sizes[0]]]  # Z_0 = 1
-    for k in range(1, len(level_sizes)):
-        drop = level_sizes[k - 1]
-        t, previous, current = t[..., drop:], previous[..., drop:], current[..., drop:]
-        if k >= 2 and alpha == 0:  # T_k = 2 t T_{k-1} - T_{k-2}
-            previous, current = current, torch.addcmul(-previous, t, current, value=2.0)
-        elif k >= 2:  # k C_k = 2 (k + alpha - 1) t C_{k-1} - (k + 2 alpha - 2) C_{k-2}
-            previous, current = (
-                current,
-                torch.addcmul(
-                    previous * (-(k + 2 * alpha - 2) / k), t, current, value=2 * (k + alpha - 1) / k
-                ),
-            )
-        scale = 2.0 if alpha == 0 else (k + alpha) / alpha  # Z_k = 2 T_k for d = 2
-        blocks.append(scale * current[..., : level_sizes[k]])
-    return torch.cat(blocks, dim=-1)
+__all__ = ["SphericalHarmonics", "zonal_by_level"]
 
 
 class SphericalHarmonics(nn.Module):

@@ -1,0 +1,255 @@
+"""The three-term recurrence of the Gegenbauer polynomials, in every form zonal evaluates it.
+
+One recurrence (DLMF 18.9.1; seed 000 appendix B.1) serves all degrees at once:
+
+    C_0 = 1,  C_1 = c_1 t,  C_n = a_n t C_{n-1} - b_n C_{n-2}   (n >= 2),
+    c_1 = 2 alpha,  a_n = 2 (n + alpha - 1) / n,  b_n = (n + 2 alpha - 2) / n.
+
+alpha = 0 (the circle S^1, d = 2): C_n^0 vanishes for n >= 1, so zonal uses the Chebyshev limit
+C_n^0 := lim_{alpha -> 0} C_n^alpha / alpha = (2 / n) T_n (n >= 1), C_0^0 = 1. Substituting
+T_n = (n / 2) C_n^0 into T_n = 2 t T_{n-1} - T_{n-2} gives the same recurrence with alpha = 0,
+except c_1 = 2 and b_2 = 1 (because T_0 = C_0^0 is not (0 / 2) C_0^0).
+
+Derivative (seed 000 eq. B.7): d/dt C_n^alpha = 2 alpha C_{n-1}^{alpha+1}, and d/dt C_n^0 = 2 C_{n-1}^1.
+The zonal harmonic is Z_n = (n + alpha) / alpha C_n^alpha (``counts.addition_factor``).
+
+Forms, all built on ``step_coefficients``:
+
+* out of place, autograd-friendly: ``gegenbauer_iter`` (one degree at a time), ``gegenbauer_stack``;
+* in place, no autograd: ``zonal_of_degree`` (one degree), ``clenshaw_series`` (a weighted sum);
+* blocked: ``series_no_grad`` cuts a large ``t`` into cache-sized blocks;
+* by harmonic level: ``zonal_by_level`` (in place without autograd, a shrinking out-of-place
+  recurrence with it);
+* custom autograd with the closed-form derivative: ``gegenbauer_differentiable`` (all degrees) and
+  ``series_differentiable`` (a weighted sum, differentiable in t and in the weights).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import torch
+
+from zonal.harmonics.counts import addition_factor
+
+#: entries per block of ``series_no_grad``: its three float64 buffers stay in a core's L2 cache
+BLOCK = 1 << 15
+
+
+def _numerators(degree: int, alpha: float) -> tuple[float, float]:
+    """(n a_n, n b_n): n C_n = n a_n t C_{n-1} - n b_n C_{n-2}."""
+    if alpha == 0 and degree == 2:
+        return 2.0, 2.0
+    return 2 * (degree + alpha - 1), degree + 2 * alpha - 2
+
+
+def step_coefficients(degree: int, alpha: float) -> tuple[float, float]:
+    """(a_n, b_n) with C_n = a_n t C_{n-1} - b_n C_{n-2} for n = ``degree`` >= 2 (module docstring)."""
+    scaled_a, scaled_b = _numerators(degree, alpha)
+    return scaled_a / degree, scaled_b / degree
+
+
+def first_coefficient(alpha: float) -> float:
+    """c_1 with C_1 = c_1 t: 2 alpha, and 2 for the alpha = 0 (Chebyshev) normalisation."""
+    return 2.0 if alpha == 0 else 2.0 * alpha
+
+
+def derivative_scale(alpha: float) -> float:
+    """s with d/dt C_n^alpha = s C_{n-1}^{alpha+1}: 2 alpha, and 2 for alpha = 0."""
+    return first_coefficient(alpha)
+
+
+def zonal_factor(degree: int, alpha: float) -> float:
+    """(n + alpha) / alpha, so that Z_n = factor * C_n^alpha (``counts.addition_factor``)."""
+    return addition_factor(degree, round(2 * alpha + 2))
+
+
+# ---------------------------------------------------------------------------- out of place
+
+
+def gegenbauer_iter(t: torch.Tensor, max_degree: int, alpha: float) -> Iterator[torch.Tensor]:
+    """C_0(t), ..., C_L(t), one fresh tensor [*t.shape] at a time (plain autograd ops)."""
+    previous = torch.ones_like(t)
+    yield previous
+    if max_degree == 0:
+        return
+    current = first_coefficient(alpha) * t
+    yield current
+    for n in range(2, max_degree + 1):
+        scaled_a, scaled_b = _numerators(n, alpha)  # divided last: as accurate as it gets
+        previous, current = current, (scaled_a * t * current - scaled_b * previous) / n
+        yield current
+
+
+def gegenbauer_stack(t: torch.Tensor, max_degree: int, alpha: float) -> torch.Tensor:
+    """C_0..C_L at t stacked on a new last axis: [..., L + 1] (plain autograd ops)."""
+    return torch.stack(list(gegenbauer_iter(t, max_degree, alpha)), dim=-1)
+
+
+# ---------------------------------------------------------------------------- in place
+
+
+def zonal_of_degree(t: torch.Tensor, degree: int, alpha: float) -> torch.Tensor:
+    """Z_n(t) for the single degree n, by the recurrence on two buffers of t's shape (no autograd).
+
+    ``t`` is read only; the lower degrees are overwritten as the recurrence goes.
+    """
+    with torch.no_grad():
+        if degree == 0:
+            return torch.ones_like(t)
+        previous = torch.ones_like(t)
+        current = t * first_coefficient(alpha)  # C_1
+        for n in range(2, degree + 1):
+            a, b = step_coefficients(n, alpha)
+            previous.mul_(-b).addcmul_(t, current, value=a)  # C_n into the C_{n-2} buffer
+            previous, current = current, previous
+        return current.mul_(zonal_factor(degree, alpha))
+
+
+def clenshaw_series(t: torch.Tensor, coeffs: torch.Tensor, alpha: float) -> torch.Tensor:
+    """sum_n coeffs[..., n] C_n(t) by Clenshaw's backward recurrence, in place (no autograd).
+
+    With C_{k+1} = a_{k+1} t C_k - b_{k+1} C_{k-1}:  h_{L+1} = h_{L+2} = 0,
+    h_k = coeffs_k + a_{k+1} t h_{k+1} - b_{k+2} h_{k+2}  (k = L..1), and the sum is
+    coeffs_0 + c_1 t h_1 - b_2 h_2. Two in-place operations per degree.
+    """
+    max_degree = coeffs.shape[-1] - 1
+    out_shape = torch.broadcast_shapes(t.shape, coeffs.shape[:-1])
+    dtype = torch.promote_types(t.dtype, coeffs.dtype)
+    if max_degree == 0:
+        return coeffs[..., 0].expand(out_shape).to(dtype, copy=True)
+    upper = torch.zeros(out_shape, dtype=dtype, device=t.device)  # h_{k+2}
+    current = coeffs[..., max_degree].expand(out_shape).to(dtype, copy=True)  # h_L
+    for k in range(max_degree - 1, 0, -1):
+        a_next, _ = step_coefficients(k + 1, alpha)
+        _, b_after = step_coefficients(k + 2, alpha)
+        torch.add(coeffs[..., k], upper, alpha=-b_after, out=upper)  # c_k - b_{k+2} h_{k+2}
+        upper.addcmul_(t, current, value=a_next)  # h_k
+        upper, current = current, upper
+    # current = h_1, upper = h_2
+    _, b_two = step_coefficients(2, alpha)
+    torch.add(coeffs[..., 0], upper, alpha=-b_two, out=upper)
+    return upper.addcmul_(t, current, value=first_coefficient(alpha))
+
+
+def series_no_grad(t: torch.Tensor, coeffs: torch.Tensor, alpha: float) -> torch.Tensor:
+    """sum_{n=0}^{L} coeffs[..., n] C_n^alpha(t) without an autograd graph (Clenshaw, in place).
+
+    Shape broadcast(t.shape, coeffs.shape[:-1]). With one set of coefficients (no batch in
+    ``coeffs``) a ``t`` of more than ``BLOCK`` entries is cut into blocks of ``BLOCK`` entries that
+    run the whole recurrence in cache (about 2x faster on a 4096 x 4096 matrix).
+    """
+    with torch.no_grad():
+        if coeffs[..., 0].numel() == 1 and t.numel() > BLOCK:
+            flat_t = t.reshape(-1)  # [T]
+            flat_coeffs = coeffs.reshape(-1)  # [L + 1]
+            out = torch.empty_like(flat_t)  # [T]
+            for start in range(0, flat_t.numel(), BLOCK):
+                block = slice(start, start + BLOCK)
+                out[block] = clenshaw_series(flat_t[block], flat_coeffs, alpha)
+            return out.reshape(torch.broadcast_shapes(t.shape, coeffs.shape[:-1]))
+        return clenshaw_series(t, coeffs, alpha)
+
+
+def zonal_by_level(cosines: torch.Tensor, level_sizes: list[int], ambient_dim: int) -> torch.Tensor:
+    """Z_{n(m)}(t_m) for columns grouped by degree: t [..., M] -> [..., M].
+
+    Column block k (of ``level_sizes[k]`` columns, possibly 0) gets degree k. Without autograd each
+    block runs its own recurrence in place (about 2x faster); with autograd one out-of-place
+    recurrence runs over the columns still needed (a suffix: those of degree >= k).
+    """
+    alpha = (ambient_dim - 2) / 2
+    if torch.is_grad_enabled() and cosines.requires_grad:
+        return _zonal_by_level_differentiable(cosines, level_sizes, alpha)
+    blocks = [
+        zonal_of_degree(block, degree, alpha)
+        for degree, block in enumerate(cosines.split(level_sizes, dim=-1))
+    ]  # each [..., N_k]
+    return torch.cat(blocks, dim=-1)
+
+
+def _zonal_by_level_differentiable(
+    cosines: torch.Tensor, level_sizes: list[int], alpha: float
+) -> torch.Tensor:
+    """``zonal_by_level`` by one shrinking out-of-place recurrence (autograd-friendly)."""
+    t = cosines  # [..., M]
+    previous = torch.ones_like(t)  # C_0
+    current = first_coefficient(alpha) * t  # C_1
+    blocks = [previous[..., : level_sizes[0]]]  # Z_0 = 1
+    for k in range(1, len(level_sizes)):
+        drop = level_sizes[k - 1]
+        t, previous, current = t[..., drop:], previous[..., drop:], current[..., drop:]
+        if k >= 2:
+            a, b = step_coefficients(k, alpha)
+            previous, current = current, torch.addcmul(previous * -b, t, current, value=a)
+        blocks.append(zonal_factor(k, alpha) * current[..., : level_sizes[k]])
+    return torch.cat(blocks, dim=-1)
+
+
+# ---------------------------------------------------------------------------- custom autograd
+
+
+class _Gegenbauer(torch.autograd.Function):
+    """All degrees forward; back, the closed-form derivative s C_{n-1}^{alpha+1}."""
+
+    @staticmethod
+    def forward(ctx, t: torch.Tensor, max_degree: int, alpha: float) -> torch.Tensor:
+        ctx.save_for_backward(t)
+        ctx.max_degree, ctx.alpha = max_degree, alpha
+        return gegenbauer_stack(t, max_degree, alpha)  # [..., L + 1]
+
+    @staticmethod
+    def backward(ctx, grad_output: torch.Tensor):
+        (t,) = ctx.saved_tensors
+        if ctx.max_degree == 0:
+            return torch.zeros_like(t), None, None
+        shifted = _Gegenbauer.apply(t, ctx.max_degree - 1, ctx.alpha + 1)  # [..., L]
+        derivative = derivative_scale(ctx.alpha) * shifted  # [..., L], degrees 1..L
+        return (grad_output[..., 1:] * derivative).sum(-1), None, None
+
+
+def gegenbauer_differentiable(t: torch.Tensor, max_degree: int, alpha: float) -> torch.Tensor:
+    """C_0..C_L at t: [..., L + 1], differentiable to any order by d/dt C_n = s C_{n-1}^{alpha+1}."""
+    return _Gegenbauer.apply(t, max_degree, alpha)
+
+
+class _GegenbauerSeries(torch.autograd.Function):
+    """S(t; c) = sum_n c_n C_n^alpha(t), differentiable to any order in t and c.
+
+    dS/dt = sum_{n>=1} c_n s C_{n-1}^{alpha+1}(t) (a series again), dS/dc_n = C_n^alpha(t).
+    """
+
+    @staticmethod
+    def forward(ctx, t: torch.Tensor, coeffs: torch.Tensor, alpha: float) -> torch.Tensor:
+        ctx.save_for_backward(t, coeffs)
+        ctx.alpha = alpha
+        return series_no_grad(t, coeffs, alpha)
+
+    @staticmethod
+    def backward(ctx, grad_output: torch.Tensor):
+        t, coeffs = ctx.saved_tensors
+        alpha = ctx.alpha
+        max_degree = coeffs.shape[-1] - 1
+        grad_t = grad_coeffs = None
+        if ctx.needs_input_grad[0]:
+            if max_degree == 0:
+                grad_t = torch.zeros_like(t)
+            else:
+                shifted = coeffs[..., 1:] * derivative_scale(alpha)  # [..., L]
+                derivative = _GegenbauerSeries.apply(t, shifted, alpha + 1)
+                grad_t = (grad_output * derivative).sum_to_size(t.shape)
+        if ctx.needs_input_grad[1]:
+            batch = coeffs.shape[:-1]
+            grad_coeffs = torch.stack(
+                [
+                    (grad_output * c_n).sum_to_size(batch) if batch else (grad_output * c_n).sum()
+                    for c_n in gegenbauer_iter(t, max_degree, alpha)
+                ],
+                dim=-1,
+            )  # [*batch, L + 1]
+        return grad_t, grad_coeffs, None
+
+
+def series_differentiable(t: torch.Tensor, coeffs: torch.Tensor, alpha: float) -> torch.Tensor:
+    """sum_n coeffs[..., n] C_n^alpha(t) (``series_no_grad``), differentiable in t and coeffs."""
+    return _GegenbauerSeries.apply(t, coeffs, alpha)
