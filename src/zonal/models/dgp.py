@@ -80,16 +80,9 @@ class DGPLayer(DeepGPLayer):
         super().__init__(strategy, input_dims, output_dims)
         self.covar_module = kernel
         self.mean_kind = mean
-        self.input_map = resolve_input_map(input_map)
+        self.input_map = resolve_input_map(input_map, features, input_dims)
         lifted = self.input_map.ambient_dim(input_dims) > input_dims
         self.mean_module = make_mean(mean, input_dims, output_dims or 1, lifted=lifted)
-        ambient_dim = getattr(features, "ambient_dim", None)
-        expected = self.input_map.ambient_dim(input_dims)
-        if ambient_dim is not None and ambient_dim != expected:
-            raise ValueError(
-                f"the layer's features live in ambient_dim={ambient_dim}, but inputs of dimension "
-                f"{input_dims} through {type(self.input_map).__name__} give {expected}"
-            )
 
     @property
     def features(self) -> InducingFeatures:

@@ -84,16 +84,9 @@ class SGPR(ZonalModel):
         self.kernel = kernel
         self.features = features
         self.input_dim = int(input_dim)
-        self.input_map = resolve_input_map(input_map)
+        self.input_map = resolve_input_map(input_map, features, self.input_dim)
         if getattr(self.input_map, "learn_bias", False):
             raise ValueError("SGPR needs a fixed embedding bias: the statistics depend on it")
-        ambient_dim = getattr(features, "ambient_dim", None)
-        expected = self.input_map.ambient_dim(self.input_dim)
-        if ambient_dim is not None and ambient_dim != expected:
-            raise ValueError(
-                f"features live in ambient_dim={ambient_dim} but inputs of dimension "
-                f"{self.input_dim} through {type(self.input_map).__name__} give {expected}"
-            )
         self.likelihood = GaussianLikelihood().to(torch.float64)
         self.likelihood.noise = torch.tensor(noise, dtype=torch.float64)
         self.reset_statistics()

@@ -50,14 +50,24 @@ def default_likelihood(num_outputs: int) -> Likelihood:
     return likelihood
 
 
-def resolve_input_map(input_map: InputMap | None) -> InputMap:
-    """``input_map`` itself, or the default ``SphereEmbedding(1.0)`` for None."""
+def resolve_input_map(
+    input_map: InputMap | None, features: InducingFeatures, input_dim: int
+) -> InputMap:
+    """``input_map`` itself (the default ``SphereEmbedding(1.0)`` for None), after checking that
+    inputs of dimension ``input_dim`` reach the ambient dimension the features live in."""
     if input_map is None:
-        return SphereEmbedding(1.0)
+        input_map = SphereEmbedding(1.0)
     if not isinstance(input_map, InputMap):
         raise ValueError(
             f"input_map must be a zonal.geometry input map (SphereEmbedding, OnSphere), "
             f"got {type(input_map).__name__}"
+        )
+    ambient_dim = getattr(features, "ambient_dim", None)
+    expected = input_map.ambient_dim(input_dim)
+    if ambient_dim is not None and ambient_dim != expected:
+        raise ValueError(
+            f"the features live in ambient_dim={ambient_dim} but inputs of dimension "
+            f"{input_dim} through {type(input_map).__name__} give {expected}"
         )
     return input_map
 
@@ -116,14 +126,7 @@ class SVGP(ApproximateGP, ZonalModel):
         self.input_dim = int(input_dim)
         self._num_outputs = num_outputs
         self.likelihood = default_likelihood(num_outputs) if likelihood is None else likelihood
-        self.input_map = resolve_input_map(input_map)
-        ambient_dim = getattr(features, "ambient_dim", None)
-        expected = self.input_map.ambient_dim(self.input_dim)
-        if ambient_dim is not None and ambient_dim != expected:
-            raise ValueError(
-                f"features live in ambient_dim={ambient_dim} but inputs of dimension "
-                f"{self.input_dim} through {type(self.input_map).__name__} give {expected}"
-            )
+        self.input_map = resolve_input_map(input_map, features, self.input_dim)
 
     @property
     def features(self) -> InducingFeatures:
