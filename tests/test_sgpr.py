@@ -148,3 +148,22 @@ def test_svgp_at_the_optimal_q_attains_the_collapsed_bound(whiten):
     objective = gpytorch.mlls.VariationalELBO(likelihood, model, num_data=len(y))
     with torch.no_grad():
         assert abs(float(objective(model(x), y)) * len(y) - float(collapsed.elbo())) < 1e-7
+
+
+def test_sgpr_leaves_the_callers_features_trainable():
+    """Defect: SGPR froze the features it was given (requires_grad_(False)), silently stopping an
+    SVGP that shares them. SGPR now fits only the kernel and the noise and leaves them alone."""
+    from zonal.features import SparseSphericalHarmonicFeatures
+
+    kernel = ScaleKernel(PolynomialDecayKernel(AMBIENT_DIM, max_degree=6, homogeneous=True))
+    kernel = kernel.double()
+    features = SparseSphericalHarmonicFeatures(AMBIENT_DIM, 4, 3, kernel=kernel)
+    phases = [parameter.detach().clone() for parameter in features.parameters()]
+    assert phases, "the sparse features have learnable phases"
+    model = SGPR(kernel, features, INPUT_DIM)
+    assert all(parameter.requires_grad for parameter in features.parameters())
+    x, y = data(60)
+    model.fit_statistics(x, y)
+    model.fit(max_iter=5)
+    for before, after in zip(phases, features.parameters(), strict=True):
+        assert torch.equal(before, after.detach())  # the statistics saw these features
