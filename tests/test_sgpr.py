@@ -167,3 +167,22 @@ def test_sgpr_leaves_the_callers_features_trainable():
     model.fit(max_iter=5)
     for before, after in zip(phases, features.parameters(), strict=True):
         assert torch.equal(before, after.detach())  # the statistics saw these features
+
+
+def test_a_failed_statistics_pass_keeps_the_old_statistics_and_names_the_global_row():
+    """A NaN at row 950 of a chunked pass is reported as row 950 (not its row in the chunk), and
+    the statistics of the previous pass survive untouched (no half-accumulated state)."""
+    kernel = ScaleKernel(PolynomialDecayKernel(AMBIENT_DIM, max_degree=6, homogeneous=True))
+    model = SGPR(kernel.double(), SphericalHarmonicFeatures(AMBIENT_DIM, 3), INPUT_DIM)
+    x, y = data(1000)
+    model.fit_statistics(x[:200], y[:200])
+    before = {name: getattr(model, name).clone() for name in SGPR.STATISTICS}
+    bad = y.clone()
+    bad[950] = float("nan")
+    with pytest.raises(ValueError, match="first at row 950"):
+        model.fit_statistics(x, bad, chunk_size=100)
+    for name, value in before.items():
+        assert torch.equal(getattr(model, name), value), name
+    unfitted = SGPR(kernel.double(), SphericalHarmonicFeatures(AMBIENT_DIM, 3), INPUT_DIM)
+    with pytest.raises(ValueError, match="fit_statistics first"):
+        unfitted.predict(x[:3])

@@ -39,7 +39,6 @@ from gpytorch.kernels import Kernel
 from gpytorch.likelihoods import GaussianLikelihood
 from linear_operator.operators import DiagLinearOperator, SumLinearOperator
 
-from zonal._validation import check_finite
 from zonal.features import InducingFeatures
 from zonal.features.base import base_zonal_kernel
 from zonal.geometry import InputMap
@@ -109,23 +108,42 @@ class SGPR(ZonalModel):
         for name in ("stat_yy", "stat_radius2", "stat_count"):
             self.register_buffer(name, reference.new_zeros(()))
 
+    STATISTICS = ("stat_gram", "stat_cross", "stat_yy", "stat_radius2", "stat_count")
+
     @torch.no_grad()
-    def accumulate(self, x: torch.Tensor, y: torch.Tensor) -> None:
-        """Add a chunk (x [n, D], y [n]) to the sufficient statistics."""
-        x = self.check_inputs(torch.as_tensor(x))
-        if x.dim() != 2:
+    def chunk_statistics(
+        self, x: torch.Tensor, y: torch.Tensor, *, first_row: int = 0
+    ) -> tuple[torch.Tensor, ...]:
+        """The statistics (Phi_r^T Phi_r, Phi_r^T y, y^T y, sum r^2, n) of one chunk x [n, D],
+        y [n]; bad values are reported by their row in the whole data (``first_row`` + i)."""
+        x = torch.as_tensor(x)
+        y = torch.as_tensor(y)
+        if x.dim() != 2 or x.shape[-1] != self.input_dim:
             raise ValueError(f"inputs must have shape [N, {self.input_dim}], got {tuple(x.shape)}")
-        y = torch.as_tensor(y).to(x).reshape(-1)
+        y = y.reshape(-1)
         if len(y) != len(x):
-            raise ValueError(f"x has {len(x)} rows but y has {len(y)}")
-        check_finite(y.unsqueeze(-1), "targets")
+            raise ValueError(f"x has {len(x)} rows but y has {len(y)} (rows from {first_row})")
+        for values, name in ((x, "inputs"), (y.unsqueeze(-1), "targets")):
+            bad = ~torch.isfinite(values).all(-1)  # [n]
+            if bad.any():
+                row = first_row + int(torch.nonzero(bad)[0])
+                raise ValueError(
+                    f"{name} contain NaN or infinite values ({int(bad.sum())} row(s) in this "
+                    f"chunk, first at row {row})"
+                )
+        x = self.check_inputs(x)
+        y = y.to(x)
         lifted = self.input_map.lift(x)  # [n, ambient_dim]
         phi_r = self.features.kuf(self.kernel, lifted).mT  # [n, M], rows r_i phi(z_i)
-        self.stat_gram += phi_r.mT @ phi_r
-        self.stat_cross += phi_r.mT @ y
-        self.stat_yy += y @ y
-        self.stat_radius2 += self._squared_radius(lifted).sum()
-        self.stat_count += len(y)
+        count = y.new_tensor(float(len(y)))
+        return (phi_r.mT @ phi_r, phi_r.mT @ y, y @ y, self._squared_radius(lifted).sum(), count)
+
+    @torch.no_grad()
+    def accumulate(self, x: torch.Tensor, y: torch.Tensor) -> None:
+        """Add a chunk (x [n, D], y [n]) to the sufficient statistics (all or nothing)."""
+        parts = self.chunk_statistics(x, y, first_row=int(self.stat_count))
+        for name, value in zip(self.STATISTICS, parts, strict=True):
+            getattr(self, name).add_(value)
 
     def _squared_radius(self, lifted: torch.Tensor) -> torch.Tensor:
         """r^2 [...] of the kernel's inputs (1 where the kernel is not homogeneous)."""
@@ -142,20 +160,32 @@ class SGPR(ZonalModel):
         chunk_size: int = 4096,
     ) -> None:
         """One streaming pass: from arrays (x, y) (numpy memmaps are read chunk by chunk) or from
-        an iterable of (x, y) chunks. Replaces earlier statistics."""
-        self.reset_statistics()
+        an iterable of (x, y) chunks. The new statistics replace the old ones only when the whole
+        pass succeeds; a bad value is reported by its row in the whole data."""
         if chunks is None:
             if x is None or y is None:
                 raise ValueError("give x and y, or chunks")
             chunks = (
                 (x[i : i + chunk_size], y[i : i + chunk_size]) for i in range(0, len(x), chunk_size)
             )
+        totals: list[torch.Tensor] | None = None
+        rows = 0
         for x_chunk, y_chunk in chunks:
-            self.accumulate(
-                torch.as_tensor(np.asarray(x_chunk)), torch.as_tensor(np.asarray(y_chunk))
+            parts = self.chunk_statistics(
+                torch.as_tensor(np.asarray(x_chunk)),
+                torch.as_tensor(np.asarray(y_chunk)),
+                first_row=rows,
             )
-        if self.stat_count == 0:
+            totals = (
+                list(parts)
+                if totals is None
+                else [a + b for a, b in zip(totals, parts, strict=True)]
+            )
+            rows += len(x_chunk)
+        if totals is None or rows == 0:
             raise ValueError("no data: the statistics are empty")
+        for name, value in zip(self.STATISTICS, totals, strict=True):
+            getattr(self, name).copy_(value)
 
     @property
     def _homogeneous(self) -> bool:
