@@ -152,3 +152,22 @@ def test_zonal_bump_function_is_a_polynomial_of_its_degree() -> None:
     spectrum = np.abs(np.fft.rfft(function(circle)))
     assert spectrum[:5].max() > 1e-3
     np.testing.assert_allclose(spectrum[5:], 0.0, atol=1e-10)
+
+
+def test_standardisation_is_independent_of_the_units():
+    """The same data in units 1e-13, 1 and 1e290 standardise to the same values, and one huge cell
+    neither overflows nor drops its column; only a truly constant column maps to 0."""
+    from zonal.datasets import Standardizer
+
+    generator = np.random.default_rng(0)
+    base = generator.normal(size=(50, 2))
+    reference = Standardizer.fit(base).transform(base)
+    for unit in (1e-13, 1.0, 1e290):
+        scaled = base * unit
+        np.testing.assert_allclose(Standardizer.fit(scaled).transform(scaled), reference, atol=1e-9)
+    spiky = base.copy()
+    spiky[3, 1] = 1e300
+    transformed = Standardizer.fit(spiky).transform(spiky)
+    assert np.isfinite(transformed).all() and transformed[:, 1].std() > 0.5
+    constant = np.column_stack([np.full(50, 7e-13), base[:, 0]])
+    assert (Standardizer.fit(constant).transform(constant)[:, 0] == 0).all()

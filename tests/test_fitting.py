@@ -259,3 +259,13 @@ def test_deep_models_round_trip(tmp_path, model):
     output = tmp_path / "pred.csv"
     assert main(["predict", str(checkpoint), str(data), "-o", str(output)]) == 0
     assert len(output.read_text().splitlines()) == 61
+
+
+def test_targets_whose_variances_overflow_are_refused(tmp_path):
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(30, 2))
+    y = rng.normal(size=30) * 1e300
+    data = tmp_path / "huge.csv"
+    data.write_text("a,b,y\n" + "\n".join(f"{p},{q},{r}" for (p, q), r in zip(x, y, strict=True)))
+    with pytest.raises(TableError, match="overflow float64; rescale the column"):
+        fit_table(read_table(data), "y", steps=2)

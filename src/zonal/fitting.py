@@ -98,6 +98,11 @@ def fit_table(
         raise TableError(f"{table.path}: {table.num_rows} row; fitting needs at least 2")
     spec = resolve_spec(len(columns), **options)
     x_scaler, y_scaler = Standardizer.fit(x), Standardizer.fit(y)
+    if not np.isfinite(np.asarray(y_scaler.std, dtype=np.float64) ** 2).all():
+        raise TableError(
+            f"{table.path}: the target {target!r} spreads over {float(y_scaler.std):.3g} units: "
+            "its predictive variances would overflow float64; rescale the column"
+        )
     fit, seconds = train(
         spec,
         torch.from_numpy(x_scaler.transform(x)),

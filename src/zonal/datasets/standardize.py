@@ -22,8 +22,11 @@ def _like(values: np.ndarray, reference: ArrayT) -> ArrayT:
 class Standardizer:
     """z = (x - mean) / std per column, with mean and std of the training rows only.
 
-    Columns with zero (or negligible) spread get std = 1, so they map to 0
-    instead of NaN. Works on numpy arrays and torch tensors, [N, D] or [N] (a single column).
+    The moments are computed on each column divided by its largest magnitude, so that neither
+    tiny units (1e-13) nor huge ones (1e300) underflow or overflow, and a column counts as constant
+    only when its spread is below ``relative_tolerance`` times its largest magnitude (the spread
+    float64 cannot resolve); constant columns get std = 1, so they map to 0 instead of NaN. Works
+    on numpy arrays and torch tensors, [N, D] or [N] (a single column).
 
     For predictions of a standardised target, ``inverse_transform`` maps means back and
     ``inverse_transform_variance`` maps variances back: var * std**2.
@@ -33,7 +36,9 @@ class Standardizer:
     std: np.ndarray
 
     @classmethod
-    def fit(cls, data: np.ndarray | torch.Tensor, min_std: float = 1e-12) -> Standardizer:
+    def fit(
+        cls, data: np.ndarray | torch.Tensor, relative_tolerance: float = 1e-12
+    ) -> Standardizer:
         """Fit on the training rows ``data`` [N, D] or [N] (population std, ddof = 0)."""
         values = data.detach().cpu().numpy() if isinstance(data, torch.Tensor) else np.asarray(data)
         values = values.astype(np.float64, copy=False)
@@ -41,9 +46,13 @@ class Standardizer:
             raise ValueError(f"fit needs a non-empty [N] or [N, D] array, got shape {values.shape}")
         if not np.isfinite(values).all():
             raise ValueError("fit data contain NaN or infinite values")
-        mean = values.mean(axis=0)
-        std = values.std(axis=0)
-        std = np.where(std > min_std * np.maximum(1.0, np.abs(mean)), std, 1.0)
+        magnitude = np.abs(values).max(axis=0)  # [D]
+        magnitude = np.where(magnitude > 0, magnitude, 1.0)
+        scaled = values / magnitude  # [N, D], entries in [-1, 1]
+        spread = scaled.std(axis=0)
+        constant = spread <= relative_tolerance
+        mean = scaled.mean(axis=0) * magnitude
+        std = np.where(constant, 1.0, spread * magnitude)
         return cls(mean=mean, std=std)
 
     def transform(self, data: ArrayT) -> ArrayT:
