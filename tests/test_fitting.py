@@ -145,15 +145,29 @@ def test_npz_missing_values_name_rows(tmp_path):
         table.numeric(["x0", "x1"])
 
 
-@pytest.mark.parametrize("damage", ["truncated", "foreign", "text"])
+class _Payload:
+    """A pickled Python object: what a weights-only load must refuse."""
+
+
+@pytest.mark.parametrize("damage", ["truncated", "foreign", "text", "bit-flip", "pickle"])
 def test_corrupted_or_foreign_checkpoint_is_named(damage, table_csv, tmp_path, capsys):
     checkpoint = tmp_path / "model.pt"
     fit = ["fit", str(table_csv), "--target", "y", "--features", "a,b", "-o", str(checkpoint)]
     assert main([*fit, *FAST]) == 0
+    expected = {"foreign": "not a model file written by `zonal fit`", "bit-flip": "checksum",
+                "pickle": "zonal will not execute code from it"}.get(damage, "corrupt")  # fmt: skip
     if damage == "truncated":
         checkpoint.write_bytes(checkpoint.read_bytes()[:200])
     elif damage == "foreign":
         torch.save({"weights": torch.zeros(3)}, checkpoint)
+    elif damage == "bit-flip":  # one bit of one tensor's data, the file still loads
+        state = torch.load(checkpoint, weights_only=True)
+        name = next(key for key, value in state["model_state"].items() if value.numel() > 4)
+        flipped = state["model_state"][name].reshape(-1).view(torch.uint8)
+        flipped[3] ^= 1
+        torch.save(state, checkpoint)
+    elif damage == "pickle":
+        torch.save({"format": "zonal.tabular-model", "payload": _Payload()}, checkpoint)
     else:
         checkpoint.write_text("not a checkpoint\n")
     capsys.readouterr()
@@ -161,7 +175,8 @@ def test_corrupted_or_foreign_checkpoint_is_named(damage, table_csv, tmp_path, c
     assert main(["predict", str(checkpoint), str(table_csv), "-o", str(output)]) == 1
     line = one_line_error(capsys)
     assert str(checkpoint) in line
-    assert ("not a model file written by `zonal fit`" if damage == "foreign" else "corrupt") in line
+    assert expected in line
+    assert "weights_only=False" not in line
     assert not output.exists()
 
 
@@ -259,6 +274,11 @@ def test_deep_models_round_trip(tmp_path, model):
     output = tmp_path / "pred.csv"
     assert main(["predict", str(checkpoint), str(data), "-o", str(output)]) == 0
     assert len(output.read_text().splitlines()) == 61
+    again = tmp_path / "again.csv"
+    assert main(["predict", str(checkpoint), str(data), "-o", str(again)]) == 0
+    assert again.read_text() == output.read_text()  # seeded draws: the same numbers every run
+    other = predict_table(loaded, table, samples=8, seed=5)
+    assert not np.allclose(other["mean"], before["mean"])  # other draws, other Monte Carlo error
 
 
 def test_targets_whose_variances_overflow_are_refused(tmp_path):

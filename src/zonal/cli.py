@@ -191,7 +191,19 @@ def _add_predict_parser(commands: Any) -> None:
         help="predict a table's rows with a model saved by `zonal fit`",
         description="Write one row per input row: the predictive mean and variance and the 95%% "
         "interval (lower, upper), in the target's original units. The table needs the model's "
-        "input columns (other columns are ignored).",
+        "input columns (other columns are ignored). Deep models (adgp, dgp) average --samples "
+        "Monte Carlo draws of their inner layers, drawn from --seed: the same command gives the "
+        "same numbers.",
+    )
+    predict.add_argument(
+        "--samples",
+        type=int,
+        default=None,
+        metavar="S",
+        help="inner-layer draws of a deep model (default: the model's, 32)",
+    )
+    predict.add_argument(
+        "--seed", type=int, default=0, metavar="N", help="seed of a deep model's draws (default 0)"
     )
     predict.add_argument("checkpoint", type=Path, metavar="CHECKPOINT", help="from `zonal fit`")
     predict.add_argument("data", type=Path, metavar="DATA", help="the table to predict (.csv/.npz)")
@@ -281,7 +293,9 @@ def _predict(args: argparse.Namespace) -> int:
         check_new_output(output, force=args.force)
         fitted = load_model(args.checkpoint)
         table = read_table(args.data)
-        columns = predict_table(fitted, table, include_noise=not args.latent)
+        columns = predict_table(
+            fitted, table, include_noise=not args.latent, samples=args.samples, seed=args.seed
+        )
         write_table(output, columns, force=args.force)
     print(f"zonal: wrote {table.num_rows} predictions of {fitted.target_column!r} to {output}")
     return 0

@@ -114,15 +114,31 @@ def fit_table(
 
 
 def predict_table(
-    fitted: TabularModel, table: Table, *, include_noise: bool = True, level: float = 0.95
+    fitted: TabularModel,
+    table: Table,
+    *,
+    include_noise: bool = True,
+    level: float = 0.95,
+    samples: int | None = None,
+    seed: int = 0,
 ) -> dict[str, np.ndarray]:
     """Columns ``mean``, ``variance``, ``lower``, ``upper`` in the target's units, one row per row.
 
     The variance is that of a new observation (``include_noise``) or of the latent function; the
-    interval is the central ``level`` interval of the Gaussian predictive (mean +- 1.96 sd).
+    interval is the central ``level`` interval of the Gaussian predictive (mean +- 1.96 sd). A deep
+    model averages ``samples`` draws of its inner layers (default: its own number) from ``seed``.
     """
     if not 0 < level < 1:
         raise ValueError(f"level must lie in (0, 1), got {level!r}")
+    model = fitted.trained.model
+    if model._is_ensemble:  # a deep model: its inner-layer draws
+        model.posterior_seed = seed
+        if samples is not None:
+            if samples < 1:
+                raise TableError(f"--samples must be a positive integer, got {samples}")
+            model.num_posterior_samples = samples
+    elif samples is not None:
+        raise TableError(f"{fitted.spec['model']} draws no samples: drop --samples")
     missing = [name for name in fitted.feature_columns if name not in table.cells]
     if missing:
         raise TableError(
@@ -131,7 +147,7 @@ def predict_table(
             f"{', '.join(map(repr, missing))}; its columns are {', '.join(map(repr, table.columns))}"
         )
     x = torch.from_numpy(fitted.x_scaler.transform(table.numeric(fitted.feature_columns)))
-    mean, variance = fitted.trained.model.predict(x, include_noise=include_noise)
+    mean, variance = model.predict(x, include_noise=include_noise)
     mean = fitted.y_scaler.inverse_transform(mean.cpu().numpy())
     variance = fitted.y_scaler.inverse_transform_variance(variance.cpu().numpy())
     half_width = NormalDist().inv_cdf(0.5 + level / 2) * np.sqrt(variance)

@@ -12,6 +12,7 @@ A checkpoint is a ``torch.save`` of a plain dict (tensors, numbers, strings, lis
     x_mean, x_std     [D] float64 input standardisation (training rows)
     y_mean, y_std     [] float64 target standardisation
     model_state       ``model.state_dict()`` (the likelihood is the model's own)
+    state_sha256      sha256 of the model state's names, dtypes, shapes and bytes (checked on load)
     training          {"rows", "seconds", "objective", "candidates", "source"}
 
 Loading rebuilds the model from ``spec`` (the recipe's ``build``) and loads the state dict
@@ -21,7 +22,9 @@ a ``ModelFileError`` that names it.
 
 from __future__ import annotations
 
+import hashlib
 import os
+import pickle
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +48,7 @@ _REQUIRED = {
     "y_mean": torch.Tensor,
     "y_std": torch.Tensor,
     "model_state": dict,
+    "state_sha256": str,
     "training": dict,
 }
 
@@ -68,6 +72,7 @@ def checkpoint_state(fitted: TabularModel) -> dict[str, Any]:
         "y_mean": torch.as_tensor(np.asarray(fitted.y_scaler.mean, dtype=np.float64)),
         "y_std": torch.as_tensor(np.asarray(fitted.y_scaler.std, dtype=np.float64)),
         "model_state": trained.model.state_dict(),
+        "state_sha256": state_digest(trained.model.state_dict()),
         "training": {
             "rows": fitted.num_rows,
             "seconds": trained.seconds,
@@ -91,6 +96,11 @@ def load_model(path: str | os.PathLike[str]) -> TabularModel:
         raise ModelFileError(f"checkpoint {path} does not exist")
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as error:  # torch's message advises an unsafe reload: not shown
+        raise ModelFileError(
+            f"checkpoint {path} holds Python objects that a safe (weights-only) load refuses: it "
+            "is not a zonal model file, and zonal will not execute code from it"
+        ) from error
     except Exception as error:  # torch raises many types for damaged or foreign files
         reason = (str(error).strip().splitlines() or [""])[0][:200]
         raise ModelFileError(
@@ -98,6 +108,11 @@ def load_model(path: str | os.PathLike[str]) -> TabularModel:
             f"({type(error).__name__}: {reason})"
         ) from error
     _check_layout(path, state)
+    if state_digest(state["model_state"]) != state["state_sha256"]:
+        raise ModelFileError(
+            f"checkpoint {path} is damaged: its model state does not match the checksum written "
+            "with it"
+        )
     spec = state["spec"]
     try:
         model = get_recipe(spec["model"]).build(spec, None)
@@ -127,6 +142,20 @@ def load_model(path: str | os.PathLike[str]) -> TabularModel:
         int(training.get("rows", 0)),
         str(training.get("source", "")),
     )
+
+
+def state_digest(state: dict[str, Any]) -> str:
+    """sha256 over a state dict's names, dtypes, shapes and raw bytes, in key order."""
+    digest = hashlib.sha256()
+    for name in sorted(state):
+        value = state[name]
+        if not isinstance(value, torch.Tensor):
+            digest.update(f"{name}={value!r};".encode())
+            continue
+        tensor = value.detach().cpu().contiguous()
+        digest.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)};".encode())
+        digest.update(tensor.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
 
 
 def _check_layout(path: Path, state: object) -> None:
