@@ -190,3 +190,16 @@ def test_demo_calls_the_demo_main(capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "zonal.demo", module)
     assert main(["demo"]) == 0
     assert capsys.readouterr().out == "demo ran\n"
+
+
+@pytest.mark.parametrize(
+    "assignment",
+    ["steps=-3", "steps=0", "noise_std=-1", "learning_rate=NaN", "learning_rate=Infinity"],
+)
+def test_out_of_range_settings_are_refused_before_a_run_folder_exists(assignment, capsys, tmp_path):
+    code = main(["experiment", "run", "toy-regression", "--set", assignment,
+                 "--output-dir", str(tmp_path)])  # fmt: skip
+    assert code == 1
+    key = assignment.partition("=")[0]
+    _assert_one_line_error(capsys.readouterr(), f"config key {key!r} must be")
+    assert list(tmp_path.iterdir()) == []  # no orphan run folder to resume

@@ -2,12 +2,17 @@
 
 The quick config fixes the keys and the type of each value; an override of an unknown key or of the
 wrong type is an ``ExperimentError`` that names the key and lists the known ones. Overrides given as
-text (``--set steps=100``) are parsed as JSON literals unless the default is a string.
+text (``--set steps=100``) are parsed as JSON literals unless the default is a string. Ranges follow
+the defaults: numbers must be finite, a setting whose default is positive stays positive and one
+whose default is non-negative stays non-negative (counts, rates, noise levels, seeds), and a list
+whose default is non-empty stays non-empty, with elements of its default's element type. All of it
+is checked before a run folder is made.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -65,12 +70,38 @@ def _coerce(key: str, value: Any, default: Any) -> Any:
         return value
     expected = type(default)
     if expected is float and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
+        value = float(value)
     if expected in (list, tuple) and isinstance(value, list | tuple):
-        return list(value)
+        return _check_list(key, list(value), default)
     if isinstance(value, expected) and not (expected is int and isinstance(value, bool)):
-        return value
+        return _check_range(key, value, default)
     raise ExperimentError(
         f"config key {key!r} expects a value of type {expected.__name__} (default {default!r}), "
         f"got {value!r}"
     )
+
+
+def _check_range(key: str, value: Any, default: Any) -> Any:
+    """A number finite and on the side of zero its default is on (see the module docstring)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return value
+    if not math.isfinite(value):
+        raise ExperimentError(f"config key {key!r} must be a finite number, got {value!r}")
+    if default > 0 and value <= 0:
+        raise ExperimentError(
+            f"config key {key!r} must be > 0 (default {default!r}), got {value!r}"
+        )
+    if default >= 0 and value < 0:
+        raise ExperimentError(
+            f"config key {key!r} must be >= 0 (default {default!r}), got {value!r}"
+        )
+    return value
+
+
+def _check_list(key: str, value: list[Any], default: Any) -> list[Any]:
+    """A list non-empty when its default is, each element checked like the default's first."""
+    if not default:
+        return value
+    if not value:
+        raise ExperimentError(f"config key {key!r} needs at least one value (default {default!r})")
+    return [_coerce(f"{key}[{index}]", item, default[0]) for index, item in enumerate(value)]
