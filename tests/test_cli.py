@@ -203,3 +203,14 @@ def test_out_of_range_settings_are_refused_before_a_run_folder_exists(assignment
     key = assignment.partition("=")[0]
     _assert_one_line_error(capsys.readouterr(), f"config key {key!r} must be")
     assert list(tmp_path.iterdir()) == []  # no orphan run folder to resume
+
+
+def test_unusable_output_dir_and_conflicting_seeds_are_one_line(capsys, tmp_path):
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    assert main(["experiment", "run", "toy-regression", "--output-dir", str(afile)]) == 1
+    _assert_one_line_error(capsys.readouterr(), "cannot make a run folder under", str(afile))
+    arguments = ["experiment", "run", "toy-regression", "--seed", "1", "--set", "seed=2"]
+    assert main([*arguments, "--output-dir", str(tmp_path / "runs")]) == 1
+    _assert_one_line_error(capsys.readouterr(), "--seed 1 and --set seed=2 disagree")
+    assert not (tmp_path / "runs").exists()

@@ -49,7 +49,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"zonal {zonal.__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    demo = commands.add_parser("demo", help="run the demonstration")
+    demo = commands.add_parser(
+        "demo",
+        help="run the demonstration",
+        description="The main job: the main-benchmark experiment's quick preset (zonal's sparse GPs "
+        "beside GPyTorch's SVGP and seed 000 table 1 on real data), into a new folder under ./runs; "
+        "prints one line per fitted model, then the table.",
+    )
     demo.set_defaults(handler=_demo)
 
     _add_fit_parser(commands)
@@ -369,6 +375,9 @@ def _prepare_run(args: argparse.Namespace) -> ExperimentRun:
         if args.resume is None:
             overrides = dict(parse_assignment(text) for text in args.assignments)
             if args.seed is not None:
+                given = overrides.get("seed")
+                if given is not None and given.strip() != str(args.seed):
+                    raise CommandError(f"--seed {args.seed} and --set seed={given} disagree")
                 overrides["seed"] = str(args.seed)
             return create_run(
                 args.name,
@@ -390,6 +399,12 @@ def _prepare_run(args: argparse.Namespace) -> ExperimentRun:
         return open_run(args.resume, experiment=args.name)
     except ExperimentError as error:
         raise CommandError(str(error)) from error
+    except OSError as error:  # --output-dir is a file, or cannot be created or written
+        place = args.resume or args.output_dir or "runs"
+        raise CommandError(
+            f"cannot make a run folder under {place}: {error.strerror or error}"
+            f"{f' ({error.filename})' if error.filename else ''}"
+        ) from error
 
 
 def _data_list(args: argparse.Namespace) -> int:
