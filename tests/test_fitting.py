@@ -289,3 +289,30 @@ def test_targets_whose_variances_overflow_are_refused(tmp_path):
     data.write_text("a,b,y\n" + "\n".join(f"{p},{q},{r}" for (p, q), r in zip(x, y, strict=True)))
     with pytest.raises(TableError, match="overflow float64; rescale the column"):
         fit_table(read_table(data), "y", steps=2)
+
+
+def test_cli_probe_small_defects(table_csv, tmp_path, capsys):
+    """--layers on a one-layer model, a folder as DATA, -o naming the input, a non-zip .npz and a
+    "1_000" cell: each is a one-line error, and no input file is touched."""
+    fit = ["fit", str(table_csv), "--target", "y", "--features", "a,b"]
+    assert main([*fit, "--model", "sgpr", "--layers", "3", *FAST]) == 1
+    assert "--layers is for adgp and dgp" in one_line_error(capsys)
+    assert main(["fit", str(tmp_path), "--target", "y"]) == 1
+    assert "unknown table format" in one_line_error(capsys)  # a folder has no .csv suffix
+    folder = tmp_path / "folder.csv"
+    folder.mkdir()
+    assert main(["fit", str(folder), "--target", "y"]) == 1
+    assert "is a folder, not a table file" in one_line_error(capsys)
+    original = table_csv.read_bytes()
+    assert main([*fit, "-o", str(table_csv), "--force", *FAST]) == 1
+    assert "is the input file" in one_line_error(capsys)
+    assert table_csv.read_bytes() == original
+    fake = tmp_path / "fake.npz"
+    fake.write_text("a,b\n1,2\n")
+    assert main(["fit", str(fake), "--target", "a"]) == 1
+    line = one_line_error(capsys)
+    assert "not a zip archive" in line and "allow_pickle" not in line
+    underscored = tmp_path / "underscored.csv"
+    underscored.write_text("a,y\n1_000,1\n2,2\n3,3\n")
+    assert main(["fit", str(underscored), "--target", "y", *FAST]) == 1
+    assert "'a'" in one_line_error(capsys)

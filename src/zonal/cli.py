@@ -140,7 +140,7 @@ def _add_fit_parser(commands: Any) -> None:
     fit.add_argument(
         "--layers",
         type=int,
-        default=2,
+        default=None,
         metavar="L",
         help="number of GP layers of adgp / dgp (hidden width 5; default 2)",
     )
@@ -195,7 +195,7 @@ def _add_predict_parser(commands: Any) -> None:
     predict = commands.add_parser(
         "predict",
         help="predict a table's rows with a model saved by `zonal fit`",
-        description="Write one row per input row: the predictive mean and variance and the 95%% "
+        description="Write one row per input row: the predictive mean and variance and the 95% "
         "interval (lower, upper), in the target's original units. The table needs the model's "
         "input columns (other columns are ignored). Deep models (adgp, dgp) average --samples "
         "Monte Carlo draws of their inner layers, drawn from --seed: the same command gives the "
@@ -259,6 +259,7 @@ def _fit(args: argparse.Namespace) -> int:
     from zonal.tabular import read_table
 
     output = args.output or args.data.with_name(f"{args.data.stem}.zonal.pt")
+    _refuse_overwriting_inputs(output, args.data)
     features = None
     if args.features is not None:
         features = [name.strip() for name in args.features.split(",") if name.strip()]
@@ -295,6 +296,7 @@ def _predict(args: argparse.Namespace) -> int:
     from zonal.tabular import read_table, write_table
 
     output = args.output or args.data.with_name(f"{args.data.stem}.predictions.csv")
+    _refuse_overwriting_inputs(output, args.data, args.checkpoint)
     with _user_errors():
         check_new_output(output, force=args.force)
         fitted = load_model(args.checkpoint)
@@ -305,6 +307,13 @@ def _predict(args: argparse.Namespace) -> int:
         write_table(output, columns, force=args.force)
     print(f"zonal: wrote {table.num_rows} predictions of {fitted.target_column!r} to {output}")
     return 0
+
+
+def _refuse_overwriting_inputs(output: Path, *inputs: Path) -> None:
+    """An output that is one of the command's own input files would destroy it, --force or not."""
+    for source in inputs:
+        if output.resolve() == source.resolve():
+            raise CommandError(f"the output {output} is the input file {source}; choose another -o")
 
 
 @contextlib.contextmanager

@@ -86,7 +86,8 @@ class Fit:
 @dataclass(frozen=True)
 class Recipe:
     """A named preset: ``build(spec, x)`` makes the untrained model (``x`` None when a checkpoint
-    is loaded), ``train(spec, x, y)`` builds and trains it."""
+    is loaded), ``train(spec, x, y)`` builds and trains it; ``layered`` recipes read
+    ``num_layers``."""
 
     name: str
     summary: str
@@ -95,6 +96,7 @@ class Recipe:
     feature_kind: str
     build: Callable[[Mapping[str, Any], torch.Tensor | None], ZonalModel]
     train: Callable[[Mapping[str, Any], torch.Tensor, torch.Tensor], Fit]
+    layered: bool = False
 
 
 RECIPES: dict[str, Recipe] = {}
@@ -126,12 +128,15 @@ def resolve_spec(
     batch_size: int = BATCH_SIZE,
     learning_rate: float | None = None,
     truncation_level: int = TRUNCATION_LEVEL,
-    num_layers: int = 2,
+    num_layers: int | None = None,
     seed: int = 0,
 ) -> dict[str, Any]:
     """The checked options of recipe ``model`` for ``input_dim`` input columns, with the recipe's
-    defaults filled in."""
+    defaults filled in (``num_layers`` 2 for layered recipes; refused for the others)."""
     recipe = get_recipe(model)
+    if num_layers is not None and not recipe.layered:
+        raise ValueError(f"{model} has one layer: --layers is for adgp and dgp")
+    num_layers = 2 if num_layers is None else num_layers
     if kernel not in KERNELS:
         raise ValueError(f"unknown kernel {kernel!r}; choose one of {', '.join(KERNELS)}")
     if kernel != "auto" and kernel not in recipe.kernels:
@@ -456,6 +461,7 @@ register(
         feature_kind="activated Softplus features per layer",
         build=build_deep,
         train=train_deep,
+        layered=True,
     )
 )
 register(
@@ -467,5 +473,6 @@ register(
         feature_kind="inducing points per layer",
         build=build_deep,
         train=train_deep,
+        layered=True,
     )
 )

@@ -105,6 +105,8 @@ def read_table(path: str | os.PathLike[str]) -> Table:
     path = Path(path)
     if path.suffix.lower() not in SUFFIXES:
         raise TableError(f"{path}: unknown table format {path.suffix!r}; use a .csv or .npz file")
+    if path.is_dir():
+        raise TableError(f"{path}: is a folder, not a table file")
     if not path.is_file():
         raise TableError(f"{path}: no such file")
     if path.suffix.lower() == ".csv":
@@ -206,7 +208,8 @@ def _read_npz(path: Path) -> Table:
         with np.load(path, allow_pickle=False) as archive:
             arrays = {name: archive[name] for name in archive.files}
     except (OSError, ValueError, zipfile.BadZipFile, EOFError) as error:
-        raise TableError(f"{path}: not a readable NPZ archive ({error})") from error
+        reason = "it is not a zip archive" if not zipfile.is_zipfile(path) else "a damaged array"
+        raise TableError(f"{path}: not a readable NPZ archive ({reason})") from error
     if not arrays:
         raise TableError(f"{path}: the archive holds no arrays")
     if "X" in arrays:
@@ -289,6 +292,8 @@ def _to_float(column: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
                 values[row] = np.nan
                 continue
             try:
+                if "_" in cell:  # Python reads "1_000" as 1000; a table cell with _ is text
+                    raise ValueError(cell)
                 values[row] = float(cell)
             except ValueError:
                 text.append(row)
