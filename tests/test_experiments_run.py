@@ -192,3 +192,13 @@ def test_spectra_without_its_module_is_a_clear_error(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "zonal.experiments.spectra", None)  # import now fails
     with pytest.raises(ExperimentError, match=r"needs zonal\.experiments\.spectra"):
         run_experiment("spectra", runs_root=tmp_path)
+
+
+def test_a_run_folder_in_use_cannot_be_run_twice(tmp_path):
+    """Two processes resuming one folder would interleave their checkpoints: the second is
+    refused while the first holds the folder's lock, and runs once it is released."""
+    run = create_run("toy-regression", overrides=FAST, runs_root=tmp_path)
+    with run.directory.exclusive():
+        with pytest.raises(ExperimentError, match="in use by another zonal process"):
+            execute_run(run)
+    execute_run(run)

@@ -147,9 +147,10 @@ def execute_run(run: ExperimentRun) -> RunResult:
     seed = config.get("seed")
     if isinstance(seed, int) and not isinstance(seed, bool):
         _seed_everything(seed)
-    started = time.perf_counter()
-    metrics = experiment.run(dict(config), directory)
-    seconds = time.perf_counter() - started
+    with directory.exclusive():  # one process at a time writes into a run folder
+        started = time.perf_counter()
+        metrics = experiment.run(dict(config), directory)
+        seconds = time.perf_counter() - started
     if not isinstance(metrics, Mapping):
         raise TypeError(
             f"experiment {experiment.name!r} returned a {type(metrics).__name__}, expected a mapping"

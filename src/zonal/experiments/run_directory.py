@@ -8,10 +8,12 @@ earlier one. Everything is written atomically (``zonal._files``); the checkpoint
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import fcntl
 import os
 import secrets
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -19,7 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import torch
 
 from zonal._files import atomic_writer, write_json_atomic, write_text_atomic
-from zonal.experiments.errors import CheckpointError
+from zonal.experiments.errors import CheckpointError, ExperimentError
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -27,6 +29,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 CHECKPOINT_FILE = "checkpoint.pt"
+LOCK_FILE = ".lock"
 _MAX_NAME_ATTEMPTS = 100
 
 
@@ -70,6 +73,23 @@ class RunDirectory:
 
     def __repr__(self) -> str:
         return f"RunDirectory({str(self.path)!r})"
+
+    @contextlib.contextmanager
+    def exclusive(self) -> Iterator[None]:
+        """Hold the folder's lock (``.lock``, an advisory ``flock``) while a run writes into it: a
+        second process running or resuming the same folder gets an ``ExperimentError``."""
+        handle = open(self.path / LOCK_FILE, "a")  # noqa: SIM115 (held for the whole block)
+        try:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError as error:
+                raise ExperimentError(
+                    f"run folder {self.path} is in use by another zonal process; wait for it to "
+                    "finish (or stop it) before resuming"
+                ) from error
+            yield
+        finally:
+            handle.close()  # closing releases the lock
 
     @property
     def name(self) -> str:
