@@ -198,7 +198,7 @@ def test_a_run_folder_in_use_cannot_be_run_twice(tmp_path):
     """Two processes resuming one folder would interleave their checkpoints: the second is
     refused while the first holds the folder's lock, and runs once it is released."""
     run = create_run("toy-regression", overrides=FAST, runs_root=tmp_path)
-    with run.directory.exclusive():
-        with pytest.raises(ExperimentError, match="in use by another zonal process"):
-            execute_run(run)
+    in_use = pytest.raises(ExperimentError, match="in use by another zonal process")
+    with run.directory.exclusive(), in_use:
+        execute_run(run)
     execute_run(run)
