@@ -107,3 +107,29 @@ def test_unsupported_family_is_refused_by_name():
     features = SphericalHarmonicFeatures(INPUT_DIM + 1, 1, kernel=kernel)
     with pytest.raises(UnsupportedFamilyError, match="Custom is not supported"):
         InterDomainVariationalStrategy(object(), features, Custom())
+
+
+def test_q_given_in_either_coordinates_gives_the_same_model_and_is_read_fresh():
+    """set_variational takes q over u or over v = L^{-1} u whatever the strategy stores (the two
+    agree through L), and a q written after the model was used in eval mode is the one used."""
+    x, _ = data(8, seed=3)
+    kernel = ArcCosineKernel(INPUT_DIM + 1, homogeneous=True)
+    features = features_for("activated", kernel)
+    size = features.num_inducing
+    generator = torch.Generator().manual_seed(4)
+    mean = torch.randn(size, generator=generator, dtype=torch.float64)
+    half = torch.randn(size, size, generator=generator, dtype=torch.float64)
+    covariance = half @ half.T / size + 0.1 * torch.eye(size, dtype=torch.float64)
+    predictions = []
+    for whiten in (True, False):
+        model = SVGP(kernel, features, INPUT_DIM, whiten=whiten)
+        model.predict(x)  # populate GPyTorch's memoised q in eval mode
+        strategy = model.inducing_strategy
+        strategy.set_variational(mean, covariance, whitened=True)
+        predictions.append(model.predict(x))
+        u_mean, u_covariance = strategy.to_unwhitened(mean, covariance)
+        strategy.set_variational(u_mean, u_covariance, whitened=False)
+        for expected, found in zip(predictions[-1], model.predict(x), strict=True):
+            torch.testing.assert_close(found, expected, atol=1e-9, rtol=1e-9)
+    for expected, found in zip(*predictions, strict=True):
+        torch.testing.assert_close(found, expected, atol=1e-9, rtol=1e-9)

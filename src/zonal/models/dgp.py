@@ -129,7 +129,7 @@ class DGPLayer(DeepGPLayer):
         lifted = self.input_map.lift(h)  # [N, ambient_dim]
         strategy = self.variational_strategy
         projection, _ = strategy.projection(lifted)  # A [M, N]
-        inducing_mean = strategy.variational_distribution.mean  # [P, M] or [M]
+        inducing_mean = strategy.current_q().mean  # [P, M] or [M]
         mean = inducing_mean @ projection  # [P, N] or [N]
         batched = inducing_mean.dim() > 1
         prior_mean_input = (

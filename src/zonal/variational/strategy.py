@@ -12,10 +12,11 @@ The KL divergence is computed in closed form from the Cholesky root of S (O(M^2)
 prior). Dense Kuu (activated features, inducing points) is factorised with adaptive jitter.
 
 The strategy is the one owner of the conditional maths in zonal: the Kuu root (``kuu_root``), the
-map between whitened and unwhitened coordinates (``unwhiten``), the weights B of the posterior mean
-Kfu B (``inducing_weights`` / ``set_inducing_weights``: an activated layer's output weights), setting
-q(u) (``set_variational``, ``set_variational_scale``) and the Titsias optimum for a Gaussian
-likelihood (``set_optimal_variational_distribution``). Supported variational families:
+map between whitened and unwhitened coordinates (``to_whitened``, ``to_unwhitened``), the weights B
+of the posterior mean Kfu B (``inducing_weights`` / ``set_inducing_weights``: an activated layer's
+output weights), setting q(u) (``set_variational``, ``set_variational_scale``; ``current_q`` reads
+it fresh) and the Titsias optimum for a Gaussian likelihood
+(``set_optimal_variational_distribution``). Supported variational families:
 ``zonal.variational.families.SUPPORTED_FAMILIES``.
 """
 
@@ -113,7 +114,7 @@ class InterDomainVariationalStrategy(_VariationalStrategy):
             return DiagLinearOperator(kuu.diagonal().sqrt())
         return cholesky(kuu, name="Kuu (inducing covariance)")
 
-    def unwhiten(
+    def to_unwhitened(
         self, mean: torch.Tensor, covariance: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """(L m, L S L^T): a q over whitened v = L^{-1} u [*b, M], [*b, M, M] as a q over u."""
@@ -121,7 +122,7 @@ class InterDomainVariationalStrategy(_VariationalStrategy):
         mean = (root @ mean.unsqueeze(-1)).squeeze(-1)
         return mean, None if covariance is None else root @ covariance @ root.mT
 
-    def whiten(
+    def to_whitened(
         self, mean: torch.Tensor, covariance: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """(L^{-1} m, L^{-1} S L^{-T}): a q over u as a q over v = L^{-1} u."""
@@ -224,7 +225,8 @@ class InterDomainVariationalStrategy(_VariationalStrategy):
         """A q given in whitened (v) or unwhitened (u) coordinates, in the strategy's own."""
         if whitened == self.whiten:
             return mean, covariance
-        return self.unwhiten(mean, covariance) if whitened else self.whiten(mean, covariance)
+        convert = self.to_unwhitened if whitened else self.to_whitened
+        return convert(mean, covariance)
 
     @torch.no_grad()
     def set_variational(
@@ -235,25 +237,37 @@ class InterDomainVariationalStrategy(_VariationalStrategy):
         GPyTorch resets it to the prior on the next call). ``covariance`` None: a Delta q."""
         mean, covariance = self._stored(mean, covariance, whitened)
         write_gaussian(self._variational_distribution, mean, covariance)
-        self.variational_params_initialized.fill_(1)
+        self._mark_set()
 
     @torch.no_grad()
     def set_variational_scale(self, scale: float, *, zero_mean: bool = False) -> None:
         """q covariance = scale^2 I in the strategy's own coordinates (whitened: relative to the
         prior); the mean is kept, or set to zero with ``zero_mean``."""
         distribution = self._variational_distribution
-        mean = self.variational_distribution.mean.detach()  # [*b, M]
+        mean = self.current_q().mean.detach()  # [*b, M]
         if zero_mean:
             mean = torch.zeros_like(mean)
         identity = torch.eye(mean.shape[-1], dtype=mean.dtype, device=mean.device)
         covariance = (scale**2 * identity).expand(*mean.shape, mean.shape[-1])
         write_gaussian(distribution, mean, covariance)
+        self._mark_set()
+
+    def current_q(self):
+        """q(u) (or q(v) when whitened) from the parameters as they are now: GPyTorch memoises
+        ``variational_distribution`` and refreshes it only on a forward call in training mode,
+        so after an optimiser step or a write it may be the previous q."""
+        return self._variational_distribution()
+
+    def _mark_set(self) -> None:
+        """q was written: mark it initialised (else GPyTorch resets it to the prior on the next
+        call) and drop GPyTorch's memoised copy of the old q."""
         self.variational_params_initialized.fill_(1)
+        self._clear_cache()
 
     def inducing_weights(self) -> torch.Tensor:
         """B [*b, M] with posterior mean Kfu B + mu(x) (seed 000 eq. 3): L^{-T} m whitened,
         Kuu^{-1} m unwhitened. For activated features B is the network's output weight."""
-        mean = self.variational_distribution.mean  # [*b, M]
+        mean = self.current_q().mean  # [*b, M]
         root = _dense(self.kuu_root()).to(mean)  # [*b, M, M]
         if self.whiten:
             solved = torch.linalg.solve_triangular(root.mT, mean.unsqueeze(-1), upper=True)
@@ -269,10 +283,10 @@ class InterDomainVariationalStrategy(_VariationalStrategy):
         mean = root.mT @ weights.unsqueeze(-1)  # L^T B [*b, M, 1]
         if not self.whiten:
             mean = root @ mean  # Kuu B
-        current = self.variational_distribution
+        current = self.current_q()
         covariance = None if isinstance(current, Delta) else current.covariance_matrix.detach()
         write_gaussian(self._variational_distribution, mean.squeeze(-1), covariance)
-        self.variational_params_initialized.fill_(1)
+        self._mark_set()
 
     @torch.no_grad()
     def set_optimal_variational_distribution(
