@@ -208,6 +208,15 @@ class SGPR(ZonalModel):
         matrix = matrix + torch.eye(len(root), dtype=matrix.dtype, device=matrix.device)
         return root, cholesky(matrix, name="SGPR matrix B = I + L^1/2 A L^1/2 / s^2"), noise
 
+    def whitened_posterior(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The implicit q(v) of v = Lambda^{1/2} u (the Titsias optimum): (m_v [M], L_B [M, M])
+        with m_v = B^{-1} Lambda^{1/2} c / s^2 and S_v = B^{-1} = (L_B L_B^T)^{-1}."""
+        if self.stat_count == 0:
+            raise ValueError("call fit_statistics first")
+        root, factor, noise = self._posterior_terms()
+        scaled = (root * self.stat_cross / noise).unsqueeze(-1)  # Lambda^{1/2} c / s^2 [M, 1]
+        return torch.cholesky_solve(scaled, factor).squeeze(-1), factor
+
     def elbo(self) -> torch.Tensor:
         """The collapsed bound on log p(y) (a scalar), from the statistics alone."""
         if self.stat_count == 0:
