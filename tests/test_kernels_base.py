@@ -6,12 +6,14 @@ import pickle
 import warnings
 
 import gpytorch
+import numpy as np
 import pytest
 import torch
 from gpytorch.kernels import ScaleKernel
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from zonal.harmonics import num_harmonics
 from zonal.kernels import (
     ArcCosineKernel,
     ChordalMaternKernel,
@@ -76,15 +78,66 @@ def test_gram_symmetric_psd_and_diag_consistent(name, ambient_dim):
     torch.testing.assert_close(diagonal, gram.diagonal(), rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("name", ["arccos1", "deep_arccos", "ntk", "matern52", "chordal_rbf"])
-def test_mercer_evaluation_matches_closed_form(name):
-    closed = FACTORIES[name](4)
-    mercer = FACTORIES[name](4, evaluation="mercer", max_degree=150)
-    x1, x2 = random_sphere(10, 4, seed=1), random_sphere(7, 4, seed=2)
+# name -> p: the truncation error of the Mercer sum falls as L^-p. With lambda_n >= 0 and
+# |Z_n(t)| <= Z_n(1) = N_n, the error at any t is at most its value at t = 1, the tail
+# sum_{n > L} lambda_n N_n = s(1) - mercer_L(1); the tail falls as sum_{n > L} n^{-p-1} ~ L^-p with
+# lambda_n N_n ~ n^{-p-1}: a cone at t = 1 (arc-cosine order 0, NTK, Matern-1/2) gives p = 1,
+# arc-cosine order m gives p = 2m + 1 (lambda_n ~ n^{-d-2m}, seed 000 app. C), Matern-nu p = 2 nu.
+MERCER_RATES = {
+    "arccos0": 1,
+    "arccos1": 3,
+    "arccos2": 5,
+    "deep_arccos": 3,
+    "ntk": 1,
+    "matern12": 1,
+    "matern52": 5,
+}
+
+
+def _mercer_tail(kernel, truncation):
+    one = torch.ones(1, 1, dtype=torch.float64)
     with torch.no_grad():
-        difference = (closed(x1, x2).to_dense() - mercer(x1, x2).to_dense()).abs().max()
+        return float(kernel.shape(one) - kernel.mercer(one, truncation))
+
+
+@pytest.mark.parametrize("name", sorted(MERCER_RATES))
+def test_mercer_evaluation_within_its_tail_and_at_its_rate(name):
+    truncation, ambient_dim = 80, 4
+    closed = FACTORIES[name](ambient_dim)
+    mercer = FACTORIES[name](ambient_dim, evaluation="mercer", max_degree=truncation)
+    x1, x2 = random_sphere(10, ambient_dim, seed=1), random_sphere(7, ambient_dim, seed=2)
+    x2 = torch.cat([x2, x1[:1]])  # one coincident pair: t = 1, where the error is the whole tail
+    with torch.no_grad():
+        error = (closed(x1, x2).to_dense() - mercer(x1, x2).to_dense()).abs().max()
+    tail = _mercer_tail(closed, truncation)
     assert closed.uses_closed_form and not mercer.uses_closed_form
-    assert float(difference) < 1e-2  # the NTK's cone converges only as 1/L; the rest far better
+    assert tail > 0
+    assert float(error) <= tail * (1 + 1e-9) + 1e-14
+    rate = MERCER_RATES[name]
+    ratio = _mercer_tail(closed, truncation // 2) / tail  # ~ 2^p
+    assert 2**rate / 1.25 < ratio < 2**rate * 1.25
+
+
+def test_mercer_evaluation_of_chordal_rbf_at_rounding_level():
+    """Eigenvalues exp(-1/rho^2) Gamma(d/2) (2 rho^2)^alpha I_{n+alpha}(1/rho^2) (modified Bessel)
+    fall faster than geometrically: at L = 20 the tail bound is below 1e-20, so the Mercer sum must
+    match the closed form to rounding (a few hundred ulp over the sum)."""
+    from scipy.special import gamma, ive
+
+    ambient_dim, truncation = 4, 20
+    alpha = (ambient_dim - 2) / 2
+    levels = range(truncation + 1, 200)
+    counts = np.array([num_harmonics(ambient_dim, n) for n in levels])
+    eigenvalues = gamma(ambient_dim / 2) * 2**alpha * ive(np.array(levels) + alpha, 1.0)  # rho = 1
+    tail = float((eigenvalues * counts).sum())
+    assert tail < 1e-20
+    closed = ChordalRBFKernel(ambient_dim)
+    mercer = ChordalRBFKernel(ambient_dim, evaluation="mercer", max_degree=truncation)
+    closed.lengthscale = mercer.lengthscale = 1.0
+    x1, x2 = random_sphere(10, ambient_dim, seed=1), random_sphere(7, ambient_dim, seed=2)
+    with torch.no_grad():
+        error = (closed(x1, x2).to_dense() - mercer(x1, x2).to_dense()).abs().max()
+    assert float(error) < tail + 1e-13
 
 
 @st.composite
@@ -157,6 +210,46 @@ def test_gradcheck_every_hyperparameter(name):
     _gradcheck_hyperparameters(kernel, random_sphere(5, 3, seed=1), random_sphere(4, 3, seed=2))
 
 
+def _gram_jacobian_singular_values(kernel, ambient_dim=3):
+    """Singular values of d vec K / d theta over every learnable scalar theta of ``kernel``."""
+    names = [name for name, p in kernel.named_parameters() if p.requires_grad]
+    values = tuple(dict(kernel.named_parameters())[name].detach().clone() for name in names)
+    x1, x2 = random_sphere(6, ambient_dim, seed=1), random_sphere(5, ambient_dim, seed=2)
+
+    def gram(*tensors):
+        params = dict(zip(names, tensors, strict=True))
+        with gpytorch.settings.lazily_evaluate_kernels(False):
+            return torch.func.functional_call(kernel, params, (x1, x2)).to_dense().reshape(-1)
+
+    jacobians = torch.autograd.functional.jacobian(gram, values)  # each [30, *param.shape]
+    jacobian = torch.cat([j.reshape(j.shape[0], -1) for j in jacobians], dim=1)  # [30, P]
+    return torch.linalg.svdvals(jacobian)
+
+
+@pytest.mark.parametrize("name", [n for n in WITH_HYPERPARAMETERS if n != "spectral"])
+def test_scale_kernel_has_no_flat_direction(name):
+    """Under ScaleKernel every learnable scalar moves K in its own direction: the Jacobian of the
+    Gram matrix in the parameters has full column rank. A kernel variance beside the outputscale
+    (they enter only as a product) would make two columns parallel (defect 5)."""
+    kernel = ScaleKernel(FACTORIES[name](3)).to(torch.float64)
+    singular = _gram_jacobian_singular_values(kernel)
+    assert float(singular.min() / singular.max()) > 1e-6
+
+
+def test_kernels_that_carry_their_scale_are_identifiable_alone():
+    """A learnable spectrum (or polynomial decay with ``learn_variance=True``) carries the scale
+    itself, so it is used without ScaleKernel; alone it has no flat direction."""
+    for kernel in (
+        FACTORIES["spectral"](3),
+        PolynomialDecayKernel(3, max_degree=8, beta=2.0, variance=0.5, learn_variance=True),
+    ):
+        singular = _gram_jacobian_singular_values(kernel)
+        assert float(singular.min() / singular.max()) > 1e-8
+    scaled = ScaleKernel(PolynomialDecayKernel(3, max_degree=8, learn_variance=True)).double()
+    singular = _gram_jacobian_singular_values(scaled)  # the flat direction, made on purpose
+    assert float(singular.min() / singular.max()) < 1e-12
+
+
 @pytest.mark.parametrize("name", ["matern12", "matern52", "chordal_rbf"])
 def test_gradcheck_funk_hecke_eigenvalues_in_hyperparameters(name):
     kernel = FACTORIES[name](3, evaluation="mercer", max_degree=20)
@@ -169,6 +262,18 @@ def test_input_gradcheck_homogeneous(name):
     x1 = (random_sphere(4, 3, seed=3) * 1.7).requires_grad_()
     x2 = random_sphere(3, 3, seed=4) * 0.6
     assert torch.autograd.gradcheck(lambda a: kernel(a, x2).to_dense(), (x1,))
+
+
+@pytest.mark.parametrize("name", ["arccos1", "matern52", "polynomial_decay"])
+def test_input_gradient_against_equal_but_fixed_points(name):
+    """K(x, y) with y equal to x in value but outside the graph: the derivative in x alone is not
+    symmetric, so the matrix must not be symmetrised through the graph."""
+    kernel = FACTORIES[name](3, homogeneous=True)
+    x = random_sphere(5, 3, seed=7) * 1.3
+    fixed = x.clone()
+    assert torch.autograd.gradcheck(
+        lambda a: kernel(a, fixed).to_dense(), (x.clone().requires_grad_(),)
+    )
 
 
 @pytest.mark.parametrize("name", sorted(FACTORIES))

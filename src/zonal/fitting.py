@@ -98,7 +98,9 @@ def fit_table(
         raise TableError(f"{table.path}: {table.num_rows} row; fitting needs at least 2")
     spec = resolve_spec(len(columns), **options)
     x_scaler, y_scaler = Standardizer.fit(x), Standardizer.fit(y)
-    if not np.isfinite(np.asarray(y_scaler.std, dtype=np.float64) ** 2).all():
+    with np.errstate(over="ignore"):
+        variance_scale = np.asarray(y_scaler.std, dtype=np.float64) ** 2
+    if not np.isfinite(variance_scale).all():
         raise TableError(
             f"{table.path}: the target {target!r} spreads over {float(y_scaler.std):.3g} units: "
             "its predictive variances would overflow float64; rescale the column"

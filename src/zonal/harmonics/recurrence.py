@@ -143,7 +143,8 @@ def series_no_grad(t: torch.Tensor, coeffs: torch.Tensor, alpha: float) -> torch
         if coeffs[..., 0].numel() == 1 and t.numel() > BLOCK:
             flat_t = t.reshape(-1)  # [T]
             flat_coeffs = coeffs.reshape(-1)  # [L + 1]
-            out = torch.empty_like(flat_t)  # [T]
+            dtype = torch.promote_types(t.dtype, coeffs.dtype)
+            out = torch.empty_like(flat_t, dtype=dtype)  # [T]
             for start in range(0, flat_t.numel(), BLOCK):
                 block = slice(start, start + BLOCK)
                 out[block] = clenshaw_series(flat_t[block], flat_coeffs, alpha)

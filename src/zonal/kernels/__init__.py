@@ -3,11 +3,15 @@
 Every kernel here is a ``ZonalKernel``: k(x, x') = s(x . x') for unit vectors x, x' in R^d, with the
 eigenvalue sequence ``eigenvalues(max_degree)`` of its Mercer / addition-theorem expansion
 k = sum_n lambda_n Z_n(x . x') (seed 000 eq. 10).
+
+Large Gram matrices are filled by compiled elementwise functions; ``ZONAL_COMPILE=0`` or
+``compile_settings(enabled=False)`` keeps them in eager PyTorch (``zonal.kernels.compile``).
 """
 
 from zonal.kernels.arccos import ArcCosineKernel, arccos_kernel_eigenvalues, arccos_shape
 from zonal.kernels.base import ZonalKernel
 from zonal.kernels.chordal import ChordalMaternKernel, ChordalRBFKernel, chordal_distance
+from zonal.kernels.compile import compile_settings
 from zonal.kernels.deep import (
     DeepArcCosineKernel,
     ReLUNTKernel,
@@ -37,6 +41,7 @@ __all__ = [
     "arccos_kernel_eigenvalues",
     "arccos_shape",
     "chordal_distance",
+    "compile_settings",
     "deep_arccos_shape",
     "gegenbauer_series",
     "laplace_beltrami_eigenvalues",

@@ -14,37 +14,42 @@ and otherwise by the truncated Mercer sum up to ``max_degree`` (``zonal.kernels.
 With ``homogeneous=True`` the kernel takes raw vectors in R^d and is extended 1-homogeneously,
 k(x, x') = ||x|| ||x'|| s(x . x' / (||x|| ||x'||)) (seed 000 eq. 7, seed 002 eq. 11); otherwise its
 inputs must be unit vectors and are checked.
+
+Evaluation: when no gradient is needed (no input or hyperparameter requires one, or under
+``torch.no_grad``) a Gram matrix is filled tile by tile in cache (``zonal.kernels.tiles``), by a
+module-level function of the cosines (``cosine_map``) that large matrices run compiled
+(``zonal.kernels.compile``); otherwise whole-matrix autograd operations build the graph.
+
+dtype and device: float64 by default (``dtype=``). GPyTorch's ``Kernel.dtype`` / ``Kernel.device``
+read the parameters only; a zonal kernel also carries a zero buffer ``anchor`` of its batch shape,
+so that a kernel without hyperparameters reports both, follows ``.to(...)`` and batch indexing.
 """
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 import torch
 from gpytorch.kernels import Kernel
 
 from zonal._validation import check_ambient_dim, check_degree, check_finite, check_unit_vectors
-from zonal.harmonics import funk_hecke
-from zonal.kernels.mercer import mercer_sum
+from zonal.harmonics import funk_hecke, gegenbauer_alpha
+from zonal.harmonics.recurrence import clenshaw_series
+from zonal.kernels.mercer import mercer_sum, zonal_coefficients
+from zonal.kernels.tiles import CosineMap, gram_no_grad
 
 _EVALUATIONS = ("auto", "closed_form", "mercer")
 
 
-_TILE = 256
+class _UnitInputs(NamedTuple):
+    """Inputs on the unit sphere, their norms (homogeneous kernels) and how x1 relates to x2."""
 
-
-def _mirror_upper_triangle_(t: torch.Tensor) -> None:
-    """Copy the upper triangle of square t [..., N, N] onto the lower one, in place, tile by tile.
-
-    Tiles of 256 x 256 keep the transposed reads in cache (8x faster than t + t.mT at N = 4096);
-    works under autograd (the clamp before it does not save its output).
-    """
-    n = t.shape[-1]
-    for i in range(0, n, _TILE):
-        for j in range(i + _TILE, n, _TILE):
-            t[..., j : j + _TILE, i : i + _TILE] = t[..., i : i + _TILE, j : j + _TILE].mT
-        tile = t[..., i : i + _TILE, i : i + _TILE]
-        tile.copy_(torch.triu(tile) + torch.triu(tile, 1).mT)
+    unit1: torch.Tensor  # [..., N, d]
+    unit2: torch.Tensor  # [..., M, d]
+    norm1: torch.Tensor | None  # [..., N]
+    norm2: torch.Tensor | None  # [..., M]
+    equal: bool  # x1 == x2 in value
+    symmetric: bool  # equal, and one autograd graph: K(x, x) symmetric with its derivatives
 
 
 class ZonalKernel(Kernel):
@@ -92,7 +97,8 @@ class ZonalKernel(Kernel):
             raise ValueError(f"{type(self).__name__} has no closed form; use evaluation='mercer'")
         self.evaluation = evaluation
         self.num_nodes = None if num_nodes is None else check_degree(num_nodes, "num_nodes")
-        self._dtype = dtype
+        # dtype / device of a kernel without hyperparameters (module docstring)
+        self.register_buffer("anchor", torch.zeros(self.batch_shape, dtype=dtype), persistent=False)
         if self.has_lengthscale:
             self.raw_lengthscale.data = self.raw_lengthscale.data.to(dtype)
 
@@ -123,15 +129,23 @@ class ZonalKernel(Kernel):
         return (self.ambient_dim, self.num_nodes)
 
     # ------------------------------------------------------------------ eigenvalues
-    def _hyper_dtype(self) -> torch.dtype:
-        for tensor in self.parameters():
-            return tensor.dtype
-        return self._dtype
+    @property
+    def dtype(self) -> torch.dtype:
+        """The dtype of the hyperparameters and buffers (float64 unless converted with ``.to``)."""
+        return self._unique("dtype")
 
-    def _hyper_device(self) -> torch.device | None:
-        for tensor in self.parameters():
-            return tensor.device
-        return None
+    @property
+    def device(self) -> torch.device:
+        """The device of the hyperparameters and buffers."""
+        return self._unique("device")
+
+    def _unique(self, attribute: str):
+        """The one dtype / device of the parameters and own floating-point buffers (``anchor``)."""
+        buffers = [b for b in self.buffers(recurse=False) if b.is_floating_point()]
+        values = {getattr(tensor, attribute) for tensor in [*self.parameters(), *buffers]}
+        if len(values) > 1:
+            raise RuntimeError(f"The kernel's parameters have multiple {attribute}s: {values}.")
+        return values.pop()
 
     def _funk_hecke(self, shape_fn, max_degree: int) -> torch.Tensor:
         """Funk-Hecke coefficients of a batched shape function: [*batch_shape, L + 1].
@@ -140,7 +154,7 @@ class ZonalKernel(Kernel):
         ``zonal.harmonics.funk_hecke`` (differentiable in the hyperparameters).
         """
         num_nodes = self.num_nodes or max(4 * max_degree, 500)
-        dtype, device = self._hyper_dtype(), self._hyper_device()
+        dtype, device = self.dtype, self.device
         batch_shape = self.batch_shape
         size = batch_shape.numel()
 
@@ -240,44 +254,85 @@ class ZonalKernel(Kernel):
         """Kernel values at cosines t [..., N, M] (closed form or truncated Mercer sum)."""
         return self.shape(t) if self.uses_closed_form else self.mercer(t)
 
-    def _cosines(
-        self, x1: torch.Tensor, x2: torch.Tensor, diag: bool
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Cosines t [..., N, M] (diag: [..., N]) clamped to [-1, 1], and ||x|| ||x'|| if needed."""
-        same = x1.shape == x2.shape and torch.equal(x1, x2)
-        if self.homogeneous:
-            for name, x in (("x1", x1), ("x2", x2)):
-                if x.shape[-1] != self.ambient_dim:
-                    raise ValueError(
-                        f"{name} must have last dimension ambient_dim={self.ambient_dim}, "
-                        f"got shape {tuple(x.shape)}"
-                    )
-                check_finite(x, name)
-            norm1 = x1.norm(dim=-1)  # [..., N]
-            norm2 = norm1 if same else x2.norm(dim=-1)  # [..., M]
-            if (norm1 == 0).any() or (norm2 == 0).any():
-                raise ValueError("homogeneous zonal kernels need non-zero input vectors")
-            unit1 = x1 / norm1.unsqueeze(-1)  # [..., N, d]
-            unit2 = x2 / norm2.unsqueeze(-1)  # [..., M, d]
-        else:
+    def closed_form_map(self, dtype: torch.dtype, device: torch.device) -> CosineMap:
+        """The shape s(t) as a ``CosineMap`` for evaluation without autograd.
+
+        The default wraps ``shape`` (kept eager); subclasses return a module-level function of the
+        cosines and their hyperparameters, which large Gram matrices run compiled.
+        """
+        return CosineMap(self.shape, compilable=False)
+
+    def cosine_map(self, dtype: torch.dtype, device: torch.device) -> CosineMap:
+        """t [..., N, M] -> kernel values without autograd, for ``tiles.gram_no_grad``.
+
+        The closed form (``closed_form_map``) or Clenshaw's sum of the truncated Mercer series with
+        Gegenbauer coefficients lambda_n (n + alpha) / alpha, computed once here (seed 000 eq. 10).
+        """
+        if self.uses_closed_form:
+            return self.closed_form_map(dtype, device)
+        eigenvalues = self.eigenvalues().detach().to(dtype=dtype, device=device)
+        # eigenvalues [*batch_shape, L + 1] -> Gegenbauer coefficients [*batch_shape, 1, 1, L + 1]
+        coeffs = zonal_coefficients(eigenvalues, self.ambient_dim).unsqueeze(-2).unsqueeze(-2)
+        return CosineMap(clenshaw_series, (coeffs, gegenbauer_alpha(self.ambient_dim)))
+
+    def _unit_inputs(self, x1: torch.Tensor, x2: torch.Tensor) -> _UnitInputs:
+        """Checked unit vectors [..., N, d], [..., M, d], the norms (homogeneous), x1 == x2."""
+        equal = x1.shape == x2.shape and torch.equal(x1, x2)
+        # K(x, x.detach()) is not symmetric in its derivative: symmetry needs one graph
+        symmetric = equal and (x1 is x2 or not (x1.requires_grad or x2.requires_grad))
+        if not self.homogeneous:
             check_unit_vectors(x1, self.ambient_dim, "x1")
-            if not same:
+            if not equal:
                 check_unit_vectors(x2, self.ambient_dim, "x2")
-            unit1, unit2 = x1, x2
-        if diag:
-            if same:  # k(x, x) = s(1): the cosine is exactly one, with no gradient
-                t = torch.ones(unit1.shape[:-1], dtype=unit1.dtype, device=unit1.device)
-            else:
-                t = (unit1 * unit2).sum(-1).clamp(-1, 1)  # [..., N]
-            scale = norm1 * norm2 if self.homogeneous else None
-            return t, scale
-        t = unit1 @ unit2.transpose(-2, -1)  # [..., N, M]
-        t = t.clamp(-1, 1) if t.requires_grad else t.clamp_(-1, 1)
-        if same:  # exactly symmetric (matmul need not be), diagonal pinned to exactly 1
-            _mirror_upper_triangle_(t)
-            t.diagonal(dim1=-2, dim2=-1).fill_(1.0)
-        scale = norm1.unsqueeze(-1) * norm2.unsqueeze(-2) if self.homogeneous else None
-        return t, scale
+            return _UnitInputs(x1, x2, None, None, equal, symmetric)
+        for name, x in (("x1", x1), ("x2", x2)):
+            if x.shape[-1] != self.ambient_dim:
+                raise ValueError(
+                    f"{name} must have last dimension ambient_dim={self.ambient_dim}, "
+                    f"got shape {tuple(x.shape)}"
+                )
+            check_finite(x, name)
+        norm1 = x1.norm(dim=-1)  # [..., N]
+        norm2 = norm1 if symmetric else x2.norm(dim=-1)  # [..., M]
+        if (norm1 == 0).any() or (norm2 == 0).any():
+            raise ValueError("homogeneous zonal kernels need non-zero input vectors")
+        unit1 = x1 / norm1.unsqueeze(-1)  # [..., N, d]
+        unit2 = unit1 if symmetric else x2 / norm2.unsqueeze(-1)  # [..., M, d]
+        return _UnitInputs(unit1, unit2, norm1, norm2, equal, symmetric)
+
+    def _needs_graph(self, inputs: _UnitInputs) -> bool:
+        """Whether the output must carry an autograd graph (to the inputs or hyperparameters)."""
+        if not torch.is_grad_enabled():
+            return False
+        return (
+            inputs.unit1.requires_grad
+            or inputs.unit2.requires_grad
+            or any(p.requires_grad for p in self.parameters())
+        )
+
+    def _diag(self, inputs: _UnitInputs) -> torch.Tensor:
+        """k(x_i, x'_i) [..., N]."""
+        unit1, unit2 = inputs.unit1, inputs.unit2
+        if inputs.equal:  # k(x, x) = s(1): cosine exactly one; its derivative is 0 there
+            t = torch.ones(unit1.shape[:-1], dtype=unit1.dtype, device=unit1.device)  # [..., N]
+        else:
+            t = (unit1 * unit2).sum(-1).clamp(-1, 1)  # [..., N]
+        # t [..., N] -> [..., N, 1] so that hyperparameters [*batch, 1, 1] broadcast
+        values = self.evaluate_cosines(t.unsqueeze(-1)).squeeze(-1)  # [..., N]
+        return values if inputs.norm1 is None else values * (inputs.norm1 * inputs.norm2)
+
+    def _gram_with_graph(self, inputs: _UnitInputs) -> torch.Tensor:
+        """K [..., N, M] by whole-matrix autograd operations."""
+        t = (inputs.unit1 @ inputs.unit2.mT).clamp(-1, 1)  # [..., N, M]
+        if inputs.symmetric:  # exactly symmetric (matmul need not be)
+            t = torch.triu(t) + torch.triu(t, 1).mT
+        if inputs.equal:  # k(x, x) = s(1): cosine exactly one, derivative 0 (as in ``_diag``)
+            ones = torch.ones(t.shape[:-1], dtype=t.dtype, device=t.device)  # [..., N]
+            t = t.diagonal_scatter(ones, dim1=-2, dim2=-1)
+        values = self.evaluate_cosines(t)  # [..., N, M]
+        if inputs.norm1 is None:
+            return values
+        return values * (inputs.norm1.unsqueeze(-1) * inputs.norm2.unsqueeze(-2))
 
     def forward(
         self,
@@ -287,14 +342,29 @@ class ZonalKernel(Kernel):
         last_dim_is_batch: bool = False,
         **params: Any,
     ) -> torch.Tensor:
-        """K(x1, x2) [..., N, M], or its diagonal [..., N] with ``diag=True``."""
+        """K(x1, x2) [*B, N, M], or its diagonal [*B, N] with ``diag=True``.
+
+        B broadcasts the inputs' batch shapes and the kernel's ``batch_shape``. Without a graph to
+        build (no gradient needed) the matrix is assembled tile by tile (``tiles.gram_no_grad``).
+        """
         if last_dim_is_batch:
             raise ValueError("zonal kernels act on whole vectors: last_dim_is_batch is unsupported")
-        t, scale = self._cosines(x1, x2, diag)
-        # diag: t [..., N] -> [..., N, 1] so that hyperparameters [*batch, 1, 1] broadcast
-        values = (
-            self.evaluate_cosines(t.unsqueeze(-1)).squeeze(-1) if diag else self.evaluate_cosines(t)
-        )
-        if scale is not None:
-            values = values * scale
-        return values
+        inputs = self._unit_inputs(x1, x2)
+        if diag:
+            values = self._diag(inputs)  # [..., N]
+            batch = torch.broadcast_shapes(values.shape[:-1], self.batch_shape)
+            return values.expand(*batch, values.shape[-1])
+        if self._needs_graph(inputs):
+            values = self._gram_with_graph(inputs)  # [..., N, M]
+        else:
+            values = gram_no_grad(
+                inputs.unit1,
+                inputs.unit2,
+                self.cosine_map(inputs.unit1.dtype, inputs.unit1.device),
+                same=inputs.symmetric,
+                batch_shape=self.batch_shape,
+                scale1=inputs.norm1,
+                scale2=inputs.norm2,
+            )  # [*B, N, M]
+        batch = torch.broadcast_shapes(values.shape[:-2], self.batch_shape)
+        return values.expand(*batch, *values.shape[-2:])

@@ -25,6 +25,7 @@ from typing import Any
 import torch
 
 from zonal.kernels.base import ZonalKernel
+from zonal.kernels.tiles import CosineMap
 
 SUPPORTED_NU = (0.5, 1.5, 2.5)
 
@@ -35,6 +36,32 @@ def chordal_distance(t: torch.Tensor) -> torch.Tensor:
     positive = gap > 0
     safe = torch.where(positive, gap, torch.ones_like(gap))
     return torch.where(positive, (2 * safe).sqrt(), torch.zeros_like(gap))
+
+
+def matern_values(t: torch.Tensor, rate: torch.Tensor, nu: float) -> torch.Tensor:
+    """m_nu(r) at r = sqrt(2 (1 - t)) with rate = sqrt(2 nu) / rho, without autograd.
+
+    In place on fresh buffers (t is not modified); ``rate`` [*batch_shape, 1, 1] broadcasts.
+    """
+    scaled = torch.sub(1, t).clamp_min_(0).mul_(2).sqrt_()  # r = sqrt(2 (1 - t))
+    if torch.broadcast_shapes(scaled.shape, rate.shape) == scaled.shape:
+        scaled.mul_(rate)  # sqrt(2 nu) r / rho
+    else:
+        scaled = scaled * rate
+    decay = torch.neg(scaled).exp_()
+    if nu == 0.5:
+        return decay
+    if nu == 1.5:
+        return scaled.add_(1).mul_(decay)
+    return torch.mul(scaled, scaled).div_(3).add_(scaled).add_(1).mul_(decay)
+
+
+def rbf_values(t: torch.Tensor, inverse_square: torch.Tensor) -> torch.Tensor:
+    """exp(-(1 - t) / rho^2) with inverse_square = 1 / rho^2 [*batch_shape, 1, 1], no autograd."""
+    exponent = t.clamp(-1, 1).sub_(1)  # t - 1 in [-2, 0] (a fresh tensor: in place is safe)
+    if torch.broadcast_shapes(exponent.shape, inverse_square.shape) == exponent.shape:
+        return exponent.mul_(inverse_square).exp_()
+    return (exponent * inverse_square).exp_()
 
 
 def _check_nu(nu: object) -> float:
@@ -58,7 +85,7 @@ class ChordalMaternKernel(ZonalKernel):
     def shape(self, t: torch.Tensor) -> torch.Tensor:
         rate = math.sqrt(2 * self.nu) / self.lengthscale  # [*batch_shape, 1, 1]
         if not torch.is_grad_enabled():
-            return self._shape_no_grad(t, rate)
+            return matern_values(t, rate, self.nu)
         scaled = chordal_distance(t) * rate  # sqrt(2 nu) r / rho: [..., N, M]
         decay = torch.exp(-scaled)
         if self.nu == 0.5:
@@ -67,19 +94,9 @@ class ChordalMaternKernel(ZonalKernel):
             return (1 + scaled) * decay
         return (1 + scaled + scaled**2 / 3) * decay
 
-    def _shape_no_grad(self, t: torch.Tensor, rate: torch.Tensor) -> torch.Tensor:
-        """The same formula without autograd, in place on fresh buffers (about 3x faster)."""
-        scaled = torch.sub(1, t).clamp_min_(0).mul_(2).sqrt_()  # r = sqrt(2 (1 - t))
-        if torch.broadcast_shapes(scaled.shape, rate.shape) == scaled.shape:
-            scaled.mul_(rate)
-        else:
-            scaled = scaled * rate
-        decay = torch.neg(scaled).exp_()
-        if self.nu == 0.5:
-            return decay
-        if self.nu == 1.5:
-            return scaled.add_(1).mul_(decay)
-        return torch.mul(scaled, scaled).div_(3).add_(scaled).add_(1).mul_(decay)
+    def closed_form_map(self, dtype: torch.dtype, device: torch.device) -> CosineMap:
+        rate = math.sqrt(2 * self.nu) / self.lengthscale.detach()  # [*batch_shape, 1, 1]
+        return CosineMap(matern_values, (rate.to(dtype=dtype, device=device), self.nu))
 
     def spectrum_settings(self) -> tuple:
         return (*super().spectrum_settings(), self.nu)
@@ -96,7 +113,8 @@ class ChordalRBFKernel(ZonalKernel):
 
     def shape(self, t: torch.Tensor) -> torch.Tensor:
         inverse_square = self.lengthscale**-2  # 1 / rho^2: [*batch_shape, 1, 1]
-        exponent = t.clamp(-1, 1).sub_(1)  # t - 1 in [-2, 0] (a fresh tensor: in place is safe)
-        if torch.broadcast_shapes(exponent.shape, inverse_square.shape) == exponent.shape:
-            return exponent.mul_(inverse_square).exp_()
-        return (exponent * inverse_square).exp_()
+        return (t.clamp(-1, 1) - 1).mul(inverse_square).exp()
+
+    def closed_form_map(self, dtype: torch.dtype, device: torch.device) -> CosineMap:
+        inverse_square = self.lengthscale.detach() ** -2  # [*batch_shape, 1, 1]
+        return CosineMap(rbf_values, (inverse_square.to(dtype=dtype, device=device),))

@@ -27,8 +27,9 @@ from typing import Any
 import torch
 
 from zonal._validation import check_degree
-from zonal.kernels.arccos import arccos_shape, check_order
+from zonal.kernels.arccos import arccos_shape, arccos_values, check_order, relu_pair_values
 from zonal.kernels.base import ZonalKernel
+from zonal.kernels.tiles import CosineMap
 
 
 def _check_depth(depth: object) -> int:
@@ -45,6 +46,24 @@ def deep_arccos_shape(t: torch.Tensor, depth: int, order: int = 1) -> torch.Tens
     for _ in range(depth):
         value = arccos_shape(value, order)
     return value
+
+
+def deep_arccos_values(t: torch.Tensor, depth: int, order: int) -> torch.Tensor:
+    """``deep_arccos_shape`` without autograd (in place on fresh buffers)."""
+    for _ in range(depth):
+        t = arccos_values(t, order)
+    return t
+
+
+def relu_ntk_values(t: torch.Tensor, depth: int) -> torch.Tensor:
+    """``relu_ntk_shape`` without autograd: one arccos per layer gives both s_0 and s_1."""
+    sigma = t.clamp(-1, 1)  # Sigma_0
+    theta = sigma  # Theta_0
+    for _ in range(depth):
+        slope, sigma = relu_pair_values(sigma)  # s_0(Sigma_{h-1}), Sigma_h = s_1(Sigma_{h-1})
+        theta = slope.mul_(theta).add_(sigma)  # Theta_h
+        sigma.clamp_(-1, 1)  # rounding must not leave the domain of arccos
+    return theta.mul_(1 / (depth + 1))
 
 
 def relu_ntk_shape(t: torch.Tensor, depth: int) -> torch.Tensor:
@@ -76,6 +95,9 @@ class DeepArcCosineKernel(ZonalKernel):
     def shape(self, t: torch.Tensor) -> torch.Tensor:
         return deep_arccos_shape(t, self.depth, self.order)
 
+    def closed_form_map(self, dtype: torch.dtype, device: torch.device) -> CosineMap:
+        return CosineMap(deep_arccos_values, (self.depth, self.order))
+
     def spectrum_settings(self) -> tuple:
         return (*super().spectrum_settings(), self.depth, self.order)
 
@@ -93,6 +115,9 @@ class ReLUNTKernel(ZonalKernel):
 
     def shape(self, t: torch.Tensor) -> torch.Tensor:
         return relu_ntk_shape(t, self.depth)
+
+    def closed_form_map(self, dtype: torch.dtype, device: torch.device) -> CosineMap:
+        return CosineMap(relu_ntk_values, (self.depth,))
 
     def spectrum_settings(self) -> tuple:
         return (*super().spectrum_settings(), self.depth)

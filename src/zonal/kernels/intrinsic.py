@@ -42,6 +42,10 @@ class _IntrinsicKernel(ZonalKernel):
         raise NotImplementedError
 
     def _compute_eigenvalues(self, max_degree: int) -> torch.Tensor:
+        """lambda_0..lambda_{max_degree}, normalised over the kernel's own truncation 0..L (the
+        kernel is the truncated sum whatever number of levels is asked for; levels above L are
+        zero, set by ``eigenvalues``)."""
+        requested, max_degree = max_degree, max(max_degree, self.max_degree)
         dtype = self.raw_lengthscale.dtype
         device = self.raw_lengthscale.device
         laplacian = laplace_beltrami_eigenvalues(self.ambient_dim, max_degree, dtype).to(device)
@@ -52,8 +56,11 @@ class _IntrinsicKernel(ZonalKernel):
             dtype=dtype,
             device=device,
         )  # [L + 1]
-        log_norm = torch.logsumexp(log_phi + log_counts, dim=-1, keepdim=True)  # [*batch, 1]
-        return torch.exp(log_phi - log_norm)
+        own = slice(0, self.max_degree + 1)  # the levels of the defining sum
+        log_norm = torch.logsumexp(
+            log_phi[..., own] + log_counts[own], dim=-1, keepdim=True
+        )  # [*batch, 1]
+        return torch.exp(log_phi - log_norm)[..., : requested + 1]
 
 
 class IntrinsicMaternKernel(_IntrinsicKernel):

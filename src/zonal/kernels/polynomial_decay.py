@@ -15,6 +15,12 @@ the non-constant levels (seed 002 fig. 1 plots every level relative to l = 1); d
 
 Prior variance: k(x, x) = sigma^2 (1 + sum_{l=1}^{L} N_l^d l^{-beta}); the untruncated sum is finite
 only for beta > d - 1 (N_l^d grows as l^{d-2}), so L is part of the model.
+
+Scale: like every zonal kernel it is meant to be wrapped in ``gpytorch.kernels.ScaleKernel``, whose
+``outputscale`` multiplies every lambda_l. A learnable sigma^2 beside it would only ever enter as the
+product outputscale * sigma^2: a flat direction of every objective (both parameters drift along it,
+and the Hessian is singular). So sigma^2 is a fixed buffer by default; ``learn_variance=True`` makes
+it a parameter, for use without ``ScaleKernel``.
 """
 
 from __future__ import annotations
@@ -41,7 +47,9 @@ class PolynomialDecayKernel(ZonalKernel):
         ambient_dim: d.
         max_degree: truncation L (default 20).
         beta: decay rate, > 0 (learnable; default d, the decay of the ReLU NTK).
-        variance: sigma^2 > 0 (learnable).
+        variance: sigma^2 > 0 (fixed unless ``learn_variance``).
+        learn_variance: make sigma^2 a parameter; leave False under a ``ScaleKernel`` (module
+            docstring).
         include_constant: lambda_0 = sigma^2 (True) or 0 (False); see the module docstring.
     """
 
@@ -52,6 +60,7 @@ class PolynomialDecayKernel(ZonalKernel):
         *,
         beta: float | None = None,
         variance: float = 1.0,
+        learn_variance: bool = False,
         include_constant: bool = True,
         **kwargs: Any,
     ) -> None:
@@ -59,13 +68,17 @@ class PolynomialDecayKernel(ZonalKernel):
         self.include_constant = bool(include_constant)
         shape = (*self.batch_shape, 1)
         self.register_parameter(
-            "raw_beta", torch.nn.Parameter(torch.zeros(shape, dtype=self._dtype))
+            "raw_beta", torch.nn.Parameter(torch.zeros(shape, dtype=self.dtype))
         )
         self.register_constraint("raw_beta", Positive())
-        self.register_parameter(
-            "raw_variance", torch.nn.Parameter(torch.zeros(shape, dtype=self._dtype))
-        )
-        self.register_constraint("raw_variance", Positive())
+        self.learn_variance = bool(learn_variance)
+        if self.learn_variance:
+            self.register_parameter(
+                "raw_variance", torch.nn.Parameter(torch.zeros(shape, dtype=self.dtype))
+            )
+            self.register_constraint("raw_variance", Positive())
+        else:
+            self.register_buffer("fixed_variance", torch.ones(shape, dtype=self.dtype))
         self.beta = float(self.ambient_dim) if beta is None else beta
         self.variance = variance
 
@@ -82,15 +95,20 @@ class PolynomialDecayKernel(ZonalKernel):
     @property
     def variance(self) -> torch.Tensor:
         """sigma^2 > 0, [*batch_shape, 1]."""
-        return self.raw_variance_constraint.transform(self.raw_variance)
+        if self.learn_variance:
+            return self.raw_variance_constraint.transform(self.raw_variance)
+        return self.fixed_variance
 
     @variance.setter
     def variance(self, value: object) -> None:
-        value = _positive_tensor(value, "variance", self.raw_variance)
-        self.initialize(raw_variance=self.raw_variance_constraint.inverse_transform(value))
+        if self.learn_variance:
+            value = _positive_tensor(value, "variance", self.raw_variance)
+            self.initialize(raw_variance=self.raw_variance_constraint.inverse_transform(value))
+        else:
+            self.fixed_variance.copy_(_positive_tensor(value, "variance", self.fixed_variance))
 
     def spectrum_settings(self) -> tuple:
-        return (*super().spectrum_settings(), self.include_constant)
+        return (*super().spectrum_settings(), self.include_constant, self.learn_variance)
 
     def _compute_eigenvalues(self, max_degree: int) -> torch.Tensor:
         levels = torch.arange(

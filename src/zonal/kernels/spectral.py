@@ -5,6 +5,9 @@
 with L = len(eigenvalues) - 1. Any such sum is positive semi-definite (Schoenberg), and every zonal
 kernel truncated at level L is one. The eigenvalues are stored through GPyTorch's ``Positive``
 constraint when learnable (they must then be > 0), or as a fixed buffer (zeros allowed).
+
+A learnable spectrum carries its own scale: do not wrap it in ``gpytorch.kernels.ScaleKernel``,
+whose outputscale times all lambda_n would be a flat direction of every objective.
 """
 
 from __future__ import annotations

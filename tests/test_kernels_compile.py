@@ -1,0 +1,109 @@
+"""torch.compile of the tile functions: same Gram matrices as eager PyTorch, a clean fallback when
+compiling fails, the opt-out, and the polynomial arcsine that compiled arc-cosine kernels use."""
+
+import math
+import warnings
+
+import mpmath
+import pytest
+import torch
+
+from zonal.kernels import (
+    ArcCosineKernel,
+    ChordalMaternKernel,
+    ChordalRBFKernel,
+    DeepArcCosineKernel,
+    PolynomialDecayKernel,
+    ReLUNTKernel,
+)
+from zonal.kernels import compile as zonal_compile
+from zonal.kernels.arccos import arcsin_polynomial
+from zonal.kernels.compile import CompileSettings, compile_settings
+
+
+def random_sphere(num, ambient_dim, seed=0, batch=()):
+    generator = torch.Generator().manual_seed(seed)
+    x = torch.randn(*batch, num, ambient_dim, generator=generator, dtype=torch.float64)
+    return x / x.norm(dim=-1, keepdim=True)
+
+
+def compiled_and_eager(kernel, x1, x2=None):
+    with torch.no_grad():
+        with compile_settings(enabled=True, min_entries=0):
+            compiled = kernel(x1, x2).to_dense()
+        with compile_settings(enabled=False):
+            eager = kernel(x1, x2).to_dense()
+    return compiled, eager
+
+
+def check_compiled_matches_eager(kernel):
+    """Square (symmetric tiles) and rectangular Gram matrices with edge tiles (300 = 256 + 44)."""
+    x = random_sphere(300, 4, seed=1)
+    compiled, eager = compiled_and_eager(kernel, x)
+    assert torch.equal(compiled, compiled.mT)
+    torch.testing.assert_close(compiled, eager, rtol=1e-12, atol=1e-13)
+    compiled, eager = compiled_and_eager(kernel, x[:270], random_sphere(40, 4, seed=2))
+    torch.testing.assert_close(compiled, eager, rtol=1e-12, atol=1e-13)
+
+
+def test_compiled_arccos_matches_eager():
+    check_compiled_matches_eager(ArcCosineKernel(4, order=1))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "factory",
+    [
+        lambda: ArcCosineKernel(4, order=0),
+        lambda: ArcCosineKernel(4, order=2),
+        lambda: DeepArcCosineKernel(4, depth=3),
+        lambda: ReLUNTKernel(4, depth=3),
+        lambda: ChordalMaternKernel(4, nu=2.5),
+        lambda: ChordalRBFKernel(4),
+        lambda: PolynomialDecayKernel(4, max_degree=12, beta=3.0),
+    ],
+)
+def test_every_compiled_tile_function_matches_eager(factory):
+    check_compiled_matches_eager(factory())
+
+
+def test_failed_compilation_falls_back_to_eager(monkeypatch):
+    def broken_compile(function, **kwargs):
+        def run(*args):
+            raise RuntimeError("no C++ compiler")
+
+        return run
+
+    monkeypatch.setattr(zonal_compile, "_COMPILED", {})
+    monkeypatch.setattr(zonal_compile, "_FAILED", set())
+    monkeypatch.setattr(torch, "compile", broken_compile)
+    kernel = ChordalMaternKernel(3, nu=1.5)
+    x = random_sphere(20, 3)
+    with pytest.warns(RuntimeWarning, match="torch.compile .* failed"):
+        compiled, eager = compiled_and_eager(kernel, x)
+    torch.testing.assert_close(compiled, eager, rtol=0, atol=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # warned once: the function is now known to fail
+        compiled_and_eager(kernel, x)
+
+
+def test_opt_out_and_threshold(monkeypatch):
+    function = ArcCosineKernel(3).closed_form_map(torch.float64, torch.device("cpu")).function
+    with compile_settings(enabled=False, min_entries=0):
+        assert zonal_compile.tile_runner(function, 10**9) is function
+    with compile_settings(enabled=True, min_entries=100):
+        assert zonal_compile.tile_runner(function, 99) is function
+        assert zonal_compile.tile_runner(function, 100) is not function
+    monkeypatch.setenv("ZONAL_COMPILE", "0")
+    assert not CompileSettings().enabled
+    monkeypatch.setenv("ZONAL_COMPILE", "1")
+    assert CompileSettings().enabled
+
+
+def test_arcsin_polynomial_against_mpmath():
+    """asin(u) = u P(u^2) on |u| <= 1/sqrt(2), to a few units in the last place."""
+    u = torch.linspace(-1 / math.sqrt(2), 1 / math.sqrt(2), 2001, dtype=torch.float64)
+    mpmath.mp.dps = 30
+    exact = torch.tensor([float(mpmath.asin(mpmath.mpf(float(v)))) for v in u], dtype=torch.float64)
+    error = (arcsin_polynomial(u) - exact).abs() / exact.abs().clamp_min(1e-300)
+    assert float(error.max()) < 4 * torch.finfo(torch.float64).eps
