@@ -83,6 +83,15 @@ def activated_dgp(x, y):
     return model
 
 
+def residual(x, y):
+    from zonal.models import residual_dgp
+
+    model = residual_dgp(INPUT_DIM, 1, 9, likelihood=gaussian_likelihood(0.05))
+    model.num_posterior_samples = 8
+    fit_model_briefly(model, x, y)
+    return model
+
+
 def fit_model_briefly(model, x, y):
     from zonal.models import fit_dgp
 
@@ -96,6 +105,7 @@ MODELS = {
     "SGPR, harmonic features": sgpr,
     "DGP, 2 layers": dgp,
     "ActivatedDGP, 2 layers": activated_dgp,
+    "ResidualDGP, 1 hidden field": residual,
 }
 
 

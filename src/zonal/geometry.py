@@ -72,6 +72,19 @@ class OnSphere(InputMap):
         return x
 
 
+class EuclideanInput(InputMap):
+    """Inputs used as they are, by a Euclidean kernel (the Euclidean layers of eq. 3.5)."""
+
+    homogeneous = False
+
+    def ambient_dim(self, input_dim: int) -> int:
+        return int(input_dim)
+
+    def lift(self, x: torch.Tensor) -> torch.Tensor:
+        check_finite(x.reshape(-1, x.shape[-1]), "layer inputs")
+        return x
+
+
 class SphereEmbedding(InputMap):
     """x [..., D] -> (z [..., D + 1] on S^D, r [...]) with z = [x, b] / r, r = ||[x, b]||.
 

@@ -1,4 +1,5 @@
-"""Models: SVGP, the one-pass collapsed SGPR, doubly-stochastic DGPs and activated DGPs.
+"""Models: SVGP, the one-pass collapsed SGPR, doubly-stochastic DGPs, activated DGPs and residual
+DGPs on hyperspheres (Gaussian vector fields composed through the exponential map).
 
 Every model is a ``ZonalModel`` (``zonal.models.contract``): a BoTorch ``Model`` that owns its
 likelihood and answers ``posterior``, ``predict`` and ``log_predictive_density``.
@@ -7,9 +8,18 @@ likelihood and answers ``posterior``, ``predict`` and ``log_predictive_density``
 from zonal.models.activated_dgp import ActivatedDGP, train_network, two_stage_fit
 from zonal.models.contract import ZonalModel
 from zonal.models.dgp import DGP, DGPLayer, fit_dgp, inducing_point_dgp
+from zonal.models.kmeans import kmeans
+from zonal.models.residual_dgp import ResidualDGP, hybrid_dgp, residual_dgp
 from zonal.models.sgpr import SGPR
 from zonal.models.svgp import SVGP
 from zonal.models.training import check_targets, fit_svgp
+from zonal.models.vector_field import (
+    FrameSingularityError,
+    FrameVectorField,
+    GaussianVectorField,
+    NotTangentError,
+    ProjectedVectorField,
+)
 
 __all__ = [
     "DGP",
@@ -17,11 +27,20 @@ __all__ = [
     "SVGP",
     "ActivatedDGP",
     "DGPLayer",
+    "FrameSingularityError",
+    "FrameVectorField",
+    "GaussianVectorField",
+    "NotTangentError",
+    "ProjectedVectorField",
+    "ResidualDGP",
     "ZonalModel",
     "check_targets",
     "fit_dgp",
     "fit_svgp",
+    "hybrid_dgp",
     "inducing_point_dgp",
+    "kmeans",
+    "residual_dgp",
     "train_network",
     "two_stage_fit",
 ]

@@ -1,0 +1,155 @@
+"""The residual-dgp-sphere (seed 004 figs. 3.4-3.5) and residual-dgp-uci (fig. 5.1) experiments in
+tiny configurations: the target has the cusps the docstring promises, the grid is near-uniform, the
+runs write their tables, figures and the seed's numbers beside ours, and an interrupted run resumes
+with the metrics of an uninterrupted one."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+
+import pytest
+import torch
+
+from zonal.experiments import create_run, execute_run, resume_experiment, run_experiment
+from zonal.experiments import residual_dgp_sphere as sphere_module
+from zonal.experiments.residual_dgp_sphere import CUSPS, cusp_target, fibonacci_sphere
+
+TINY_SPHERE = {
+    "num_train": [24],
+    "hidden_layers": [0, 1],
+    "repeats": 2,
+    "baseline_hidden_layers": [1],
+    "baseline_num_train": 24,
+    "baseline_repeats": 1,
+    "num_test": 40,
+    "num_inducing": 8,
+    "steps": 3,
+    "eval_samples": 4,
+}
+TINY_UCI = {
+    "datasets": ["synthetic"],
+    "depths": [1, 2],
+    "num_splits": 1,
+    "epochs": 2,
+    "eval_samples": 4,
+}
+
+
+class SimulatedCrashError(RuntimeError):
+    """Stands for a run killed part way."""
+
+
+def _read_csv(path):
+    with path.open() as handle:
+        return list(csv.DictReader(handle))
+
+
+def _without_times(value):
+    if isinstance(value, dict):
+        return {k: _without_times(v) for k, v in value.items() if "seconds" not in k}
+    if isinstance(value, list):
+        return [_without_times(item) for item in value]
+    return value
+
+
+def test_the_target_has_square_root_cusps_at_the_tetrahedron_vertices():
+    """Near a vertex c, |f(x) - f(c)| grows like |x - c|^{1/2} (a difference quotient that blows
+    up as t^{-1/2}), while away from the vertices f is smooth (quotient ~ constant)."""
+    centre = torch.tensor(CUSPS[0], dtype=torch.float64) / math.sqrt(3)
+    tangent = torch.tensor([1.0, -1.0, 0.0], dtype=torch.float64) / math.sqrt(2)
+    smooth_point = torch.tensor([0.0, 0.0, 1.0], dtype=torch.float64)
+
+    def quotient(point: torch.Tensor, step: float) -> float:
+        moved = torch.cos(torch.tensor(step)) * point + torch.sin(torch.tensor(step)) * tangent
+        values = cusp_target(torch.stack([point, moved]))
+        return float((values[1] - values[0]).abs()) / step
+
+    near = [quotient(centre, step) for step in (1e-2, 1e-4, 1e-6)]
+    assert near[1] / near[0] == pytest.approx(10, rel=0.05)  # t^{-1/2}: x10 per factor 100
+    assert near[2] / near[1] == pytest.approx(10, rel=0.05)
+    far = [quotient(smooth_point, step) for step in (1e-4, 1e-6)]
+    assert far[1] == pytest.approx(far[0], rel=1e-3)
+
+
+def test_the_fibonacci_grid_is_on_the_sphere_and_balanced():
+    """Unit vectors whose mean is near zero (a uniform spread has mean 0) and whose nearest
+    neighbours are all about as far apart (no clumps)."""
+    points = fibonacci_sphere(400)
+    assert (points.norm(dim=-1) - 1).abs().max() < 1e-14
+    assert points.mean(0).norm() < 1e-2
+    distances = torch.cdist(points, points) + 10 * torch.eye(400, dtype=torch.float64)
+    nearest = distances.min(-1).values
+    assert nearest.max() / nearest.min() < 1.5
+
+
+@pytest.fixture(scope="module")
+def sphere_reference(tmp_path_factory):
+    return run_experiment(
+        "residual-dgp-sphere", overrides=TINY_SPHERE, runs_root=tmp_path_factory.mktemp("sphere")
+    )
+
+
+def test_sphere_experiment_writes_tables_figures_and_the_seed_beside_ours(sphere_reference):
+    """One row per fit (residual: depths x repeats; baseline: its repeats), medians per cell in the
+    summary and the metrics, figures 3.4 and 3.5, and the seed's LPD medians in the report."""
+    path = sphere_reference.path
+    files = {p.name for p in path.iterdir()}
+    assert {"results.csv", "summary.csv", "report.md", "metrics.json"} <= files
+    results = _read_csv(path / "results.csv")
+    assert len(results) == 2 * 2 + 1
+    assert {"model", "num_train", "hidden_layers", "repeat", "tll", "mse"} <= set(results[0])
+    metrics = json.loads((path / "metrics.json").read_text())
+    assert set(metrics["residual"]["n24"]) == {"hidden0", "hidden1"}
+    assert set(metrics["baseline"]["n24"]) == {"hidden1"}
+    report = (path / "report.md").read_text()
+    assert "| residual.n800.hidden3.lpd_median | — | 2.03 |" in report
+    pytest.importorskip("matplotlib")
+    assert {"figure_3_4.png", "figure_3_5.png"} <= files
+
+
+def test_sphere_experiment_resumes_with_the_metrics_of_an_uninterrupted_run(
+    sphere_reference, tmp_path, monkeypatch
+):
+    """A run killed after 3 of its 5 fits resumes with the 2 left and ends with the same metrics
+    and results (times aside)."""
+    real_fit = sphere_module.fit_one
+    calls = {"count": 0}
+
+    def crashing_fit(*args, **kwargs):
+        if calls["count"] == 3:
+            raise SimulatedCrashError("killed after 3 fits")
+        calls["count"] += 1
+        return real_fit(*args, **kwargs)
+
+    monkeypatch.setattr(sphere_module, "fit_one", crashing_fit)
+    run = create_run("residual-dgp-sphere", overrides=TINY_SPHERE, runs_root=tmp_path)
+    with pytest.raises(SimulatedCrashError):
+        execute_run(run)
+    calls["count"] = -100
+    resumed = resume_experiment(run.directory.path)
+    assert calls["count"] == -100 + 2
+    assert _without_times(resumed.metrics) == _without_times(sphere_reference.metrics)
+    ours = _without_times(_read_csv(resumed.path / "results.csv"))
+    assert ours == _without_times(_read_csv(sphere_reference.path / "results.csv"))
+
+
+def test_uci_experiment_fits_both_models_at_every_depth(tmp_path):
+    """Residual and Euclidean DGPs at depths 1 and 2 on the synthetic set: four rows, the same
+    feature budget M for both models, medians in the metrics and figure 5.1."""
+    result = run_experiment("residual-dgp-uci", overrides=TINY_UCI, runs_root=tmp_path)
+    rows = _read_csv(result.path / "results.csv")
+    assert {(r["model"], r["depth"]) for r in rows} == {
+        ("residual", "1"),
+        ("residual", "2"),
+        ("euclidean", "1"),
+        ("euclidean", "2"),
+    }
+    assert {r["num_inducing"] for r in rows} == {"16"}
+    assert set(result.metrics["synthetic"]["residual"]) == {"depth1", "depth2"}
+    assert all(math.isfinite(float(r["tll"])) for r in rows)
+    with pytest.raises(ValueError, match="energy and kin8nm"):
+        run_experiment("residual-dgp-uci", overrides={"datasets": ["energy"]}, runs_root=tmp_path)
+    pytest.importorskip("matplotlib")
+    assert (result.path / "figure_5_1.png").exists()
