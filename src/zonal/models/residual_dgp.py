@@ -120,7 +120,9 @@ class ResidualDGP(DGP):
             h = exp_map(h, field.sample(h, eps))  # [..., N, d]
         return h
 
-    def _output(self, h: torch.Tensor, radius: torch.Tensor | None) -> MultivariateNormal:
+    def output_distribution(
+        self, h: torch.Tensor, radius: torch.Tensor | None
+    ) -> MultivariateNormal:
         """g's q at hidden points h [..., N, d], times the radius r [..., N] of an embedding:
         N(r m, diag(r) C diag(r)) (each output of a multi-output g alike)."""
         output = self.output_layer(h, are_samples=True)
@@ -152,7 +154,7 @@ class ResidualDGP(DGP):
         def noise(shape: torch.Size) -> torch.Tensor:
             return torch.randn(shape, dtype=z.dtype, device=z.device)
 
-        return self._output(self.hidden_points(z, noise), radius)
+        return self.output_distribution(self.hidden_points(z, noise), radius)
 
     def latent_distribution(self, X: torch.Tensor) -> MultivariateNormal:
         """The S mixture components of q(F(X)) for X [*b, q, D]: batch [*b, S], event [q].
@@ -172,7 +174,7 @@ class ResidualDGP(DGP):
         def noise(shape: torch.Size) -> torch.Tensor:
             return torch.randn(shape[-3:], generator=generator, dtype=X.dtype, device=X.device)
 
-        return self._output(self.hidden_points(z, noise), radius)
+        return self.output_distribution(self.hidden_points(z, noise), radius)
 
     def posterior_mean(self, x: torch.Tensor) -> torch.Tensor:
         """The composition of the posterior means, r g_mean(h_L) with h_{l+1} = exp_{h_l}(mean

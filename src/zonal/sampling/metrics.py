@@ -27,8 +27,9 @@ import torch
 from gpytorch.distributions import MultitaskMultivariateNormal, MultivariateNormal
 from torch import Size
 
+from zonal.geometry import exp_map
 from zonal.linalg import cholesky
-from zonal.models import DGP, ZonalModel
+from zonal.models import DGP, ResidualDGP, ZonalModel
 from zonal.models.contract import GAUSSIAN_LIKELIHOODS
 from zonal.sampling.paths import DeepPaths, draw_layer_paths
 
@@ -85,6 +86,8 @@ def _deep_density(model: DGP, X: torch.Tensor, y: torch.Tensor, num_samples: int
             f"the joint density needs a Gaussian likelihood, the model has "
             f"{type(model.likelihood).__name__}"
         )
+    if isinstance(model, ResidualDGP):
+        return _residual_density(model, X, y, num_samples)
     last = model.layers[-1]
     hidden = list(model.layers[:-1])
     if hidden:
@@ -97,6 +100,26 @@ def _deep_density(model: DGP, X: torch.Tensor, y: torch.Tensor, num_samples: int
         [
             _gaussian_log_density(y, model.likelihood(last(draws, are_samples=True)))
             for draws in h.split(max(1, DENSE_ENTRIES // X.shape[-2] ** 2))
+        ]
+    )  # [S]
+    return torch.logsumexp(per_draw, 0) - math.log(len(per_draw))
+
+
+def _residual_density(
+    model: ResidualDGP, X: torch.Tensor, y: torch.Tensor, num_samples: int
+) -> torch.Tensor:
+    """Eq. 3.11 for a residual DGP: each hidden field v = A(x) g(x) drawn as a path of its
+    component GP g, points moved by h <- exp_h(v(h)) (draw s at its own points), then the output
+    layer's joint Gaussian (times the embedding's radii) at the moved points, exactly."""
+    z, radius = model.to_sphere(X)  # [N, d], [N] or None
+    h = z.expand(num_samples, *z.shape) if model.fields else z.unsqueeze(0)  # [S, N, d]
+    for field in model.fields:
+        components = draw_layer_paths(field.gp, Size([num_samples]))(h)  # [S, N, P]
+        h = exp_map(h, field.tangent_vectors(h, components))  # [S, N, d]
+    per_draw = torch.cat(
+        [
+            _gaussian_log_density(y, model.likelihood(model.output_distribution(points, radius)))
+            for points in h.split(max(1, DENSE_ENTRIES // X.shape[-2] ** 2))
         ]
     )  # [S]
     return torch.logsumexp(per_draw, 0) - math.log(len(per_draw))
