@@ -40,12 +40,9 @@ from typing import Any
 
 import gpytorch
 import torch
-from gpytorch.kernels import RBFKernel, ScaleKernel
 from gpytorch.likelihoods import GaussianLikelihood
-from gpytorch.means import ConstantMean
-from gpytorch.models.deep_gps import DeepGP, DeepGPLayer
-from gpytorch.variational import CholeskyVariationalDistribution, VariationalStrategy
 
+from gpytorch_peer import PeerDeepGP, PeerLayer
 from zonal.datasets import Standardizer, load_dataset, random_splits
 from zonal.experiments._dgp_common import (
     Schedule,
@@ -64,29 +61,7 @@ PEER = "GPyTorch DeepGP"
 
 
 # ---------------------------------------------------------------------------------------- peer
-class GPyTorchLayer(DeepGPLayer):
-    """A hidden or last layer as in GPyTorch's deep GP tutorial (RBF-ARD, constant mean)."""
-
-    def __init__(
-        self, input_dims: int, output_dims: int | None, inducing_points: torch.Tensor
-    ) -> None:
-        batch_shape = torch.Size([output_dims]) if output_dims is not None else torch.Size()
-        num_inducing = inducing_points.shape[-2]
-        distribution = CholeskyVariationalDistribution(num_inducing, batch_shape=batch_shape)
-        strategy = VariationalStrategy(
-            self, inducing_points, distribution, learn_inducing_locations=True
-        )
-        super().__init__(strategy, input_dims, output_dims)
-        self.mean_module = ConstantMean(batch_shape=batch_shape)
-        self.covar_module = ScaleKernel(
-            RBFKernel(batch_shape=batch_shape, ard_num_dims=input_dims), batch_shape=batch_shape
-        )
-
-    def forward(self, x: torch.Tensor) -> gpytorch.distributions.MultivariateNormal:
-        return gpytorch.distributions.MultivariateNormal(self.mean_module(x), self.covar_module(x))
-
-
-class GPyTorchDeepGP(DeepGP):
+class GPyTorchDeepGP(PeerDeepGP):
     """GPyTorch's documented deep GP: layers in order, then a Gaussian likelihood."""
 
     def __init__(
@@ -97,7 +72,6 @@ class GPyTorchDeepGP(DeepGP):
         num_inducing: int,
         seed: int,
     ) -> None:
-        super().__init__()
         generator = torch.Generator().manual_seed(seed)
         widths = [x_train.shape[-1], *([hidden_width] * (num_layers - 1)), 1]
         layers = []
@@ -112,7 +86,7 @@ class GPyTorchDeepGP(DeepGP):
                 )
             if not last:
                 points = points.expand(width_out, *points.shape).clone()  # [P, M, D]
-            layer = GPyTorchLayer(width_in, None if last else width_out, points).double()
+            layer = PeerLayer(width_in, None if last else width_out, points).double()
             # q(v) = N(0, scale^2 I), as zonal's DGP starts (inner layers near-deterministic)
             strategy = layer.variational_strategy
             scale = 1.0 if last else 0.01
@@ -122,14 +96,7 @@ class GPyTorchDeepGP(DeepGP):
             )
             strategy.variational_params_initialized.fill_(1)
             layers.append(layer)
-        self.layers = torch.nn.ModuleList(layers)
-        self.likelihood = GaussianLikelihood().double()
-
-    def forward(self, x: torch.Tensor):
-        output = x
-        for layer in self.layers:
-            output = layer(output)
-        return output
+        super().__init__(layers)
 
     num_posterior_samples = 32
 

@@ -38,12 +38,8 @@ from typing import Any
 
 import gpytorch
 import torch
-from gpytorch.kernels import MaternKernel, ScaleKernel
-from gpytorch.likelihoods import GaussianLikelihood
-from gpytorch.means import ConstantMean
-from gpytorch.models.deep_gps import DeepGP, DeepGPLayer
-from gpytorch.variational import CholeskyVariationalDistribution, VariationalStrategy
 
+from gpytorch_peer import PeerDeepGP, PeerLayer
 from zonal.experiments.residual_dgp_sphere import cusp_target, fibonacci_sphere
 from zonal.geometry import OnSphere, SphereEmbedding
 from zonal.models.residual_dgp import residual_dgp
@@ -56,29 +52,10 @@ SETTINGS = {
 
 
 # ---------------------------------------------------------------------------------------- peer
-class PeerLayer(DeepGPLayer):
-    """A layer as in GPyTorch's deep GP tutorial: Matérn-5/2 ARD, constant mean."""
-
-    def __init__(self, input_dims: int, output_dims: int | None, points: torch.Tensor) -> None:
-        batch_shape = torch.Size([output_dims]) if output_dims is not None else torch.Size()
-        distribution = CholeskyVariationalDistribution(points.shape[-2], batch_shape=batch_shape)
-        strategy = VariationalStrategy(self, points, distribution, learn_inducing_locations=True)
-        super().__init__(strategy, input_dims, output_dims)
-        self.mean_module = ConstantMean(batch_shape=batch_shape)
-        self.covar_module = ScaleKernel(
-            MaternKernel(nu=2.5, batch_shape=batch_shape, ard_num_dims=input_dims),
-            batch_shape=batch_shape,
-        )
-
-    def forward(self, x: torch.Tensor) -> gpytorch.distributions.MultivariateNormal:
-        return gpytorch.distributions.MultivariateNormal(self.mean_module(x), self.covar_module(x))
-
-
-class PeerDeepGP(DeepGP):
+class MaternDeepGP(PeerDeepGP):
     """GPyTorch's documented deep GP: ``depth`` layers, hidden ones of ``width`` outputs."""
 
     def __init__(self, x: torch.Tensor, depth: int, width: int, num_inducing: int) -> None:
-        super().__init__()
         generator = torch.Generator().manual_seed(0)
         widths = [x.shape[-1], *([width] * (depth - 1)), 1]
         layers = []
@@ -91,15 +68,9 @@ class PeerDeepGP(DeepGP):
                 points = torch.randn(num_inducing, width_in, generator=generator, dtype=x.dtype)
             if not last:
                 points = points.expand(width_out, *points.shape).clone()  # [P, M, D]
-            layers.append(PeerLayer(width_in, None if last else width_out, points).double())
-        self.layers = torch.nn.ModuleList(layers)
-        self.likelihood = GaussianLikelihood().double()
-
-    def forward(self, x: torch.Tensor):
-        output = x
-        for layer in self.layers:
-            output = layer(output)
-        return output
+            layer = PeerLayer(width_in, None if last else width_out, points, kernel="matern52")
+            layers.append(layer.double())
+        super().__init__(layers)
 
 
 # ---------------------------------------------------------------------------------------- timing
@@ -182,7 +153,7 @@ def main() -> None:
                 zonal_model(setting, depth), x, y, args.samples, args.warmup, args.repeats
             )
             torch.manual_seed(0)
-            peer_model = PeerDeepGP(x, depth, width, spec["num_inducing"])
+            peer_model = MaternDeepGP(x, depth, width, spec["num_inducing"])
             peer = seconds_per_step(peer_model, x, y, args.samples, args.warmup, args.repeats)
             row = {
                 "setting": setting,

@@ -89,12 +89,9 @@ def deep_model(widths: list[int]) -> DGP:
     return model
 
 
-def test_deep_density_at_one_point_is_the_per_point_mixture_density():
-    """With one test point, joint and per-point densities coincide: the pathwise estimate (eq.
-    3.11) and the model's marginal-sample mixture estimate agree within their Monte Carlo error."""
-    model = deep_model([2, 2, 1])
-    x, y = data(1, seed=3)
-    samples = 4000
+def assert_joint_matches_per_point(model, x, y, samples: int) -> None:
+    """Three pathwise estimates (eq. 3.11) and three marginal-sample mixture estimates of the
+    density at one point agree within five times their joint Monte Carlo spread."""
     estimates = torch.stack(
         [joint_log_predictive_density(model, x, y, num_samples=samples) for _ in range(3)]
     )
@@ -106,6 +103,12 @@ def test_deep_density_at_one_point_is_the_per_point_mixture_density():
     references = torch.cat(references)
     spread = torch.cat([estimates, references]).std()  # the estimators' own Monte Carlo spread
     assert abs(float(estimates.mean() - references.mean())) <= 5 * float(spread) + 1e-3
+
+
+def test_deep_density_at_one_point_is_the_per_point_mixture_density():
+    """With one test point, joint and per-point densities coincide: the pathwise estimate (eq.
+    3.11) and the model's marginal-sample mixture estimate agree within their Monte Carlo error."""
+    assert_joint_matches_per_point(deep_model([2, 2, 1]), *data(1, seed=3), samples=4000)
 
 
 def test_deep_density_without_hidden_layers_is_exact():
@@ -146,20 +149,7 @@ def residual_model(num_hidden: int):
 def test_residual_dgp_density_at_one_point_is_its_per_point_mixture_density():
     """Hidden vector fields drawn as paths, moved by the exponential map: at one test point the
     joint estimate and the model's per-point mixture density agree within Monte Carlo error."""
-    model = residual_model(1)
-    x, y = data(1, seed=6)
-    samples = 3000
-    estimates = torch.stack(
-        [joint_log_predictive_density(model, x, y, num_samples=samples) for _ in range(3)]
-    )
-    model.num_posterior_samples = samples
-    references = []
-    for seed in range(3):
-        model.posterior_seed = seed
-        references.append(model.log_predictive_density(x, y))
-    references = torch.cat(references)
-    spread = torch.cat([estimates, references]).std()
-    assert abs(float(estimates.mean() - references.mean())) <= 5 * float(spread) + 1e-3
+    assert_joint_matches_per_point(residual_model(1), *data(1, seed=6), samples=3000)
 
 
 def test_residual_dgp_density_without_fields_is_the_exact_gaussian_density():

@@ -337,6 +337,8 @@ def _plot(run_dir: RunDirectory, rows: list[dict[str, Any]], config: dict[str, A
         from matplotlib.figure import Figure
     except ImportError:
         return
+    from zonal.experiments._plots import paired_boxplots
+
     residual = [r for r in rows if r["model"] == "residual"]
     sizes = sorted({r["num_train"] for r in residual})
     if sizes:
@@ -367,26 +369,14 @@ def _plot(run_dir: RunDirectory, rows: list[dict[str, Any]], config: dict[str, A
     figure = Figure(figsize=(7.5, 3.2))
     axes = figure.subplots(1, 2)
     for axis, metric in zip(axes, ("lpd", "mse"), strict=True):
-        for offset, (model, colour) in enumerate((("residual", "C0"), ("baseline", "C1"))):
-            depths = sorted({r["hidden_layers"] for r in compared if r["model"] == model})
-            values = [
-                [r[metric] for r in compared if (r["model"], r["hidden_layers"]) == (model, h)]
-                for h in depths
-            ]
-            if not values:
-                continue
-            positions = [h + (offset - 0.5) * 0.35 for h in depths]
-            boxes = axis.boxplot(
-                values,
-                positions=positions,
-                widths=0.3,
-                patch_artist=True,
-                manage_ticks=False,
-                medianprops={"color": "black"},
-            )
-            for box in boxes["boxes"]:
-                box.set_facecolor(colour)
-            axis.plot([], [], color=colour, label=model)
+        series = []
+        for model, colour in (("residual", "C0"), ("baseline", "C1")):
+            by_depth: dict[int, list[float]] = {}
+            for r in compared:
+                if r["model"] == model:
+                    by_depth.setdefault(r["hidden_layers"], []).append(r[metric])
+            series.append((model, colour, by_depth))
+        paired_boxplots(axis, series)
         axis.set_xlabel("hidden layers")
         axis.set_ylabel("joint LPD per test point" if metric == "lpd" else "MSE")
         axis.set_xticks(sorted({r["hidden_layers"] for r in compared}))

@@ -270,38 +270,22 @@ def _plot(run_dir: RunDirectory, rows: list[dict[str, Any]], config: dict[str, A
         from matplotlib.figure import Figure
     except ImportError:
         return
+    from zonal.experiments._plots import paired_boxplots
+
     datasets = [d for d in config["datasets"] if any(r["dataset"] == d for r in rows)]
     if not datasets:
         return
     figure = Figure(figsize=(3.4 * len(datasets), 3.2))
     axes = figure.subplots(1, len(datasets), squeeze=False)[0]
     for axis, dataset in zip(axes, datasets, strict=True):
-        for offset, (model, colour) in enumerate((("residual", "C0"), ("euclidean", "C1"))):
-            depths = sorted(
-                {r["depth"] for r in rows if (r["dataset"], r["model"]) == (dataset, model)}
-            )
-            if not depths:
-                continue
-            values = [
-                [
-                    r["tll"]
-                    for r in rows
-                    if (r["dataset"], r["model"], r["depth"]) == (dataset, model, d)
-                ]
-                for d in depths
-            ]
-            positions = [d + (offset - 0.5) * 0.35 for d in depths]
-            boxes = axis.boxplot(
-                values,
-                positions=positions,
-                widths=0.3,
-                patch_artist=True,
-                manage_ticks=False,
-                medianprops={"color": "black"},
-            )
-            for box in boxes["boxes"]:
-                box.set_facecolor(colour)
-            axis.plot([], [], color=colour, label=model)
+        series = []
+        for model, colour in (("residual", "C0"), ("euclidean", "C1")):
+            by_depth: dict[int, list[float]] = {}
+            for r in rows:
+                if (r["dataset"], r["model"]) == (dataset, model):
+                    by_depth.setdefault(r["depth"], []).append(r["tll"])
+            series.append((model, colour, by_depth))
+        paired_boxplots(axis, series)
         axis.set_xticks(sorted({r["depth"] for r in rows if r["dataset"] == dataset}))
         axis.set_xlabel("layers")
         axis.set_title(dataset)
