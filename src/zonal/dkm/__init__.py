@@ -1,0 +1,31 @@
+"""Deep kernel machines: Gram-matrix layers, the DKM objective, sparse fully connected DKMs
+(seed 003)."""
+
+from zonal.dkm.conditional import ConditionalBlocks, conditional_blocks
+from zonal.dkm.divergence import gaussian_kl, gaussian_kl_from_roots
+from zonal.dkm.gram_kernels import ArcCosineGram, GramKernel, SquaredExponentialGram, gram_kernel
+from zonal.dkm.objective import (
+    check_nu,
+    dkm_objective,
+    gaussian_log_marginal,
+    input_gram,
+    nngp_grams,
+)
+from zonal.dkm.psd import CholeskyParameter
+
+__all__ = [
+    "ArcCosineGram",
+    "CholeskyParameter",
+    "ConditionalBlocks",
+    "GramKernel",
+    "SquaredExponentialGram",
+    "check_nu",
+    "conditional_blocks",
+    "dkm_objective",
+    "gaussian_kl",
+    "gaussian_kl_from_roots",
+    "gaussian_log_marginal",
+    "gram_kernel",
+    "input_gram",
+    "nngp_grams",
+]

@@ -1,0 +1,118 @@
+"""Kernels as functions of a Gram matrix, K(G) (seed 003 eqs. 2-4, 16).
+
+A deep kernel machine carries Gram matrices G = F F^T / N between layers, never features, so every
+kernel it uses must be computable from G alone. Two families are:
+
+* **arc-cosine** (the infinitely wide ReLU layer; Cho and Saul): with f ~ N(0, G) and the
+  activation relu^m (the step function for m = 0),
+
+      K_m(G)_ij = 2 E[relu(f_i)^m relu(f_j)^m] = (J_m(0) / pi) (G_ii G_jj)^{m/2} s_m(t_ij),
+      t_ij = G_ij / sqrt(G_ii G_jj),
+
+  with s_m = J_m(arccos t) / J_m(0) zonal's normalised arc-cosine shape
+  (``zonal.kernels.arccos_shape``) and J_m(0) / pi = 1, 1, 3. For m = 1 (ReLU) the diagonal is
+  kept, K(G)_ii = G_ii: the factor 2 is He's initialisation, the Omega(G) of seed 003 eq. 16.
+* **isotropic** kernels through the squared distance R_ij = G_ii - 2 G_ij + G_jj (seed 003 eq. 2),
+  e.g. the squared exponential K_ij = variance exp(-R_ij / (2 lengthscale^2)).
+
+A sparse DKM needs the kernel on three blocks: inducing-inducing (a full matrix), test/train-inducing
+(a cross block, which needs the diagonals of both sides) and the test/train diagonal. Every kernel
+here is therefore written once as an elementwise ``cross(G_xy, g_x, g_y)`` of a cross block and the
+two diagonals, and ``diagonal(g)``; the full matrix is ``cross(G, diag G, diag G)``.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+import torch
+
+from zonal.kernels import arccos_shape
+from zonal.kernels.arccos import check_order
+
+#: J_m(0) / pi for m = 0, 1, 2: the value 2 E[relu(f)^{2m}] / E[f^2]^m of Cho and Saul's kernel
+_CHO_SAUL_DIAGONAL = (1.0, 1.0, 3.0)
+
+
+class GramKernel(ABC):
+    """K(G): a kernel evaluated from a Gram matrix (seed 003 eq. 3)."""
+
+    @abstractmethod
+    def cross(
+        self, gram_cross: torch.Tensor, diag_rows: torch.Tensor, diag_cols: torch.Tensor
+    ) -> torch.Tensor:
+        """K_xy [*b, n, m] from G_xy [*b, n, m] and the diagonals G_xx [*b, n], G_yy [*b, m]."""
+
+    @abstractmethod
+    def diagonal(self, diag: torch.Tensor) -> torch.Tensor:
+        """The diagonal K_xx [*b, n] from the diagonal G_xx [*b, n]."""
+
+    def __call__(self, gram: torch.Tensor) -> torch.Tensor:
+        """The full kernel matrix K(G) [*b, n, n] of a Gram matrix G [*b, n, n]."""
+        diag = gram.diagonal(dim1=-2, dim2=-1)  # [*b, n]
+        return self.cross(gram, diag, diag)
+
+
+@dataclass(frozen=True)
+class ArcCosineGram(GramKernel):
+    """Arc-cosine kernel of order 0, 1 (ReLU) or 2 as a function of G (module docstring)."""
+
+    order: int = 1
+
+    def __post_init__(self) -> None:
+        check_order(self.order)
+
+    def cross(
+        self, gram_cross: torch.Tensor, diag_rows: torch.Tensor, diag_cols: torch.Tensor
+    ) -> torch.Tensor:
+        norms = (
+            (diag_rows.unsqueeze(-1) * diag_cols.unsqueeze(-2)).clamp_min(0).sqrt()
+        )  # [*b, n, m]
+        tiny = torch.finfo(norms.dtype).tiny
+        cosine = gram_cross / norms.clamp_min(tiny)  # [*b, n, m]; 0 where a norm vanishes
+        shape = arccos_shape(cosine, self.order)  # [*b, n, m]
+        return _CHO_SAUL_DIAGONAL[self.order] * norms**self.order * shape
+
+    def diagonal(self, diag: torch.Tensor) -> torch.Tensor:
+        return _CHO_SAUL_DIAGONAL[self.order] * diag.clamp_min(0) ** self.order
+
+
+@dataclass(frozen=True)
+class SquaredExponentialGram(GramKernel):
+    """variance * exp(-R / (2 lengthscale^2)), R_ij = G_ii - 2 G_ij + G_jj (seed 003 eq. 2)."""
+
+    lengthscale: float = 1.0
+    variance: float = 1.0
+
+    def __post_init__(self) -> None:
+        for name in ("lengthscale", "variance"):
+            value = getattr(self, name)
+            if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
+                raise ValueError(f"the squared exponential {name} must be > 0, got {value!r}")
+
+    def cross(
+        self, gram_cross: torch.Tensor, diag_rows: torch.Tensor, diag_cols: torch.Tensor
+    ) -> torch.Tensor:
+        distance = diag_rows.unsqueeze(-1) + diag_cols.unsqueeze(-2) - 2 * gram_cross  # [*b, n, m]
+        return self.variance * torch.exp(-distance.clamp_min(0) / (2 * self.lengthscale**2))
+
+    def diagonal(self, diag: torch.Tensor) -> torch.Tensor:
+        return torch.full_like(diag, self.variance)
+
+
+_NAMED = {
+    "relu": lambda: ArcCosineGram(1),
+    "arccos-0": lambda: ArcCosineGram(0),
+    "arccos-1": lambda: ArcCosineGram(1),
+    "arccos-2": lambda: ArcCosineGram(2),
+    "squared-exponential": SquaredExponentialGram,
+}
+
+
+def gram_kernel(name: str) -> GramKernel:
+    """The Gram kernel called ``name``: relu (= arccos-1), arccos-0, arccos-2, squared-exponential."""
+    if name not in _NAMED:
+        raise ValueError(f"unknown Gram kernel {name!r}; choose one of {sorted(_NAMED)}")
+    return _NAMED[name]()
