@@ -21,6 +21,11 @@ r = ||[x, b]|| (seed 000 eq. 7, Fig. 2), so a Gaussian prediction N(m, v) of g(z
 
     mean = m r,   variance = v r^2,   covariance between x_i and x_j = C_ij r_i r_j.
 
+Input relevance (ARD): ``SphereEmbedding(input_scales=...)`` embeds [s * x, b] instead, with one
+learnable s_d > 0 per input column, and the radius becomes r = ||[s * x, b]||; every model that
+reads its inputs through the embedding (SVGP, SGPR, the DGPs' first layer, the residual DGP) then
+learns the scales with its other hyperparameters (the SGPR by the scheme of ``zonal.models.sgpr``).
+
 This module is the one owner of sphere geometry in zonal (docs/design.md).
 """
 
@@ -86,19 +91,36 @@ class EuclideanInput(InputMap):
 
 
 class SphereEmbedding(InputMap):
-    """x [..., D] -> (z [..., D + 1] on S^D, r [...]) with z = [x, b] / r, r = ||[x, b]||.
+    """x [..., D] -> (z [..., D + 1] on S^D, r [...]) with z = [s * x, b] / r, r = ||[s * x, b]||.
+
+    Without input scales (the default) s = 1: z = [x, b] / ||[x, b]|| (seed 000 sec. 4.1). With
+    ``input_scales`` the embedding learns one positive scale s_d per input column, the zonal
+    kernels' counterpart of ARD lengthscales: the homogeneous kernel then reads [s * x, b], so
+    k(x, x') = r r' k_S(z . z') with the scaled radius r = ||[s * x, b]||, and s_d -> 0 makes the
+    model ignore column d (it is the unscaled embedding of s * x, exactly).
 
     Args:
         bias: b > 0 (its sign is a reflection of the sphere, so b > 0 loses nothing; b = 0 would
             let x = 0 have no direction).
         learn_bias: learn b (kept positive by GPyTorch's ``Positive`` constraint) or keep it fixed.
-        dtype: dtype of b (float64 by default).
+        input_scales: None (no scales), a number (every s_d; give ``input_dim``) or a tensor [D] of
+            initial values, all finite and > 0.
+        learn_input_scales: learn s (kept positive by a ``Positive`` constraint) or keep it fixed.
+        input_dim: D; needed when ``input_scales`` is a number, checked against a tensor's length.
+        dtype: dtype of b and s (float64 by default).
     """
 
     homogeneous = True
 
     def __init__(
-        self, bias: float = 1.0, *, learn_bias: bool = False, dtype: torch.dtype = torch.float64
+        self,
+        bias: float = 1.0,
+        *,
+        learn_bias: bool = False,
+        input_scales: float | torch.Tensor | None = None,
+        learn_input_scales: bool = True,
+        input_dim: int | None = None,
+        dtype: torch.dtype = torch.float64,
     ) -> None:
         super().__init__()
         value = torch.as_tensor(bias, dtype=dtype)
@@ -110,6 +132,18 @@ class SphereEmbedding(InputMap):
             self.raw_bias = nn.Parameter(self.bias_constraint.inverse_transform(value))
         else:
             self.register_buffer("fixed_bias", value)
+        self.learn_input_scales = bool(learn_input_scales) and input_scales is not None
+        if input_scales is None:
+            if input_dim is not None:
+                raise ValueError("input_dim is only read with input_scales; drop it or give scales")
+            return
+        scales = _initial_input_scales(input_scales, input_dim, dtype)  # [D]
+        self.input_scales_constraint = Positive()
+        if self.learn_input_scales:
+            raw = self.input_scales_constraint.inverse_transform(scales)
+            self.raw_input_scales = nn.Parameter(raw)
+        else:
+            self.register_buffer("fixed_input_scales", scales)
 
     @property
     def bias(self) -> torch.Tensor:
@@ -118,35 +152,60 @@ class SphereEmbedding(InputMap):
             return self.bias_constraint.transform(self.raw_bias)
         return self.fixed_bias
 
+    @property
+    def has_input_scales(self) -> bool:
+        """Whether the embedding scales its inputs (``input_scales`` given)."""
+        return hasattr(self, "input_scales_constraint")
+
+    @property
+    def input_scales(self) -> torch.Tensor | None:
+        """s [D] > 0, or None without input scales."""
+        if not self.has_input_scales:
+            return None
+        if self.learn_input_scales:
+            return self.input_scales_constraint.transform(self.raw_input_scales)
+        return self.fixed_input_scales
+
     def ambient_dim(self, input_dim: int) -> int:
         return int(input_dim) + 1
 
     def lift(self, x: torch.Tensor) -> torch.Tensor:
-        """[x, b] [..., D + 1] (the point on the hyperplane x_{D+1} = b)."""
+        """[s * x, b] [..., D + 1] (the point on the hyperplane x_{D+1} = b; s = 1 without
+        input scales)."""
         if not isinstance(x, torch.Tensor) or x.dim() == 0:
             raise ValueError("x must be a tensor [..., D] with D >= 1")
         check_finite(x, "x")
+        scales = self.input_scales
+        if scales is not None:
+            if x.shape[-1] != len(scales):
+                raise ValueError(
+                    f"x has {x.shape[-1]} columns but the embedding has {len(scales)} input "
+                    f"scales, got shape {tuple(x.shape)}"
+                )
+            x = x * scales.to(dtype=x.dtype, device=x.device)  # [..., D]
         bias = self.bias.to(dtype=x.dtype, device=x.device).expand(*x.shape[:-1], 1)
         return torch.cat([x, bias], dim=-1)
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(z, r): unit vectors z [..., D + 1] and radii r = ||[x, b]|| [...] (r >= b > 0)."""
+        """(z, r): unit vectors z [..., D + 1] and radii r = ||[s * x, b]|| [...] (r >= b > 0)."""
         lifted = self.lift(x)  # [..., D + 1]
         radius = lifted.norm(dim=-1)  # [...]
         return lifted / radius.unsqueeze(-1), radius
 
     def radius(self, x: torch.Tensor) -> torch.Tensor:
-        """r = ||[x, b]|| = sqrt(||x||^2 + b^2) [...]."""
+        """r = ||[s * x, b]|| = sqrt(||s * x||^2 + b^2) [...]."""
         return self.lift(x).norm(dim=-1)
 
     def inverse(self, z: torch.Tensor) -> torch.Tensor:
-        """x [..., D] from z [..., D + 1] on b's hemisphere: x = b z_{:D} / z_{D+1}."""
+        """x [..., D] from z [..., D + 1] on b's hemisphere: x = b z_{:D} / (s z_{D+1})."""
         last = z[..., -1:]
         if (last <= 0).any():
             raise ValueError(
                 "z must lie on the open hemisphere z_{D+1} > 0 (the image of the data)"
             )
-        return self.bias.to(dtype=z.dtype, device=z.device) * z[..., :-1] / last
+        x = self.bias.to(dtype=z.dtype, device=z.device) * z[..., :-1] / last  # [..., D]
+        scales = self.input_scales
+        return x if scales is None else x / scales.to(dtype=z.dtype, device=z.device)
 
     @staticmethod
     def to_data_scale(
@@ -159,6 +218,30 @@ class SphereEmbedding(InputMap):
     def covariance_to_data_scale(covariance: torch.Tensor, radius: torch.Tensor) -> torch.Tensor:
         """C [..., N, N] on the sphere to the data: C_ij r_i r_j, r [..., N]."""
         return covariance * radius.unsqueeze(-1) * radius.unsqueeze(-2)
+
+
+def _initial_input_scales(
+    input_scales: float | torch.Tensor, input_dim: int | None, dtype: torch.dtype
+) -> torch.Tensor:
+    """The initial s [D] (float64 by default): finite and > 0, of length ``input_dim``."""
+    if isinstance(input_scales, bool):
+        raise ValueError(f"input_scales must be a number or a tensor [D], got {input_scales!r}")
+    if input_dim is not None and (
+        isinstance(input_dim, bool) or not isinstance(input_dim, int) or input_dim < 1
+    ):
+        raise ValueError(f"input_dim must be a positive integer, got {input_dim!r}")
+    scales = torch.as_tensor(input_scales, dtype=dtype).detach().clone()
+    if scales.dim() == 0:
+        if input_dim is None:
+            raise ValueError("a single input scale needs input_dim (the number of input columns)")
+        scales = scales.expand(int(input_dim)).clone()
+    if scales.dim() != 1 or len(scales) == 0:
+        raise ValueError(f"input_scales must be a tensor [D], got shape {tuple(scales.shape)}")
+    if input_dim is not None and len(scales) != input_dim:
+        raise ValueError(f"input_scales has length {len(scales)} but input_dim is {input_dim}")
+    if not bool(torch.isfinite(scales).all()) or bool((scales <= 0).any()):
+        raise ValueError(f"input_scales must be finite and > 0, got {scales.tolist()}")
+    return scales
 
 
 # ---------------------------------------------------------------------------------- sphere maps

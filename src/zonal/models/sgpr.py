@@ -23,6 +23,20 @@ psi* = r* phi*^T Lambda^{1/2}, P = L_B^{-1} psi*^T):
     mean = psi* L_B^{-T} w / s^2,
     cov  = K** - psi* psi*^T + P^T P        (the diagonal: r*^2 k(1) - |psi*|^2 + |P|^2).
 
+**Input scales (ARD).** With ``SphereEmbedding(input_scales=...)`` the rows are r_i phi(z_i) of
+z_i = [s * x_i, b] / r_i, r_i = ||[s * x_i, b]||, so every statistic depends on s and a step in s
+invalidates the pass. ``fit_input_scales`` uses an alternating scheme:
+
+1. maximise the collapsed bound of a random subsample of n rows (all rows when N <= n) over s,
+   the kernel hyperparameters and the noise; every evaluation recomputes the subsample's
+   statistics with gradients (exactly the bound above for those rows): O(n M^2 + M^3) time and
+   O(n M) memory per L-BFGS evaluation;
+2. one pass over all N rows at the learned s (``fit_statistics``): O(N M^2);
+3. ``fit``: the kernel hyperparameters and the noise on the full statistics, O(M^3) per step.
+
+With n >= N step 1 is "a pass per scale update" (the exact full-data bound in s). Until step 2 has
+run the stored statistics belong to other scales: ``elbo`` and the predictions refuse them by name.
+
 The model answers the contract of ``zonal.models.contract`` (``posterior`` with any batch shape,
 ``predict``, ``log_predictive_density``).
 """
@@ -48,6 +62,13 @@ from zonal.models.svgp import resolve_input_map
 from zonal.variational.root_difference import RootDifferenceLinearOperator
 
 
+def _take_rows(values: torch.Tensor | np.ndarray, rows: np.ndarray) -> torch.Tensor:
+    """values[rows] as a tensor (a numpy array, e.g. a memmap, is indexed before conversion)."""
+    if isinstance(values, np.ndarray):
+        return torch.as_tensor(np.asarray(values[rows]))
+    return torch.as_tensor(values)[torch.from_numpy(rows)]
+
+
 class SGPR(ZonalModel):
     """Sparse GP regression with a diagonal-Kuu feature and sufficient statistics.
 
@@ -58,7 +79,8 @@ class SGPR(ZonalModel):
             ``SparseSphericalHarmonicFeatures`` with fixed phases).
         input_dim: D, the data dimension.
         input_map: a ``SphereEmbedding`` with a fixed bias (the statistics depend on it; None: the
-            default, bias 1) or ``OnSphere()`` for inputs on the sphere.
+            default, bias 1), possibly with input scales (``fit_input_scales``), or ``OnSphere()``
+            for inputs on the sphere.
         noise: initial Gaussian noise variance.
 
     The features are used as they are (their parameters, e.g. learnable phases, are left to the
@@ -89,6 +111,13 @@ class SGPR(ZonalModel):
         self.likelihood = GaussianLikelihood().to(torch.float64)
         self.likelihood.noise = torch.tensor(noise, dtype=torch.float64)
         self.reset_statistics()
+        scales = self._input_scales()
+        if scales is not None:  # the scales the statistics were computed at
+            self.register_buffer("stat_input_scales", scales.detach().clone())
+
+    def _input_scales(self) -> torch.Tensor | None:
+        """The embedding's input scales s [D], or None without them."""
+        return getattr(self.input_map, "input_scales", None)
 
     def _parameters_to_fit(self) -> list[torch.nn.Parameter]:
         """Kernel hyperparameters and the noise: the features stay as the statistics saw them."""
@@ -116,6 +145,12 @@ class SGPR(ZonalModel):
     ) -> tuple[torch.Tensor, ...]:
         """The statistics (Phi_r^T Phi_r, Phi_r^T y, y^T y, sum r^2, n) of one chunk x [n, D],
         y [n]; bad values are reported by their row in the whole data (``first_row`` + i)."""
+        return self._statistics(*self._checked_rows(x, y, first_row))
+
+    def _checked_rows(
+        self, x: torch.Tensor, y: torch.Tensor, first_row: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(x [n, D], y [n]) checked (shape, finite values named by their global row)."""
         x = torch.as_tensor(x)
         y = torch.as_tensor(y)
         if x.dim() != 2 or x.shape[-1] != self.input_dim:
@@ -132,7 +167,11 @@ class SGPR(ZonalModel):
                     f"chunk, first at row {row})"
                 )
         x = self.check_inputs(x)
-        y = y.to(x)
+        return x, y.to(x)
+
+    def _statistics(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """(Phi_r^T Phi_r [M, M], Phi_r^T y [M], y^T y, sum r^2, n) of checked x [n, D], y [n],
+        differentiable in the input map's and the features' parameters."""
         lifted = self.input_map.lift(x)  # [n, ambient_dim]
         phi_r = self.features.kuf(self.kernel, lifted).mT  # [n, M], rows r_i phi(z_i)
         count = y.new_tensor(float(len(y)))
@@ -186,6 +225,65 @@ class SGPR(ZonalModel):
             raise ValueError("no data: the statistics are empty")
         for name, value in zip(self.STATISTICS, totals, strict=True):
             getattr(self, name).copy_(value)
+        scales = self._input_scales()
+        if scales is not None:
+            self.stat_input_scales.copy_(scales.detach())
+
+    def fit_input_scales(
+        self,
+        x: torch.Tensor | np.ndarray,
+        y: torch.Tensor | np.ndarray,
+        *,
+        subsample_size: int = 2048,
+        max_iter: int = 50,
+        lr: float = 1.0,
+        seed: int = 0,
+    ) -> list[float]:
+        """Step 1 of the alternating scheme (module docstring): L-BFGS on the collapsed bound of
+        ``subsample_size`` random rows (all rows when N is smaller) over the input scales, the
+        kernel hyperparameters and the noise; returns the bound per row at each evaluation.
+
+        Each evaluation costs O(n M^2 + M^3) for n = min(N, subsample_size). The stored
+        statistics are then stale: call ``fit_statistics`` (all rows) and ``fit`` next.
+        """
+        scales = self._input_scales()
+        if scales is None or not self.input_map.learn_input_scales:
+            raise ValueError(
+                "fit_input_scales needs an input map with learnable input scales: "
+                "SphereEmbedding(input_scales=..., learn_input_scales=True)"
+            )
+        if (
+            isinstance(subsample_size, bool)
+            or not isinstance(subsample_size, int)
+            or (subsample_size < 1)
+        ):
+            raise ValueError(f"subsample_size must be a positive integer, got {subsample_size!r}")
+        if len(x) != len(y):
+            raise ValueError(f"x has {len(x)} rows but y has {len(y)}")
+        if len(x) == 0:
+            raise ValueError("no data: fit_input_scales needs rows")
+        rows = np.arange(len(x))
+        if len(x) > subsample_size:  # sorted, so that a memmap is read in order
+            generator = np.random.default_rng(seed)
+            rows = np.sort(generator.choice(len(x), size=subsample_size, replace=False))
+        x_rows, y_rows = self._checked_rows(_take_rows(x, rows), _take_rows(y, rows), 0)
+        parameters = [p for p in [*self.input_map.parameters(), *self._parameters_to_fit()]
+                      if p.requires_grad]  # fmt: skip
+        optimiser = torch.optim.LBFGS(
+            parameters, lr=lr, max_iter=max_iter, line_search_fn="strong_wolfe"
+        )
+        trace: list[float] = []
+
+        def closure() -> torch.Tensor:
+            optimiser.zero_grad()
+            statistics = self._statistics(x_rows, y_rows)
+            loss = -self._bound(*statistics) / len(y_rows)
+            loss.backward()
+            trace.append(float(-loss.detach()))
+            return loss
+
+        optimiser.step(closure)
+        return trace
 
     @property
     def _homogeneous(self) -> bool:
@@ -199,39 +297,62 @@ class SGPR(ZonalModel):
         unit[0, -1] = 1.0
         return self.kernel(unit, diag=True).reshape(())
 
-    def _posterior_terms(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(Lambda^{1/2} [M], L_B [M, M], noise variance s^2)."""
+    def _check_statistics(self) -> None:
+        """Refuse empty statistics, or statistics computed at other input scales."""
+        if self.stat_count == 0:
+            raise ValueError("call fit_statistics first")
+        scales = self._input_scales()
+        if scales is not None and not torch.equal(scales.detach(), self.stat_input_scales):
+            raise ValueError(
+                "the input scales changed since the statistics were computed: call "
+                "fit_statistics again (the alternating scheme of zonal.models.sgpr)"
+            )
+
+    def _posterior_terms(
+        self, gram: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(Lambda^{1/2} [M], L_B [M, M], noise variance s^2) for A = ``gram`` (default: the
+        stored Phi_r^T Phi_r)."""
+        gram = self.stat_gram if gram is None else gram  # [M, M]
         eigenvalues = self.features.kuu(self.kernel).diagonal().reciprocal()  # [M] = Lambda
         root = eigenvalues.sqrt()  # [M]
         noise = self.likelihood.noise.reshape(())
-        matrix = root[:, None] * self.stat_gram * root[None, :] / noise  # [M, M]
+        matrix = root[:, None] * gram * root[None, :] / noise  # [M, M]
         matrix = matrix + torch.eye(len(root), dtype=matrix.dtype, device=matrix.device)
         return root, cholesky(matrix, name="SGPR matrix B = I + L^1/2 A L^1/2 / s^2"), noise
 
     def whitened_posterior(self) -> tuple[torch.Tensor, torch.Tensor]:
         """The implicit q(v) of v = Lambda^{1/2} u (the Titsias optimum): (m_v [M], L_B [M, M])
         with m_v = B^{-1} Lambda^{1/2} c / s^2 and S_v = B^{-1} = (L_B L_B^T)^{-1}."""
-        if self.stat_count == 0:
-            raise ValueError("call fit_statistics first")
+        self._check_statistics()
         root, factor, noise = self._posterior_terms()
         scaled = (root * self.stat_cross / noise).unsqueeze(-1)  # Lambda^{1/2} c / s^2 [M, 1]
         return torch.cholesky_solve(scaled, factor).squeeze(-1), factor
 
     def elbo(self) -> torch.Tensor:
         """The collapsed bound on log p(y) (a scalar), from the statistics alone."""
-        if self.stat_count == 0:
-            raise ValueError("call fit_statistics first")
-        root, factor, noise = self._posterior_terms()
-        count = self.stat_count
+        self._check_statistics()
+        return self._bound(*(getattr(self, name) for name in self.STATISTICS))
+
+    def _bound(
+        self,
+        gram: torch.Tensor,
+        cross: torch.Tensor,
+        yy: torch.Tensor,
+        radius2: torch.Tensor,
+        count: torch.Tensor,
+    ) -> torch.Tensor:
+        """The collapsed bound (module docstring) from statistics A, c, y^T y, sum r^2, N."""
+        root, factor, noise = self._posterior_terms(gram)
         w = torch.linalg.solve_triangular(
-            factor, (root * self.stat_cross).unsqueeze(-1), upper=False
+            factor, (root * cross).unsqueeze(-1), upper=False
         ).squeeze(-1)  # [M]
-        trace_kff = self._kernel_diagonal() * self.stat_radius2
-        trace_qff = (root**2 * self.stat_gram.diagonal()).sum()
+        trace_kff = self._kernel_diagonal() * radius2
+        trace_qff = (root**2 * gram.diagonal()).sum()
         return (
             -0.5 * count * torch.log(2 * math.pi * noise)
             - factor.diagonal().log().sum()
-            - 0.5 * self.stat_yy / noise
+            - 0.5 * yy / noise
             + 0.5 * (w @ w) / noise**2
             - 0.5 * (trace_kff - trace_qff) / noise
         )
@@ -258,8 +379,7 @@ class SGPR(ZonalModel):
     def latent_distribution(self, X: torch.Tensor) -> MultivariateNormal:
         """q(f(X)) [*b, q] for inputs X [*b, q, D] (module docstring): the mean and a lazy
         covariance K** - psi psi^T + P^T P whose diagonal costs O(q M)."""
-        if self.stat_count == 0:
-            raise ValueError("call fit_statistics first")
+        self._check_statistics()
         lifted = self.input_map.lift(X)  # [*b, q, ambient_dim]
         root, factor, noise = self._posterior_terms()
         scaled = self.features.kuf(self.kernel, lifted) * root.unsqueeze(-1)  # psi^T [*b, M, q]
