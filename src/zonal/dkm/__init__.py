@@ -12,16 +12,23 @@ from zonal.dkm.objective import (
     nngp_grams,
 )
 from zonal.dkm.psd import CholeskyParameter
+from zonal.dkm.sparse import InducingChain, InducingLayer, ObjectiveTerms, SparseDKM
+from zonal.dkm.training import fit_dkm
 
 __all__ = [
     "ArcCosineGram",
     "CholeskyParameter",
     "ConditionalBlocks",
     "GramKernel",
+    "InducingChain",
+    "InducingLayer",
+    "ObjectiveTerms",
+    "SparseDKM",
     "SquaredExponentialGram",
     "check_nu",
     "conditional_blocks",
     "dkm_objective",
+    "fit_dkm",
     "gaussian_kl",
     "gaussian_kl_from_roots",
     "gaussian_log_marginal",

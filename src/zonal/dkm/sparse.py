@@ -1,0 +1,320 @@
+"""The sparse fully connected deep kernel machine (seed 003 eqs. 10-11, appendix D).
+
+Inputs X [P, N_0] and M learned inducing inputs X_i [M, N_0] give the input Gram blocks
+G^0_ii = X_i X_i^T / N_0, G^0_ti = X X_i^T / N_0, G^0_tt = X X^T / N_0 (only its diagonal in
+training). Layer l = 1..L:
+
+* the kernel blocks K_ii, K_ti, K_tt = K(G^{l-1}) (``zonal.dkm.gram_kernels``);
+* the inducing block G^l_ii is a learned positive definite matrix (``CholeskyParameter``,
+  initialised at the NNGP value K_ii, seed 003 sec. 5); with nu_l = inf it *is* K_ii (the NNGP
+  layer, no parameters);
+* G^l_ti and G^l_tt follow by the GP conditional (``zonal.dkm.conditional``).
+
+The output layer is a sparse GP with kernel K(G^L) and q(f_i^c) = N(mu_c, A), one mean per output
+channel and one covariance A shared by the channels (appendix D.1). The objective is eq. 75,
+
+    L = sum_p E_q[log p(y_p | f_p)] - sum_c KL(N(mu_c, A) || N(0, K_ii^{L+1}))
+        - sum_l nu_l KL(N(0, G^l_ii) || N(0, K(G^{l-1}_ii))),
+
+and on a minibatch B of a training set of P points, eq. 76: (1 / |B|) sum_{p in B} E_q[...] - (KL
+terms) / P, whose mean over the batches of an epoch is L / P. The model answers zonal's contract
+(``zonal.models.contract``): ``posterior`` is the joint Gaussian over the q points (full G_tt
+blocks), ``predict`` and ``log_predictive_density`` use the per-point marginals (diagonal G_tt).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import torch
+from gpytorch.distributions import MultitaskMultivariateNormal, MultivariateNormal
+from gpytorch.likelihoods import Likelihood
+from linear_operator.operators import (
+    DenseLinearOperator,
+    IdentityLinearOperator,
+    KroneckerProductLinearOperator,
+)
+
+from zonal._validation import check_finite
+from zonal.dkm.conditional import conditional_blocks
+from zonal.dkm.divergence import gaussian_kl_from_roots
+from zonal.dkm.gram_kernels import GramKernel, gram_kernel
+from zonal.dkm.likelihoods import (
+    categorical_expected_log_likelihood,
+    categorical_log_probabilities,
+    gaussian_expected_log_likelihood,
+    gaussian_log_predictive,
+    is_categorical,
+    likelihood_outputs,
+    noise_variances,
+)
+from zonal.dkm.objective import check_nu, input_gram
+from zonal.dkm.psd import CholeskyParameter
+from zonal.linalg import cholesky
+from zonal.models.contract import PREDICTION_CHUNK, ZonalModel
+from zonal.models.training import check_targets
+
+
+class InducingLayer(NamedTuple):
+    """One layer's inducing quantities: L with L L^T = K(G^{l-1}_ii), V with V V^T = G^l_ii, and
+    whether G^l_ii is learned (False: the NNGP layer, V = L)."""
+
+    prior_chol: torch.Tensor
+    root: torch.Tensor
+    learned: bool
+
+
+class InducingChain(NamedTuple):
+    """The inducing blocks of every layer, the input block and the output layer's K_ii factor."""
+
+    input_gram: torch.Tensor
+    layers: list[InducingLayer]
+    output_chol: torch.Tensor
+
+
+class ObjectiveTerms(NamedTuple):
+    """The parts of eq. 76 on a minibatch: mean expected log likelihood, output KL, layer KLs."""
+
+    expected_log_likelihood: torch.Tensor
+    output_kl: torch.Tensor
+    layer_kls: torch.Tensor
+
+    def objective(self, num_train: int, nu: Sequence[float]) -> torch.Tensor:
+        """(1/|B|) sum E_q[log p] - (KL_out + sum_l nu_l KL_l) / P (eq. 76)."""
+        weights = torch.tensor(
+            [0.0 if math.isinf(value) else value for value in nu],
+            dtype=self.layer_kls.dtype,
+            device=self.layer_kls.device,
+        )
+        regulariser = self.output_kl + (weights * self.layer_kls).sum()
+        return self.expected_log_likelihood - regulariser / num_train
+
+
+class SparseDKM(ZonalModel):
+    """A sparse fully connected deep kernel machine (module docstring).
+
+    Args:
+        inducing_inputs: X_i [M, N_0], the initial inducing inputs (learned unless
+            ``learn_inducing_inputs=False``); seed 003 initialises them at training points.
+        num_layers: L, the number of Gram-matrix layers (0: a GP with kernel K(G^0)).
+        likelihood: ``GaussianLikelihood()`` (one output), ``MultitaskGaussianLikelihood(C,
+            rank=0, ...)`` (C outputs) or ``SoftmaxLikelihood(num_classes=C,
+            mixing_weights=False)`` (classification, Monte Carlo, appendix D.2.2).
+        kernel: a ``GramKernel`` or its name (default ``"relu"``, the first-order arc-cosine).
+        nu: regularisation strength nu_l >= 0 per layer, or one for all (``math.inf``: NNGP layer).
+        likelihood_samples: Monte Carlo draws for the categorical likelihood (seed 003 F.4: 1000).
+        seed: seeds the Monte Carlo draws of predictions (the same call gives the same numbers).
+    """
+
+    def __init__(
+        self,
+        inducing_inputs: torch.Tensor,
+        num_layers: int,
+        likelihood: Likelihood,
+        *,
+        kernel: GramKernel | str = "relu",
+        nu: float | Sequence[float] = 1.0,
+        likelihood_samples: int = 1000,
+        learn_inducing_inputs: bool = True,
+        seed: int = 0,
+    ) -> None:
+        super().__init__()
+        if not isinstance(inducing_inputs, torch.Tensor) or inducing_inputs.dim() != 2:
+            raise ValueError("inducing_inputs must be a tensor [M, N_0]")
+        check_finite(inducing_inputs, "inducing_inputs")
+        if isinstance(num_layers, bool) or not isinstance(num_layers, int) or num_layers < 0:
+            raise ValueError(f"num_layers must be an integer >= 0, got {num_layers!r}")
+        if isinstance(likelihood_samples, bool) or not isinstance(likelihood_samples, int):
+            raise ValueError(
+                f"likelihood_samples must be a positive int, got {likelihood_samples!r}"
+            )
+        if likelihood_samples < 1:
+            raise ValueError(f"likelihood_samples must be a positive int, got {likelihood_samples}")
+        self.kernel = gram_kernel(kernel) if isinstance(kernel, str) else kernel
+        self.nu = check_nu(nu, num_layers)
+        self.num_layers = num_layers
+        self.likelihood = likelihood
+        self._num_outputs = likelihood_outputs(likelihood)
+        self.input_dim = inducing_inputs.shape[-1]
+        self.likelihood_samples = likelihood_samples
+        self.seed = seed
+        inputs = inducing_inputs.detach().to(torch.float64).clone()
+        self.inducing_inputs = torch.nn.Parameter(inputs, requires_grad=learn_inducing_inputs)
+        nngp = self._nngp_inducing_grams(inputs)  # G^1_ii..G^{L+1}_ii at the NNGP
+        self.grams = torch.nn.ModuleDict(
+            {
+                str(index): CholeskyParameter(gram, name=f"G^{index + 1}_ii")
+                for index, gram in enumerate(nngp[:-1])
+                if not math.isinf(self.nu[index])
+            }
+        )
+        size = len(inputs)
+        self.output_mean = torch.nn.Parameter(inputs.new_zeros(size, self._num_outputs))
+        self.output_covariance = CholeskyParameter(nngp[-1], name="A")
+        self.to(torch.float64)  # the likelihood's noise too (float64 by default)
+
+    def _nngp_inducing_grams(self, inputs: torch.Tensor) -> list[torch.Tensor]:
+        grams = [input_gram(inputs)]
+        for _ in range(self.num_layers + 1):
+            grams.append(self.kernel(grams[-1]))
+        return grams[1:]
+
+    # ------------------------------------------------------------------ propagation
+    def inducing_chain(self) -> InducingChain:
+        """Factorised inducing blocks of every layer (O(L M^3), independent of the data)."""
+        gram = input_gram(self.inducing_inputs)  # G^0_ii [M, M]
+        layers = []
+        for index in range(self.num_layers):
+            prior_chol = cholesky(self.kernel(gram), name=f"K(G^{index}_ii) of layer {index + 1}")
+            learned = str(index) in self.grams
+            root = self.grams[str(index)].root if learned else prior_chol  # [M, M]
+            layers.append(InducingLayer(prior_chol, root, learned))
+            gram = root @ root.mT
+        output_chol = cholesky(self.kernel(gram), name=f"K(G^{self.num_layers}_ii) of the output")
+        return InducingChain(input_gram(self.inducing_inputs), layers, output_chol)
+
+    def propagate(
+        self, inputs: torch.Tensor, chain: InducingChain, *, joint: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Output means [*b, n, C] and covariances (variances [*b, n], or [*b, n, n] with
+        ``joint``) of f at inputs [*b, n, N_0] under q (eqs. 86-87)."""
+        width = inputs.shape[-1]
+        cross = inputs @ self.inducing_inputs.mT / width  # G^0_ti [*b, n, M]
+        tt = inputs @ inputs.mT / width if joint else inputs.square().sum(-1) / width
+        inducing_diag = chain.input_gram.diagonal()  # [M]
+        for layer in chain.layers:
+            tt_diag = tt.diagonal(dim1=-2, dim2=-1) if joint else tt
+            kernel_ti = self.kernel.cross(cross, tt_diag, inducing_diag)  # [*b, n, M]
+            kernel_tt = self.kernel(tt) if joint else self.kernel.diagonal(tt)
+            if layer.learned:
+                cross, tt, _ = conditional_blocks(
+                    layer.prior_chol, kernel_ti, kernel_tt, layer.root
+                )
+            else:  # NNGP layer: G^l = K(G^{l-1})
+                cross, tt = kernel_ti, kernel_tt
+            inducing_diag = layer.root.square().sum(-1)  # diag G^l_ii [M]
+        tt_diag = tt.diagonal(dim1=-2, dim2=-1) if joint else tt
+        kernel_ti = self.kernel.cross(cross, tt_diag, inducing_diag)
+        kernel_tt = self.kernel(tt) if joint else self.kernel.diagonal(tt)
+        _, covariance, mean = conditional_blocks(
+            chain.output_chol, kernel_ti, kernel_tt, self.output_covariance.root, self.output_mean
+        )
+        return mean, covariance
+
+    # ------------------------------------------------------------------ objective
+    def objective_terms(
+        self, inputs: torch.Tensor, targets: torch.Tensor, generator: torch.Generator | None = None
+    ) -> ObjectiveTerms:
+        """The terms of eq. 76 on the minibatch (inputs [B, N_0], targets [B] or [B, C])."""
+        chain = self.inducing_chain()
+        mean, variance = self.propagate(inputs, chain)  # [B, C], [B]
+        if is_categorical(self.likelihood):
+            expected = categorical_expected_log_likelihood(
+                targets, mean, variance, self.likelihood_samples, generator
+            )
+        else:
+            targets = targets.reshape(len(inputs), -1)
+            noise = noise_variances(self.likelihood)
+            expected = gaussian_expected_log_likelihood(targets, mean, variance, noise)
+        output_kl = gaussian_kl_from_roots(
+            self.output_covariance.root, chain.output_chol, self.output_mean
+        )
+        layer_kls = [
+            gaussian_kl_from_roots(layer.root, layer.prior_chol)
+            if layer.learned
+            else output_kl.new_zeros(())
+            for layer in chain.layers
+        ]
+        stacked = torch.stack(layer_kls) if layer_kls else output_kl.new_zeros(0)
+        return ObjectiveTerms(expected.mean(), output_kl, stacked)
+
+    def objective(
+        self,
+        inputs: torch.Tensor,
+        targets: torch.Tensor,
+        num_train: int,
+        generator: torch.Generator | None = None,
+    ) -> torch.Tensor:
+        """The minibatch objective of eq. 76 (to maximise); ``num_train`` is P."""
+        return self.objective_terms(inputs, targets, generator).objective(num_train, self.nu)
+
+    # ------------------------------------------------------------------ the contract
+    def latent_distribution(self, X: torch.Tensor) -> MultivariateNormal:
+        """The joint q(f(X)) over the q points of X [*b, q, N_0] (full G_tt blocks)."""
+        mean, covariance = self.propagate(X, self.inducing_chain(), joint=True)
+        covariance = (covariance + covariance.mT) / 2  # [*b, q, q]
+        if self._num_outputs == 1:
+            return MultivariateNormal(mean.squeeze(-1), covariance)
+        identity = IdentityLinearOperator(
+            self._num_outputs, dtype=covariance.dtype, device=covariance.device
+        )
+        joint = KroneckerProductLinearOperator(DenseLinearOperator(covariance), identity)
+        return MultitaskMultivariateNormal(mean, joint, interleaved=True)
+
+    def _generator(self, device: torch.device) -> torch.Generator:
+        return torch.Generator(device=device).manual_seed(self.seed)
+
+    @torch.no_grad()
+    def marginals(
+        self, X: torch.Tensor, *, chunk_size: int = PREDICTION_CHUNK
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per-point means [N, C] and variances [N] of f (diagonal G_tt), ``chunk_size`` rows at
+        a time."""
+        X = self.check_inputs(X)
+        if X.dim() != 2:
+            raise ValueError(f"marginals take inputs [N, D], got {tuple(X.shape)}")
+        self.eval()
+        chain = self.inducing_chain()
+        parts = [
+            self.propagate(X[start : start + chunk_size], chain)
+            for start in range(0, len(X), chunk_size)
+        ]
+        return torch.cat([mean for mean, _ in parts]), torch.cat([var for _, var in parts])
+
+    @torch.no_grad()
+    def predict(
+        self, X: torch.Tensor, include_noise: bool = False, *, chunk_size: int = PREDICTION_CHUNK
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Predictive mean and variance of f(X) (of y with ``include_noise``, Gaussian only): [N]
+        for one output, [N, C] for C outputs; equal to the moments of ``posterior``."""
+        mean, variance = self.marginals(X, chunk_size=chunk_size)
+        variance = variance.clamp_min(0).unsqueeze(-1).expand_as(mean)  # [N, C]
+        if include_noise:
+            if is_categorical(self.likelihood):
+                raise ValueError(
+                    "include_noise needs a Gaussian likelihood, the model has SoftmaxLikelihood"
+                )
+            variance = variance + noise_variances(self.likelihood).detach()
+        if self._num_outputs == 1:
+            return mean.squeeze(-1), variance.squeeze(-1)
+        return mean, variance
+
+    @torch.no_grad()
+    def class_log_probabilities(
+        self, X: torch.Tensor, *, chunk_size: int = PREDICTION_CHUNK
+    ) -> torch.Tensor:
+        """log p(y = c | X) [N, C] of a categorical DKM: log of the Monte Carlo mean of softmax(f)
+        over ``likelihood_samples`` draws of the output marginals."""
+        if not is_categorical(self.likelihood):
+            raise ValueError("class probabilities need a SoftmaxLikelihood")
+        mean, variance = self.marginals(X, chunk_size=chunk_size)
+        return categorical_log_probabilities(
+            mean, variance, self.likelihood_samples, self._generator(mean.device)
+        )
+
+    @torch.no_grad()
+    def log_predictive_density(
+        self, X: torch.Tensor, y: torch.Tensor, *, chunk_size: int = PREDICTION_CHUNK
+    ) -> torch.Tensor:
+        """log p(y_i | data) per point [N]: exact for Gaussian likelihoods, Monte Carlo
+        (``likelihood_samples`` draws) for the categorical one."""
+        X = self.check_inputs(X)
+        y = check_targets(self.likelihood, torch.as_tensor(y), len(X)).to(X.device)
+        if is_categorical(self.likelihood):
+            log_probabilities = self.class_log_probabilities(X, chunk_size=chunk_size)
+            return log_probabilities.gather(-1, y.reshape(-1, 1)).squeeze(-1)
+        mean, variance = self.marginals(X, chunk_size=chunk_size)
+        noise = noise_variances(self.likelihood).detach()
+        return gaussian_log_predictive(y.to(X.dtype).reshape(len(X), -1), mean, variance, noise)
