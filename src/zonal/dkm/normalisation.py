@@ -1,0 +1,104 @@
+"""Batch-norm-like normalisation and rescaling of convolutional Gram matrices (seed 003 app. C).
+
+Every scheme has the form (eqs. 67-69)
+
+    N_ij^ii = G_ij^ii psi_i psi_j / (a_i a_j),
+    N_{i,js}^it = G_{i,js}^it psi_i Psi_s / (a_i A_js),
+    N_{jr,jr}^tt = G_{jr,jr}^tt Psi_r^2 / A_jr^2,
+
+with parameter-free normalisers a (inducing) and A (test/train) and learned scales psi, Psi:
+
+* inducing normalisation a_i: ``none`` 1; ``batch`` sqrt(mean_j G_jj^ii); ``local`` sqrt(G_ii^ii);
+* test/train normalisation A_jr: ``none`` 1; ``batch`` sqrt of the mean of diag G^tt over every
+  image and location of the batch; ``image`` over the locations of image j; ``location`` over the
+  images of the batch at location r; ``local`` sqrt(G_{jr,jr}^tt);
+* inducing scaling psi: ``none`` 1; ``batch`` one learned scalar; ``local`` one per inducing point;
+* test/train scaling Psi: ``none`` 1; ``batch`` one learned scalar; ``location`` one per location.
+
+``batch``, ``image`` and ``location`` test/train normalisers use the statistics of the batch that is
+evaluated, as batch normalisation does in training (the seed keeps no running averages); evaluate
+predictions in large batches. Seed 003's default is ``batch`` everywhere.
+"""
+
+from __future__ import annotations
+
+import torch
+
+INDUCING_NORMALISATIONS = ("none", "batch", "local")
+TRAIN_TEST_NORMALISATIONS = ("none", "batch", "image", "location", "local")
+INDUCING_SCALINGS = ("none", "batch", "local")
+TRAIN_TEST_SCALINGS = ("none", "batch", "location")
+
+
+def _check(value: str, choices: tuple[str, ...], name: str) -> str:
+    if value not in choices:
+        raise ValueError(f"unknown {name} {value!r}; choose one of {choices}")
+    return value
+
+
+class GramNormalisation(torch.nn.Module):
+    """One layer's normalisation and rescaling (module docstring).
+
+    Args:
+        num_inducing: M, the inducing points of the layer (for ``local`` inducing scaling).
+        spatial_shape: (H, W) of the layer's feature map (for ``location`` scaling).
+        inducing, train_test: the normalisations a and A.
+        inducing_scale, train_test_scale: the scalings psi and Psi (learned, initialised at 1).
+    """
+
+    def __init__(
+        self,
+        num_inducing: int,
+        spatial_shape: tuple[int, int],
+        *,
+        inducing: str = "batch",
+        train_test: str = "batch",
+        inducing_scale: str = "batch",
+        train_test_scale: str = "batch",
+    ) -> None:
+        super().__init__()
+        self.inducing = _check(inducing, INDUCING_NORMALISATIONS, "inducing normalisation")
+        self.train_test = _check(train_test, TRAIN_TEST_NORMALISATIONS, "train/test normalisation")
+        scale_i = _check(inducing_scale, INDUCING_SCALINGS, "inducing scaling")
+        scale_t = _check(train_test_scale, TRAIN_TEST_SCALINGS, "train/test scaling")
+        shapes_i = {"none": None, "batch": (1,), "local": (num_inducing,)}
+        shapes_t = {"none": None, "batch": (1, 1), "location": tuple(spatial_shape)}
+        self.inducing_scale = (
+            None if shapes_i[scale_i] is None else torch.nn.Parameter(torch.ones(shapes_i[scale_i]))
+        )
+        self.train_test_scale = (
+            None if shapes_t[scale_t] is None else torch.nn.Parameter(torch.ones(shapes_t[scale_t]))
+        )
+
+    def _inducing_normaliser(self, gram_ii: torch.Tensor) -> torch.Tensor:
+        diagonal = gram_ii.diagonal()  # [M]
+        if self.inducing == "none":
+            return torch.ones_like(diagonal)
+        if self.inducing == "batch":
+            return diagonal.mean().sqrt().expand_as(diagonal)
+        return diagonal.sqrt()
+
+    def _train_test_normaliser(self, diagonal: torch.Tensor) -> torch.Tensor:
+        if self.train_test == "none":
+            return torch.ones_like(diagonal)
+        if self.train_test == "batch":
+            return diagonal.mean().sqrt().expand_as(diagonal)
+        if self.train_test == "image":
+            return diagonal.mean((1, 2), keepdim=True).sqrt().expand_as(diagonal)
+        if self.train_test == "location":
+            return diagonal.mean(0, keepdim=True).sqrt().expand_as(diagonal)
+        return diagonal.sqrt()
+
+    def forward(
+        self, gram_ii: torch.Tensor, cross: torch.Tensor, diagonal: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(N^ii [M, M], N^ti [P, H, W, M], diag N^tt [P, H, W]) of the blocks G^ii, G^ti, diag G^tt."""
+        factor_i = 1 / self._inducing_normaliser(gram_ii)  # psi_i / a_i [M]
+        if self.inducing_scale is not None:
+            factor_i = factor_i * self.inducing_scale.to(gram_ii)
+        factor_t = 1 / self._train_test_normaliser(diagonal)  # Psi_r / A_jr [P, H, W]
+        if self.train_test_scale is not None:
+            factor_t = factor_t * self.train_test_scale.to(diagonal)
+        normal_ii = gram_ii * factor_i.unsqueeze(-1) * factor_i
+        normal_ti = cross * factor_t.unsqueeze(-1) * factor_i
+        return normal_ii, normal_ti, diagonal * factor_t.square()
