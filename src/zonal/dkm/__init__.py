@@ -4,6 +4,7 @@
 from zonal.dkm.conditional import ConditionalBlocks, conditional_blocks
 from zonal.dkm.divergence import gaussian_kl, gaussian_kl_from_roots
 from zonal.dkm.gram_kernels import ArcCosineGram, GramKernel, SquaredExponentialGram, gram_kernel
+from zonal.dkm.model import BatchOutputs, DeepKernelMachine, ObjectiveTerms
 from zonal.dkm.objective import (
     check_nu,
     dkm_objective,
@@ -12,13 +13,15 @@ from zonal.dkm.objective import (
     nngp_grams,
 )
 from zonal.dkm.psd import CholeskyParameter
-from zonal.dkm.sparse import InducingChain, InducingLayer, ObjectiveTerms, SparseDKM
+from zonal.dkm.sparse import InducingChain, InducingLayer, SparseDKM
 from zonal.dkm.training import fit_dkm
 
 __all__ = [
     "ArcCosineGram",
+    "BatchOutputs",
     "CholeskyParameter",
     "ConditionalBlocks",
+    "DeepKernelMachine",
     "GramKernel",
     "InducingChain",
     "InducingLayer",

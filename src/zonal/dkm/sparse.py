@@ -41,20 +41,11 @@ from zonal._validation import check_finite
 from zonal.dkm.conditional import conditional_blocks
 from zonal.dkm.divergence import gaussian_kl_from_roots
 from zonal.dkm.gram_kernels import GramKernel, gram_kernel
-from zonal.dkm.likelihoods import (
-    categorical_expected_log_likelihood,
-    categorical_log_probabilities,
-    gaussian_expected_log_likelihood,
-    gaussian_log_predictive,
-    is_categorical,
-    likelihood_outputs,
-    noise_variances,
-)
+from zonal.dkm.likelihoods import likelihood_outputs
+from zonal.dkm.model import BatchOutputs, DeepKernelMachine
 from zonal.dkm.objective import check_nu, input_gram
 from zonal.dkm.psd import CholeskyParameter
 from zonal.linalg import cholesky
-from zonal.models.contract import PREDICTION_CHUNK, ZonalModel
-from zonal.models.training import check_targets
 
 
 class InducingLayer(NamedTuple):
@@ -74,25 +65,7 @@ class InducingChain(NamedTuple):
     output_chol: torch.Tensor
 
 
-class ObjectiveTerms(NamedTuple):
-    """The parts of eq. 76 on a minibatch: mean expected log likelihood, output KL, layer KLs."""
-
-    expected_log_likelihood: torch.Tensor
-    output_kl: torch.Tensor
-    layer_kls: torch.Tensor
-
-    def objective(self, num_train: int, nu: Sequence[float]) -> torch.Tensor:
-        """(1/|B|) sum E_q[log p] - (KL_out + sum_l nu_l KL_l) / P (eq. 76)."""
-        weights = torch.tensor(
-            [0.0 if math.isinf(value) else value for value in nu],
-            dtype=self.layer_kls.dtype,
-            device=self.layer_kls.device,
-        )
-        regulariser = self.output_kl + (weights * self.layer_kls).sum()
-        return self.expected_log_likelihood - regulariser / num_train
-
-
-class SparseDKM(ZonalModel):
+class SparseDKM(DeepKernelMachine):
     """A sparse fully connected deep kernel machine (module docstring).
 
     Args:
@@ -203,21 +176,10 @@ class SparseDKM(ZonalModel):
         )
         return mean, covariance
 
-    # ------------------------------------------------------------------ objective
-    def objective_terms(
-        self, inputs: torch.Tensor, targets: torch.Tensor, generator: torch.Generator | None = None
-    ) -> ObjectiveTerms:
-        """The terms of eq. 76 on the minibatch (inputs [B, N_0], targets [B] or [B, C])."""
+    def batch_outputs(self, inputs: torch.Tensor) -> BatchOutputs:
+        """Output marginals and KL terms for a minibatch of inputs [B, N_0]."""
         chain = self.inducing_chain()
         mean, variance = self.propagate(inputs, chain)  # [B, C], [B]
-        if is_categorical(self.likelihood):
-            expected = categorical_expected_log_likelihood(
-                targets, mean, variance, self.likelihood_samples, generator
-            )
-        else:
-            targets = targets.reshape(len(inputs), -1)
-            noise = noise_variances(self.likelihood)
-            expected = gaussian_expected_log_likelihood(targets, mean, variance, noise)
         output_kl = gaussian_kl_from_roots(
             self.output_covariance.root, chain.output_chol, self.output_mean
         )
@@ -228,17 +190,7 @@ class SparseDKM(ZonalModel):
             for layer in chain.layers
         ]
         stacked = torch.stack(layer_kls) if layer_kls else output_kl.new_zeros(0)
-        return ObjectiveTerms(expected.mean(), output_kl, stacked)
-
-    def objective(
-        self,
-        inputs: torch.Tensor,
-        targets: torch.Tensor,
-        num_train: int,
-        generator: torch.Generator | None = None,
-    ) -> torch.Tensor:
-        """The minibatch objective of eq. 76 (to maximise); ``num_train`` is P."""
-        return self.objective_terms(inputs, targets, generator).objective(num_train, self.nu)
+        return BatchOutputs(mean, variance, output_kl, stacked)
 
     # ------------------------------------------------------------------ the contract
     def latent_distribution(self, X: torch.Tensor) -> MultivariateNormal:
@@ -252,69 +204,3 @@ class SparseDKM(ZonalModel):
         )
         joint = KroneckerProductLinearOperator(DenseLinearOperator(covariance), identity)
         return MultitaskMultivariateNormal(mean, joint, interleaved=True)
-
-    def _generator(self, device: torch.device) -> torch.Generator:
-        return torch.Generator(device=device).manual_seed(self.seed)
-
-    @torch.no_grad()
-    def marginals(
-        self, X: torch.Tensor, *, chunk_size: int = PREDICTION_CHUNK
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Per-point means [N, C] and variances [N] of f (diagonal G_tt), ``chunk_size`` rows at
-        a time."""
-        X = self.check_inputs(X)
-        if X.dim() != 2:
-            raise ValueError(f"marginals take inputs [N, D], got {tuple(X.shape)}")
-        self.eval()
-        chain = self.inducing_chain()
-        parts = [
-            self.propagate(X[start : start + chunk_size], chain)
-            for start in range(0, len(X), chunk_size)
-        ]
-        return torch.cat([mean for mean, _ in parts]), torch.cat([var for _, var in parts])
-
-    @torch.no_grad()
-    def predict(
-        self, X: torch.Tensor, include_noise: bool = False, *, chunk_size: int = PREDICTION_CHUNK
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Predictive mean and variance of f(X) (of y with ``include_noise``, Gaussian only): [N]
-        for one output, [N, C] for C outputs; equal to the moments of ``posterior``."""
-        mean, variance = self.marginals(X, chunk_size=chunk_size)
-        variance = variance.clamp_min(0).unsqueeze(-1).expand_as(mean)  # [N, C]
-        if include_noise:
-            if is_categorical(self.likelihood):
-                raise ValueError(
-                    "include_noise needs a Gaussian likelihood, the model has SoftmaxLikelihood"
-                )
-            variance = variance + noise_variances(self.likelihood).detach()
-        if self._num_outputs == 1:
-            return mean.squeeze(-1), variance.squeeze(-1)
-        return mean, variance
-
-    @torch.no_grad()
-    def class_log_probabilities(
-        self, X: torch.Tensor, *, chunk_size: int = PREDICTION_CHUNK
-    ) -> torch.Tensor:
-        """log p(y = c | X) [N, C] of a categorical DKM: log of the Monte Carlo mean of softmax(f)
-        over ``likelihood_samples`` draws of the output marginals."""
-        if not is_categorical(self.likelihood):
-            raise ValueError("class probabilities need a SoftmaxLikelihood")
-        mean, variance = self.marginals(X, chunk_size=chunk_size)
-        return categorical_log_probabilities(
-            mean, variance, self.likelihood_samples, self._generator(mean.device)
-        )
-
-    @torch.no_grad()
-    def log_predictive_density(
-        self, X: torch.Tensor, y: torch.Tensor, *, chunk_size: int = PREDICTION_CHUNK
-    ) -> torch.Tensor:
-        """log p(y_i | data) per point [N]: exact for Gaussian likelihoods, Monte Carlo
-        (``likelihood_samples`` draws) for the categorical one."""
-        X = self.check_inputs(X)
-        y = check_targets(self.likelihood, torch.as_tensor(y), len(X)).to(X.device)
-        if is_categorical(self.likelihood):
-            log_probabilities = self.class_log_probabilities(X, chunk_size=chunk_size)
-            return log_probabilities.gather(-1, y.reshape(-1, 1)).squeeze(-1)
-        mean, variance = self.marginals(X, chunk_size=chunk_size)
-        noise = noise_variances(self.likelihood).detach()
-        return gaussian_log_predictive(y.to(X.dtype).reshape(len(X), -1), mean, variance, noise)
