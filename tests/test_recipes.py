@@ -23,7 +23,7 @@ def test_the_cli_offers_exactly_the_registered_recipes():
     parser = build_parser()
     fit = parser._subparsers._group_actions[0].choices["fit"]
     model_action = next(action for action in fit._actions if action.dest == "model")
-    assert tuple(model_action.choices) == tuple(RECIPES)
+    assert tuple(model_action.choices) == ("auto", *RECIPES)
     with pytest.raises(ValueError, match="unknown model 'nope'; choose one of sgpr, svgp"):
         get_recipe("nope")
     with pytest.raises(ValueError, match="drop --kernel polynomial-decay"):

@@ -1,9 +1,10 @@
 """The ``zonal`` command: the demo, fitting a user's table, the papers' experiments and the datasets.
 
     zonal demo
-    zonal fit DATA.csv|DATA.npz --target COLUMN [--model sgpr|svgp|svgp-activated] [--steps N]
-              [--output CHECKPOINT.pt] [--seed N] [--features A,B,...] [--kernel K]
-              [--num-inducing M] [--force]
+    zonal fit DATA.csv|DATA.npz --target COLUMN [--model auto|sgpr|svgp|svgp-activated|adgp|dgp]
+              [--likelihood gaussian|bernoulli|softmax] [--budget SECONDS]
+              [--validation-fraction F] [--steps N] [--output CHECKPOINT.pt] [--seed N]
+              [--features A,B,...] [--kernel K] [--num-inducing M] [--force] [--quiet]
     zonal predict CHECKPOINT.pt DATA.csv|DATA.npz [--output PRED.csv] [--latent] [--force]
     zonal experiment list
     zonal experiment run NAME [--full] [--output-dir DIR] [--seed N] [--set KEY=VALUE ...]
@@ -35,6 +36,8 @@ if TYPE_CHECKING:
 
 EXIT_ERROR = 1
 EXIT_INTERRUPTED = 130
+#: default wall-clock budget of `zonal fit`, seconds
+DEFAULT_BUDGET = 60.0
 
 
 class CommandError(Exception):
@@ -110,17 +113,44 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+FIT_DESCRIPTION = """\
+Fit a GP model to the rows of a table (CSV or NPZ) and save it in one checkpoint for `zonal
+predict`. CSV: a header row, then numbers. NPZ: one 1-D array per column, or X [N, D] with optional
+columns (names), y and target (its name).
+
+The task: a target of text labels, or of at most 10 integer values (with at least 5 rows per
+value), is classification (two classes: Bernoulli likelihood with a probit link; more: softmax over
+one latent GP per class); any other numeric target is regression (Gaussian likelihood).
+--likelihood overrides the detection.
+
+Validation: --validation-fraction of the rows (stratified by class, seeded by --seed) is held out;
+inputs and a regression target are standardised with the training rows. Every training keeps the
+state with the best validation log likelihood (early stopping), and the validation log likelihood
+chooses the model; the validation metrics (log likelihood, and MSE or accuracy) are printed and
+saved.
+
+--model auto (the default) trains, within --budget seconds of wall clock in all:
+  regression:      sgpr (one data pass; harmonic features, phase-truncated above about 11 inputs
+                   so that the features reach degree 6), then adgp for up to 20000 training rows,
+                   svgp-activated above;
+  classification:  svgp-activated, then adgp for up to 20000 training rows;
+and keeps the one with the best validation log likelihood. Each candidate may use the time left
+divided by the candidates left.
+
+A progress bar (objective, validation log likelihood, budget left) is shown on a terminal unless
+--quiet. Ctrl-C keeps the best model so far as a complete checkpoint (exit code 130).
+"""
+
+
 def _add_fit_parser(commands: Any) -> None:
-    from zonal.recipes import KERNELS, RECIPES
+    from zonal.fitting import DEFAULT_VALIDATION_FRACTION
+    from zonal.recipes import KERNELS, LIKELIHOODS, RECIPES
 
     fit = commands.add_parser(
         "fit",
-        help="fit a GP regression model to a table (CSV or NPZ) and save it",
-        description="Fit a GP regression model to the rows of a table: inputs and target are "
-        "standardised with the training statistics; the model, its settings and the statistics "
-        "are saved in one checkpoint for `zonal predict`. CSV: a header row, then numbers. NPZ: one "
-        "1-D array per column, or X [N, D] with optional columns (names), y and target (its name). "
-        "Regression only (Gaussian likelihood).",
+        help="fit a GP regression or classification model to a table (CSV or NPZ) and save it",
+        description=FIT_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     fit.add_argument("data", type=Path, metavar="DATA", help="the training table (.csv or .npz)")
     fit.add_argument("--target", required=True, metavar="COLUMN", help="the column to predict")
@@ -132,10 +162,33 @@ def _add_fit_parser(commands: Any) -> None:
     )
     fit.add_argument(
         "--model",
-        choices=tuple(RECIPES),
-        default="sgpr",
-        help="; ".join(f"{name}: {recipe.summary}" for name, recipe in RECIPES.items())
-        + " (default sgpr)",
+        choices=("auto", *RECIPES),
+        default="auto",
+        help="auto: chosen by validation (see above); "
+        + "; ".join(f"{name}: {recipe.summary}" for name, recipe in RECIPES.items())
+        + " (sgpr: regression only)",
+    )
+    fit.add_argument(
+        "--likelihood",
+        choices=LIKELIHOODS,
+        default=None,
+        help="gaussian (regression), bernoulli (two classes) or softmax (classes); default: "
+        "detected from the target column",
+    )
+    fit.add_argument(
+        "--budget",
+        type=float,
+        default=DEFAULT_BUDGET,
+        metavar="SECONDS",
+        help=f"wall-clock seconds for all training (default {DEFAULT_BUDGET:g})",
+    )
+    fit.add_argument(
+        "--validation-fraction",
+        type=float,
+        default=DEFAULT_VALIDATION_FRACTION,
+        metavar="F",
+        help=f"share of the rows held out for early stopping and the model choice (default "
+        f"{DEFAULT_VALIDATION_FRACTION:g}; 0: none)",
     )
     fit.add_argument(
         "--layers",
@@ -162,7 +215,9 @@ def _add_fit_parser(commands: Any) -> None:
         type=int,
         default=None,
         metavar="N",
-        help="L-BFGS iterations (sgpr, default 200) or Adam steps (the others, default 1000)",
+        help="L-BFGS iterations (sgpr, default 200) or Adam steps (default 1000; adgp and dgp "
+        "run them twice: network, then ELBO; auto: 10 times the defaults, ended by the budget "
+        "or early stopping)",
     )
     fit.add_argument(
         "--learning-rate",
@@ -188,6 +243,7 @@ def _add_fit_parser(commands: Any) -> None:
     )
     fit.add_argument("--seed", type=int, default=0, metavar="N", help="random seed (default 0)")
     fit.add_argument("--force", action="store_true", help="replace an existing checkpoint")
+    fit.add_argument("--quiet", action="store_true", help="no progress bar")
     fit.set_defaults(handler=_fit)
 
 
@@ -195,11 +251,13 @@ def _add_predict_parser(commands: Any) -> None:
     predict = commands.add_parser(
         "predict",
         help="predict a table's rows with a model saved by `zonal fit`",
-        description="Write one row per input row: the predictive mean and variance and the 95% "
-        "interval (lower, upper), in the target's original units. The table needs the model's "
-        "input columns (other columns are ignored). Deep models (adgp, dgp) average --samples "
-        "Monte Carlo draws of their inner layers, drawn from --seed: the same command gives the "
-        "same numbers.",
+        description="Write one row per input row: for regression the predictive mean and "
+        "variance and the 95% interval (lower, upper), in the target's original units; for "
+        "classification one probability column per class (prob_<label>) and the most probable "
+        "class. The table needs the model's input columns (other columns are ignored; a target "
+        "column of a classifier may hold only classes the model saw). Deep models (adgp, dgp) "
+        "average --samples Monte Carlo draws of their inner layers, drawn from --seed: the same "
+        "command gives the same numbers.",
     )
     predict.add_argument(
         "--samples",
@@ -266,26 +324,52 @@ def _fit(args: argparse.Namespace) -> int:
     with _user_errors():
         check_new_output(output, force=args.force)  # refuse before the training, not after it
         table = read_table(args.data)
-        fitted = fit_table(
-            table,
-            args.target,
-            features=features,
-            model=args.model,
-            kernel=args.kernel,
-            num_inducing=args.num_inducing,
-            steps=args.steps,
-            learning_rate=args.learning_rate,
-            batch_size=args.batch_size,
-            num_layers=args.layers,
-            seed=args.seed,
-        )
+        try:
+            fitted = fit_table(
+                table,
+                args.target,
+                features=features,
+                likelihood=args.likelihood,
+                model=args.model,
+                budget=args.budget,
+                validation_fraction=args.validation_fraction,
+                progress=not args.quiet and sys.stderr.isatty(),
+                kernel=args.kernel,
+                num_inducing=args.num_inducing,
+                steps=args.steps,
+                learning_rate=args.learning_rate,
+                batch_size=args.batch_size,
+                num_layers=args.layers,
+                seed=args.seed,
+            )
+        except KeyboardInterrupt:
+            print("zonal: interrupted before any model was trained; nothing saved", file=sys.stderr)
+            return EXIT_INTERRUPTED
         save_model(fitted, output, force=args.force)
     trained = fitted.trained
     print(
-        f"zonal: fitted {fitted.describe()} to {fitted.num_rows} rows x "
-        f"{len(fitted.feature_columns)} input columns of {args.data} in {trained.seconds:.1f} s "
-        f"(bound per row {trained.objective:.4g}) -> {output}"
+        f"zonal: fitted {fitted.describe()} for {fitted.target.describe()} to "
+        f"{fitted.num_rows - fitted.num_validation_rows} rows x {len(fitted.feature_columns)} "
+        f"input columns of {args.data} in {trained.seconds:.1f} s "
+        f"(objective per row {trained.objective:.4g}) -> {output}"
     )
+    for name, score in fitted.scores.items():
+        metrics = ", ".join(f"{key} {value:.4g}" for key, value in score.items()
+                            if key not in ("seconds", "objective"))  # fmt: skip
+        chosen = " (chosen)" if name == fitted.spec["model"] and len(fitted.scores) > 1 else ""
+        where = (
+            f"validation ({fitted.num_validation_rows} rows): {metrics}"
+            if metrics
+            else ("no validation split")
+        )
+        print(f"zonal:   {name}{chosen}: {where}; {score['seconds']:.1f} s")
+    if fitted.interrupted:
+        print(
+            f"zonal: interrupted: kept the best {fitted.spec['model']} so far as a complete "
+            f"checkpoint in {output}",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED
     return 0
 
 
@@ -305,7 +389,8 @@ def _predict(args: argparse.Namespace) -> int:
             fitted, table, include_noise=not args.latent, samples=args.samples, seed=args.seed
         )
         write_table(output, columns, force=args.force)
-    print(f"zonal: wrote {table.num_rows} predictions of {fitted.target_column!r} to {output}")
+    what = "class probabilities" if fitted.target.is_classification else "predictions"
+    print(f"zonal: wrote {table.num_rows} {what} of {fitted.target_column!r} to {output}")
     return 0
 
 

@@ -1,14 +1,34 @@
-"""Fitting a user's table: standardise, train a recipe (``zonal.recipes``), predict in its units.
+"""Fitting a user's table: read the target, hold out a validation split, train, choose, predict.
 
-``fit_table`` reads the input and target columns, standardises both with the training statistics,
-and trains the recipe named by ``model`` (``zonal.recipes.RECIPES``: sgpr, svgp, svgp-activated,
-adgp, dgp); ``predict_table`` answers a table through the model contract (``predict``) and maps the
-moments back to the target's units. The resolved options (``zonal.recipes.resolve_spec``) are a
-plain dict: the same dict rebuilds the model (``Recipe.build``) when a checkpoint is loaded.
+``fit_table`` reads the input and target columns of a table; ``fit_data`` (shared with
+``zonal.sklearn``) does the rest:
+
+1. **The task** (``detect_target``): a target of text labels, or of at most ``MAX_AUTO_CLASSES``
+   integer values (and no more than one class per 5 rows), is a classification target: two
+   classes train a Bernoulli (probit) likelihood, more a softmax over one latent GP per class;
+   any other numeric target is regression (Gaussian likelihood). ``likelihood=`` overrides.
+   Labels are kept as text (``"3"`` for the number 3.0) in a fixed order (numeric labels by
+   value, text labels alphabetically): class c is the c-th label.
+2. **The validation split**: ``validation_fraction`` of the rows (stratified by class, seeded by
+   ``seed``) is held out; inputs (and a regression target) are standardised with the training
+   rows' statistics. Training keeps the state with the best validation log likelihood (early
+   stopping, ``zonal.models.training.TrainingControl``) and the validation log likelihood chooses
+   the model.
+3. **The model** (``model="auto"``): the candidates of ``zonal.recipes.auto_candidates`` for the
+   training rows N and inputs D, trained one after the other within the wall-clock ``budget``
+   (each candidate may use the time left divided by the candidates left; the one-pass SGPR comes
+   first and uses little), are compared by validation log likelihood (by their training objective
+   per row when there is no validation split). A named model trains alone.
+
+``predict_table`` / ``predict_data`` answer new rows: the predictive mean, variance and interval in
+the target's units (regression), or one probability column per class (``prob_<label>``) and the
+predicted ``class``. Ctrl-C during training keeps the best model so far (``interrupted``).
 """
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from statistics import NormalDist
@@ -19,8 +39,58 @@ import torch
 
 from zonal.datasets import Standardizer
 from zonal.models import ZonalModel
-from zonal.recipes import get_recipe, resolve_spec, train
-from zonal.tabular import Table, TableError
+from zonal.models.training import TrainingControl
+from zonal.recipes import (
+    LIKELIHOODS,
+    RECIPES,
+    TrainingInterrupted,
+    auto_candidates,
+    get_recipe,
+    resolve_spec,
+    train,
+)
+from zonal.tabular import MISSING_TOKENS, Table, TableError
+
+#: a numeric target with at most this many distinct integer values is read as class labels
+MAX_AUTO_CLASSES = 10
+#: ... and with at least this many rows per class
+MIN_ROWS_PER_AUTO_CLASS = 5
+DEFAULT_VALIDATION_FRACTION = 0.1
+#: ``--model auto`` runs the Adam recipes for this many times their default steps (the budget
+#: and early stopping end them sooner)
+AUTO_STEP_FACTOR = 10
+#: validation rows scored during training (all of them score the final models)
+MONITORED_VALIDATION_ROWS = 2000
+#: Monte Carlo draws of the latent GPs per component for softmax class probabilities
+SOFTMAX_DRAWS = 256
+#: rows per chunk when class probabilities are computed
+PROBABILITY_CHUNK = 512
+
+
+class LabelError(TableError):
+    """A classification target that cannot be used: a single class, a class the model never saw,
+    missing labels, or a likelihood that does not fit the labels."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """What the target column is: ``likelihood`` (``zonal.recipes.LIKELIHOODS``) and, for
+    classification, the class labels as text in class order."""
+
+    likelihood: str
+    classes: tuple[str, ...] = ()
+
+    @property
+    def is_classification(self) -> bool:
+        """True for a Bernoulli or softmax likelihood."""
+        return self.likelihood != "gaussian"
+
+    def describe(self) -> str:
+        """E.g. ``regression`` or ``classification (3 classes: a, b, c)``."""
+        if not self.is_classification:
+            return "regression"
+        shown = ", ".join(self.classes[:6]) + (", ..." if len(self.classes) > 6 else "")
+        return f"classification ({len(self.classes)} classes: {shown})"
 
 
 @dataclass
@@ -34,12 +104,14 @@ class Trained:
     candidates: dict[str, float] = field(default_factory=dict)  # kernel -> bound, for "auto"
 
 
-# ------------------------------------------------------------------------------------ tables
-
-
 @dataclass
 class TabularModel:
-    """A trained model with what it needs to read and answer a user's table."""
+    """A trained model with what it needs to read and answer a user's table.
+
+    ``validation`` holds the chosen model's validation metrics in the target's units
+    (``log_likelihood`` per row, and ``mse`` or ``accuracy``); ``scores`` every candidate's, with
+    its training ``seconds``.
+    """
 
     trained: Trained
     feature_columns: tuple[str, ...]
@@ -48,6 +120,11 @@ class TabularModel:
     y_scaler: Standardizer
     num_rows: int
     source: str = ""
+    target: Target = Target("gaussian")
+    validation: dict[str, float] = field(default_factory=dict)
+    scores: dict[str, dict[str, float]] = field(default_factory=dict)
+    num_validation_rows: int = 0
+    interrupted: bool = False
 
     @property
     def spec(self) -> dict[str, Any]:
@@ -63,6 +140,98 @@ class TabularModel:
         layers = getattr(self.trained.model, "layers", None)
         depth = f", {len(layers)} layers" if layers is not None else ""
         return f"{spec['model']} ({spec['kernel']} kernel, {size} {kind}{depth})"
+
+
+# ------------------------------------------------------------------------------------ targets
+
+
+def label_texts(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(labels as text [N], 0-based rows of missing cells): numbers are written without a
+    trailing ``.0`` when integer-valued (3.0 -> ``"3"``), text is stripped."""
+    values = np.asarray(values)
+    if values.dtype.kind in "biuf":
+        numbers = values.astype(np.float64)
+        missing = np.flatnonzero(np.isnan(numbers))
+        texts = [_number_text(value) for value in numbers]
+        return np.array(texts, dtype=object), missing
+    texts = np.array([str(cell).strip() for cell in values.reshape(-1)], dtype=object)
+    missing = np.flatnonzero([text.lower() in MISSING_TOKENS for text in texts])
+    return texts, missing
+
+
+def _number_text(value: float) -> str:
+    if math.isfinite(value) and value == round(value) and abs(value) < 2**53:
+        return str(int(value))
+    return repr(float(value))
+
+
+def _as_number(text: str) -> float | None:
+    if "_" in text:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def detect_target(labels: np.ndarray, likelihood: str | None, name: str = "target") -> Target:
+    """The task of a target column (module docstring, step 1) from its cells (``label_texts``
+    of the non-missing rows); ``likelihood`` forces it. ``LabelError`` for a classification
+    target with a single class, or a Bernoulli likelihood asked for more than two."""
+    if likelihood is not None and likelihood not in LIKELIHOODS:
+        raise ValueError(
+            f"unknown likelihood {likelihood!r}; choose one of {', '.join(LIKELIHOODS)}"
+        )
+    distinct = sorted(set(labels.tolist()))
+    numbers = {text: _as_number(text) for text in distinct}
+    numeric = all(value is not None and math.isfinite(value) for value in numbers.values())
+    if likelihood is None:
+        if not numeric:
+            share = np.mean([numbers[text] is not None for text in labels.tolist()])
+            if share > 0.5:  # a numeric column with some bad cells: regression reports them
+                return Target("gaussian")
+        elif not _looks_like_classes(numbers, len(labels)):
+            return Target("gaussian")
+        likelihood = "bernoulli" if len(distinct) == 2 else "softmax"
+    if likelihood == "gaussian":
+        return Target("gaussian")
+    if numeric:
+        distinct.sort(key=lambda text: numbers[text])
+    if len(distinct) < 2:
+        shown = f" ({distinct[0]!r})" if distinct else ""
+        raise LabelError(
+            f"the {name} has a single class{shown}: classification needs at least two classes"
+        )
+    if likelihood == "bernoulli" and len(distinct) != 2:
+        raise LabelError(
+            f"a Bernoulli likelihood needs two classes but the {name} has {len(distinct)}; "
+            "use the softmax likelihood"
+        )
+    return Target(likelihood, tuple(distinct))
+
+
+def _looks_like_classes(numbers: dict[str, float | None], num_rows: int) -> bool:
+    values = [value for value in numbers.values() if value is not None]
+    integral = all(value == round(value) for value in values)
+    limit = min(MAX_AUTO_CLASSES, num_rows // MIN_ROWS_PER_AUTO_CLASS)
+    return integral and 2 <= len(values) <= limit
+
+
+def encode_labels(target: Target, labels: np.ndarray, where: str) -> np.ndarray:
+    """Class indices [N] (int64) of text labels; a ``LabelError`` naming the labels the model
+    never saw (``where`` says whose labels they are)."""
+    index = {label: position for position, label in enumerate(target.classes)}
+    unknown = sorted({label for label in labels.tolist() if label not in index})
+    if unknown:
+        shown = ", ".join(map(repr, unknown[:5])) + (" ..." if len(unknown) > 5 else "")
+        raise LabelError(
+            f"{where} has classes the model never saw: {shown}; it knows "
+            f"{', '.join(map(repr, target.classes))}"
+        )
+    return np.array([index[label] for label in labels.tolist()], dtype=np.int64)
+
+
+# ------------------------------------------------------------------------------------ tables
 
 
 def select_columns(
@@ -85,34 +254,314 @@ def select_columns(
 
 
 def fit_table(
-    table: Table, target: str, *, features: Sequence[str] | None = None, **options: Any
+    table: Table,
+    target: str,
+    *,
+    features: Sequence[str] | None = None,
+    likelihood: str | None = None,
+    **options: Any,
 ) -> TabularModel:
-    """Standardise the table's inputs and target (training statistics) and train a model.
-
-    ``options`` are those of ``resolve_spec`` (model, kernel, num_inducing, steps, seed, ...).
-    """
+    """Read the inputs and the target of ``table`` and fit them (``fit_data``, whose keyword
+    options these are)."""
     columns = select_columns(table, target, features)
-    values = table.numeric([*columns, target])  # [N, D + 1]: one report for every bad cell
-    x, y = values[:, :-1], values[:, -1]  # [N, D], [N]
-    if table.num_rows < 2:
-        raise TableError(f"{table.path}: {table.num_rows} row; fitting needs at least 2")
-    spec = resolve_spec(len(columns), **options)
-    x_scaler, y_scaler = Standardizer.fit(x), Standardizer.fit(y)
-    with np.errstate(over="ignore"):
-        variance_scale = np.asarray(y_scaler.std, dtype=np.float64) ** 2
-    if not np.isfinite(variance_scale).all():
-        raise TableError(
-            f"{table.path}: the target {target!r} spreads over {float(y_scaler.std):.3g} units: "
-            "its predictive variances would overflow float64; rescale the column"
-        )
-    fit, seconds = train(
-        spec,
-        torch.from_numpy(x_scaler.transform(x)),
-        torch.from_numpy(y_scaler.transform(y)),
+    labels, missing = label_texts(table.cells[target])
+    present = np.setdiff1d(np.arange(table.num_rows), missing)
+    kind = detect_target(labels[present], likelihood, f"target {target!r}")
+    if kind.is_classification:
+        x = table.numeric(columns)  # [N, D]
+        if len(missing):
+            shown = ", ".join(table.row_label(int(row)) for row in missing[:5])
+            raise LabelError(f"{table.path}: missing labels in the target {target!r} at {shown}")
+        y: np.ndarray = labels
+    else:
+        values = table.numeric([*columns, target])  # [N, D + 1]: one report for every bad cell
+        x, y = values[:, :-1], values[:, -1]  # [N, D], [N]
+    return fit_data(x, y, feature_columns=columns, target_column=target, target=kind,
+                    source=str(table.path), **options)  # fmt: skip
+
+
+def fit_data(
+    x: np.ndarray,
+    y: np.ndarray,
+    *,
+    feature_columns: Sequence[str],
+    target_column: str = "y",
+    target: Target | None = None,
+    likelihood: str | None = None,
+    model: str = "auto",
+    validation_fraction: float = DEFAULT_VALIDATION_FRACTION,
+    budget: float | None = None,
+    progress: bool = False,
+    source: str = "",
+    seed: int = 0,
+    **options: Any,
+) -> TabularModel:
+    """Fit inputs x [N, D] (float) and a target y [N] (numbers, or labels for classification):
+    the module docstring's steps 1-3.
+
+    ``target`` is the detected task (``detect_target`` runs on ``y`` when None, with
+    ``likelihood``); ``model`` is ``"auto"`` or a recipe name; ``budget`` is wall-clock seconds
+    for all training (None: unlimited); ``progress`` shows tqdm bars on stderr; ``options`` are
+    those of ``zonal.recipes.resolve_spec`` (kernel, num_inducing, steps, learning_rate, ...).
+    """
+    x = np.asarray(x, dtype=np.float64)
+    num_rows = len(x)
+    if num_rows < 2:
+        raise TableError(f"{source or 'the data'}: {num_rows} row; fitting needs at least 2")
+    if model != "auto":
+        get_recipe(model)
+    if budget is not None and not budget > 0:
+        raise ValueError(f"the budget must be a positive number of seconds, got {budget!r}")
+    if target is None:
+        texts, missing = label_texts(y)
+        present = np.setdiff1d(np.arange(num_rows), missing)
+        target = detect_target(texts[present], likelihood, "target")
+    if target.is_classification:
+        codes = encode_labels(target, label_texts(y)[0], "the target")
+    else:
+        codes = np.asarray(y, dtype=np.float64)
+    train_rows, valid_rows = validation_split(codes, target, validation_fraction, seed)
+    x_scaler = Standardizer.fit(x[train_rows])
+    y_scaler = Standardizer(mean=np.float64(0.0), std=np.float64(1.0))
+    if not target.is_classification:
+        y_scaler = Standardizer.fit(codes[train_rows])
+        with np.errstate(over="ignore"):
+            variance_scale = np.asarray(y_scaler.std, dtype=np.float64) ** 2
+        if not np.isfinite(variance_scale).all():
+            raise TableError(
+                f"{source or 'the data'}: the target {target_column!r} spreads over "
+                f"{float(y_scaler.std):.3g} units: its predictive variances would overflow "
+                "float64; rescale the column"
+            )
+    inputs = torch.from_numpy(x_scaler.transform(x))  # [N, D]
+    targets = torch.from_numpy(codes if target.is_classification else y_scaler.transform(codes))
+    split = Split(inputs[train_rows], targets[train_rows], inputs[valid_rows], targets[valid_rows])
+    deadline = None if budget is None else time.monotonic() + budget
+    names = auto_candidates(len(train_rows), x.shape[1], target.likelihood) if model == "auto" \
+        else [model]  # fmt: skip
+    fits, scores, interrupted = _train_candidates(names, split, target, deadline, progress,
+                                                  automatic=model == "auto", seed=seed,
+                                                  options=options)  # fmt: skip
+    chosen = max(fits, key=lambda name: _selection_key(scores[name]))
+    fit = fits[chosen]
+    trained = Trained(fit.spec, fit.model, fit.objective,
+                      sum(score["seconds"] for score in scores.values()), fit.candidates)  # fmt: skip
+    scores = {name: _in_target_units(score, target, y_scaler) for name, score in scores.items()}
+    validation = {key: value for key, value in scores[chosen].items() if key != "seconds"}
+    return TabularModel(trained, tuple(feature_columns), target_column, x_scaler, y_scaler,
+                        num_rows, source, target, validation if len(valid_rows) else {},
+                        scores, len(valid_rows), interrupted)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Split:
+    """Standardised training and validation tensors (targets: values or class indices)."""
+
+    x_train: torch.Tensor
+    y_train: torch.Tensor
+    x_valid: torch.Tensor
+    y_valid: torch.Tensor
+
+
+def validation_split(
+    codes: np.ndarray, target: Target, fraction: float, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """(training rows, validation rows): ``round(fraction * n)`` rows of each class (of all rows
+    for regression) drawn with ``seed``, leaving every class at least one training row. A
+    ``TableError`` when a positive fraction leaves no validation row."""
+    if not (isinstance(fraction, int | float) and 0 <= fraction < 1):
+        raise ValueError(f"the validation fraction must lie in [0, 1), got {fraction!r}")
+    num_rows = len(codes)
+    rng = np.random.default_rng(seed)
+    groups = (
+        [np.flatnonzero(codes == c) for c in range(len(target.classes))]
+        if target.is_classification
+        else [np.arange(num_rows)]
     )
-    trained = Trained(fit.spec, fit.model, fit.objective, seconds, fit.candidates)
-    return TabularModel(trained, columns, target, x_scaler, y_scaler, table.num_rows,
-                        str(table.path))  # fmt: skip
+    valid: list[np.ndarray] = []
+    for rows in groups:
+        count = min(round(fraction * len(rows)), len(rows) - 1)
+        valid.append(rng.permutation(rows)[:count])
+    valid_rows = np.sort(np.concatenate(valid)).astype(np.int64)
+    if fraction > 0 and len(valid_rows) == 0:
+        raise TableError(
+            f"the validation split is empty: {fraction:g} of {num_rows} rows rounds to no row; "
+            "use more rows, a larger --validation-fraction, or --validation-fraction 0 (no early "
+            "stopping, the model chosen by its training objective)"
+        )
+    train_rows = np.setdiff1d(np.arange(num_rows), valid_rows)
+    return train_rows, valid_rows
+
+
+def _train_candidates(
+    names: list[str],
+    split: Split,
+    target: Target,
+    deadline: float | None,
+    progress: bool,
+    *,
+    automatic: bool,
+    seed: int,
+    options: dict[str, Any],
+) -> tuple[dict[str, Any], dict[str, dict[str, float]], bool]:
+    """Train each named recipe within its share of the time left; (fits, scores, interrupted).
+    A failing candidate of ``auto`` is skipped while another succeeds; Ctrl-C keeps what was
+    trained (the interrupted candidate in its best state) and stops."""
+    fits: dict[str, Any] = {}
+    scores: dict[str, dict[str, float]] = {}
+    failures: list[ValueError] = []
+    has_validation = len(split.y_valid) > 0
+    monitored = (split.x_valid[:MONITORED_VALIDATION_ROWS],
+                 split.y_valid[:MONITORED_VALIDATION_ROWS])  # fmt: skip
+    for position, name in enumerate(names):
+        spec = resolve_spec(split.x_train.shape[1], model=name, seed=seed,
+                            likelihood=target.likelihood,
+                            num_classes=len(target.classes) or None,
+                            **_recipe_options(name, options, automatic))  # fmt: skip
+        share_deadline = None
+        if deadline is not None:
+            share_deadline = time.monotonic() + (deadline - time.monotonic()) / (
+                len(names) - position
+            )
+        control = TrainingControl(
+            deadline=share_deadline,
+            score=(lambda model: validation_score(model, target, *monitored))
+            if has_validation
+            else None,
+            validation=monitored if has_validation else None,
+            progress=progress,
+            label=name,
+        )
+        started = time.perf_counter()
+        stop = False
+        try:
+            fit, _ = train(spec, split.x_train, split.y_train, control)
+        except TrainingInterrupted as interrupt:
+            fit, stop = interrupt.fit, True
+        except KeyboardInterrupt:
+            if not fits:
+                raise
+            break
+        except ValueError as error:
+            if not automatic:
+                raise
+            failures.append(error)
+            continue
+        seconds = time.perf_counter() - started
+        fits[name] = fit
+        scores[name] = {"seconds": seconds, "objective": fit.objective}
+        if has_validation:
+            scores[name].update(validation_metrics(fit.model, target, split.x_valid, split.y_valid))
+        if stop:
+            return fits, scores, True
+    if not fits:
+        raise failures[0]
+    return fits, scores, False
+
+
+def _recipe_options(name: str, options: dict[str, Any], automatic: bool) -> dict[str, Any]:
+    """The options a recipe takes: under ``auto`` a kernel or a layer count it does not use is
+    left out, and the Adam recipes run ``AUTO_STEP_FACTOR`` times their default steps."""
+    recipe = RECIPES[name]
+    chosen = {key: value for key, value in options.items() if value is not None}
+    if automatic:
+        if chosen.get("kernel") not in (None, "auto", *recipe.kernels):
+            chosen.pop("kernel")
+        if not recipe.layered:
+            chosen.pop("num_layers", None)
+        if "steps" not in chosen and name != "sgpr":
+            chosen["steps"] = AUTO_STEP_FACTOR * recipe.defaults["steps"]
+    return chosen
+
+
+def _selection_key(score: dict[str, float]) -> float:
+    """Validation log likelihood, or the training objective per row without a validation split."""
+    value = score.get("log_likelihood", score["objective"])
+    return value if math.isfinite(value) else -math.inf
+
+
+# ------------------------------------------------------------------------------------ metrics
+
+
+@torch.no_grad()
+def class_probabilities(
+    model: ZonalModel,
+    x: torch.Tensor,
+    target: Target,
+    *,
+    seed: int = 0,
+    draws: int = SOFTMAX_DRAWS,
+) -> torch.Tensor:
+    """p(class | x) [N, C] under the model's predictive distribution.
+
+    Bernoulli (probit): P(y = 1) = Phi(mu / sqrt(1 + sigma^2)), exact per Gaussian component;
+    softmax: E softmax(f) with f ~ N(mu, diag sigma^2) (independent latent GPs) by ``draws``
+    seeded Monte Carlo draws per component. Deep models average their mixture components (their
+    inner-layer draws come from the model's ``posterior_seed``).
+    """
+    model.eval()
+    x = model.check_inputs(x)
+    generator = torch.Generator(device=x.device).manual_seed(seed)
+    chunks = []
+    for start in range(0, len(x), PROBABILITY_CHUNK):
+        distribution = model.latent_distribution(x[start : start + PROBABILITY_CHUNK])
+        mean, variance = distribution.mean, distribution.variance.clamp(min=0)
+        if target.likelihood == "bernoulli":  # mean [(S,) n]
+            positive = torch.special.ndtr(mean / torch.sqrt(1 + variance))  # [(S,) n]
+            probabilities = torch.stack([1 - positive, positive], dim=-1)  # [(S,) n, 2]
+        else:  # mean [(S,) n, C]
+            noise = torch.randn(
+                (draws, *mean.shape), generator=generator, dtype=mean.dtype, device=mean.device
+            )  # fmt: skip  [K, (S,) n, C]
+            logits = mean + variance.sqrt() * noise  # [K, (S,) n, C]
+            probabilities = torch.softmax(logits, dim=-1).mean(0)  # [(S,) n, C]
+        if model._is_ensemble:
+            probabilities = probabilities.mean(0)  # [n, C]
+        chunks.append(probabilities)
+    return torch.cat(chunks)  # [N, C]
+
+
+def validation_score(
+    model: ZonalModel, target: Target, x_valid: torch.Tensor, y_valid: torch.Tensor
+) -> float:
+    """Mean log predictive density of the validation rows (standardised units): what early
+    stopping and the model choice maximise."""
+    return validation_metrics(model, target, x_valid, y_valid)["log_likelihood"]
+
+
+@torch.no_grad()
+def validation_metrics(
+    model: ZonalModel, target: Target, x_valid: torch.Tensor, y_valid: torch.Tensor
+) -> dict[str, float]:
+    """``log_likelihood`` (mean log p(y | x)) and ``mse`` (regression, of the predictive mean) or
+    ``accuracy`` (classification, of the most probable class), in standardised units."""
+    if target.is_classification:
+        probabilities = class_probabilities(model, x_valid, target)  # [N, C]
+        picked = probabilities.gather(-1, y_valid.long().unsqueeze(-1)).squeeze(-1)  # [N]
+        return {
+            "log_likelihood": float(torch.log(picked).mean()),
+            "accuracy": float((probabilities.argmax(-1) == y_valid).double().mean()),
+        }
+    mean, _ = model.predict(x_valid)
+    return {
+        "log_likelihood": float(model.log_predictive_density(x_valid, y_valid).mean()),
+        "mse": float(torch.mean((mean - y_valid) ** 2)),
+    }
+
+
+def _in_target_units(score: dict[str, float], target: Target, y_scaler: Standardizer):
+    """Regression metrics back in the target's units: mse * std^2, log likelihood - log std."""
+    if target.is_classification:
+        return dict(score)
+    scale = float(y_scaler.std)
+    converted = dict(score)
+    if "mse" in score:
+        converted["mse"] = score["mse"] * scale**2
+        converted["log_likelihood"] = score["log_likelihood"] - math.log(scale)
+    return converted
+
+
+# ------------------------------------------------------------------------------------ predict
 
 
 def predict_table(
@@ -124,11 +573,42 @@ def predict_table(
     samples: int | None = None,
     seed: int = 0,
 ) -> dict[str, np.ndarray]:
-    """Columns ``mean``, ``variance``, ``lower``, ``upper`` in the target's units, one row per row.
+    """``predict_data`` on the model's input columns of ``table``; for a classifier, a target
+    column in the table must hold only classes the model knows (a ``LabelError`` otherwise)."""
+    missing = [name for name in fitted.feature_columns if name not in table.cells]
+    if missing:
+        raise TableError(
+            f"{table.path}: the model was fitted on columns "
+            f"{', '.join(map(repr, fitted.feature_columns))} but this table lacks "
+            f"{', '.join(map(repr, missing))}; its columns are {', '.join(map(repr, table.columns))}"
+        )
+    if fitted.target.is_classification and fitted.target_column in table.cells:
+        labels, absent = label_texts(table.cells[fitted.target_column])
+        present = np.setdiff1d(np.arange(table.num_rows), absent)
+        encode_labels(fitted.target, labels[present],
+                      f"{table.path}: the column {fitted.target_column!r}")  # fmt: skip
+    x = table.numeric(fitted.feature_columns)
+    return predict_data(fitted, x, include_noise=include_noise, level=level, samples=samples,
+                        seed=seed)  # fmt: skip
 
-    The variance is that of a new observation (``include_noise``) or of the latent function; the
-    interval is the central ``level`` interval of the Gaussian predictive (mean +- 1.96 sd). A deep
-    model averages ``samples`` draws of its inner layers (default: its own number) from ``seed``.
+
+def predict_data(
+    fitted: TabularModel,
+    x: np.ndarray,
+    *,
+    include_noise: bool = True,
+    level: float = 0.95,
+    samples: int | None = None,
+    seed: int = 0,
+) -> dict[str, np.ndarray]:
+    """Predictions for inputs x [N, D] in the model's column order.
+
+    Regression: ``mean``, ``variance``, ``lower``, ``upper`` in the target's units; the variance
+    is that of a new observation (``include_noise``) or of the latent function, the interval the
+    central ``level`` interval of the Gaussian predictive (mean +- 1.96 sd at 95%).
+    Classification: ``prob_<label>`` per class (``class_probabilities``) and the most probable
+    ``class``. A deep model averages ``samples`` draws of its inner layers (default: its own
+    number) from ``seed``; softmax probabilities draw from ``seed`` too.
     """
     if not 0 < level < 1:
         raise ValueError(f"level must lie in (0, 1), got {level!r}")
@@ -141,15 +621,14 @@ def predict_table(
             model.num_posterior_samples = samples
     elif samples is not None:
         raise TableError(f"{fitted.spec['model']} draws no samples: drop --samples")
-    missing = [name for name in fitted.feature_columns if name not in table.cells]
-    if missing:
-        raise TableError(
-            f"{table.path}: the model was fitted on columns "
-            f"{', '.join(map(repr, fitted.feature_columns))} but this table lacks "
-            f"{', '.join(map(repr, missing))}; its columns are {', '.join(map(repr, table.columns))}"
-        )
-    x = torch.from_numpy(fitted.x_scaler.transform(table.numeric(fitted.feature_columns)))
-    mean, variance = model.predict(x, include_noise=include_noise)
+    inputs = torch.from_numpy(fitted.x_scaler.transform(np.asarray(x, dtype=np.float64)))
+    if fitted.target.is_classification:
+        probabilities = class_probabilities(model, inputs, fitted.target, seed=seed).cpu().numpy()
+        columns = {f"prob_{label}": probabilities[:, c]
+                   for c, label in enumerate(fitted.target.classes)}  # fmt: skip
+        columns["class"] = np.array(fitted.target.classes)[probabilities.argmax(-1)]
+        return columns
+    mean, variance = model.predict(inputs, include_noise=include_noise)
     mean = fitted.y_scaler.inverse_transform(mean.cpu().numpy())
     variance = fitted.y_scaler.inverse_transform_variance(variance.cpu().numpy())
     half_width = NormalDist().inv_cdf(0.5 + level / 2) * np.sqrt(variance)

@@ -35,10 +35,21 @@ from typing import Any
 import numpy as np
 import torch
 from gpytorch.kernels import ScaleKernel
-from gpytorch.likelihoods import GaussianLikelihood, Likelihood
+from gpytorch.likelihoods import (
+    BernoulliLikelihood,
+    GaussianLikelihood,
+    Likelihood,
+    SoftmaxLikelihood,
+)
 
-from zonal.features import ActivatedFeatures, SphericalHarmonicFeatures
+from zonal.features import (
+    ActivatedFeatures,
+    SparseSphericalHarmonicFeatures,
+    SphericalHarmonicFeatures,
+)
+from zonal.features.levels import nonzero_levels
 from zonal.features.spherical_harmonic import max_degree_for_budget
+from zonal.harmonics import num_harmonics
 from zonal.kernels import ArcCosineKernel, PolynomialDecayKernel
 from zonal.models import (
     DGP,
@@ -49,8 +60,9 @@ from zonal.models import (
     fit_dgp,
     fit_svgp,
     inducing_point_dgp,
-    two_stage_fit,
 )
+from zonal.models.activated_dgp import LOSSES, noise_from_network, train_network
+from zonal.models.training import TrainingControl
 
 #: output width of the hidden layers of the deep models (seed 000 sec. 5.2)
 HIDDEN_WIDTH = 5
@@ -59,6 +71,10 @@ TRUNCATION_LEVEL = 10
 INITIAL_NOISE = 0.1
 #: arc-cosine variance of the activated DGP's layers when the network is copied in (``uci-dgp``)
 ADGP_KERNEL_VARIANCE = 1e-3
+#: q(u) covariance scale of the activated DGP's layers when the network is copied in
+ADGP_INITIAL_SCALE = 1e-2
+#: share of an activated DGP's time budget that its network stage may use
+NETWORK_SHARE = 1 / 3
 #: the DGP's hidden layers start at q(v) = N(0, scale^2 I) (near-deterministic, ``uci-dgp``)
 DGP_INNER_SCALE = 1e-2
 #: (fraction of the steps, learning-rate factor) of the SVGP schedule
@@ -67,9 +83,29 @@ SCHEDULE = ((0.6, 1.0), (0.25, 0.2), (0.15, 0.04))
 EXTRA_KERNEL_LEVELS = 4
 #: the highest harmonic degree used as a feature (binds only for one or two input columns)
 MAX_FEATURE_DEGREE = 40
+#: complete harmonic levels are used when they reach this degree within the feature budget;
+#: otherwise (about D > 11 inputs for 512 features) levels are phase-truncated (seed 002 sec. 5.2)
+MIN_COMPLETE_DEGREE = 3
+#: the highest degree of phase-truncated harmonic features
+SPARSE_MAX_DEGREE = 6
 #: the largest N x M for which q(u) starts at its closed-form optimum (Kuf is held in memory)
 OPTIMAL_Q_MAX_ENTRIES = 20_000_000
 KERNELS = ("auto", "arccos", "polynomial-decay")
+#: likelihood names: regression, binary classification (probit), multi-class (softmax)
+LIKELIHOODS = ("gaussian", "bernoulli", "softmax")
+
+
+class UnsupportedLikelihoodError(ValueError):
+    """A recipe asked for a likelihood it cannot train (the collapsed SGPR is Gaussian only)."""
+
+
+class TrainingInterrupted(Exception):  # noqa: N818 (a signal carrying the fit)
+    """Ctrl-C during training: ``fit`` is the model in its best state so far, complete (the
+    activated DGP interrupted in its network stage holds that network)."""
+
+    def __init__(self, fit: Fit) -> None:
+        super().__init__("training interrupted")
+        self.fit = fit
 
 
 @dataclass
@@ -86,8 +122,8 @@ class Fit:
 @dataclass(frozen=True)
 class Recipe:
     """A named preset: ``build(spec, x)`` makes the untrained model (``x`` None when a checkpoint
-    is loaded), ``train(spec, x, y)`` builds and trains it; ``layered`` recipes read
-    ``num_layers``."""
+    is loaded), ``train(spec, x, y, control)`` builds and trains it; ``layered`` recipes read
+    ``num_layers``; ``likelihoods`` are those it can train."""
 
     name: str
     summary: str
@@ -95,8 +131,9 @@ class Recipe:
     kernels: tuple[str, ...]
     feature_kind: str
     build: Callable[[Mapping[str, Any], torch.Tensor | None], ZonalModel]
-    train: Callable[[Mapping[str, Any], torch.Tensor, torch.Tensor], Fit]
+    train: Callable[[Mapping[str, Any], torch.Tensor, torch.Tensor, TrainingControl], Fit]
     layered: bool = False
+    likelihoods: tuple[str, ...] = LIKELIHOODS
 
 
 RECIPES: dict[str, Recipe] = {}
@@ -129,11 +166,28 @@ def resolve_spec(
     learning_rate: float | None = None,
     truncation_level: int = TRUNCATION_LEVEL,
     num_layers: int | None = None,
+    likelihood: str = "gaussian",
+    num_classes: int | None = None,
     seed: int = 0,
 ) -> dict[str, Any]:
     """The checked options of recipe ``model`` for ``input_dim`` input columns, with the recipe's
-    defaults filled in (``num_layers`` 2 for layered recipes; refused for the others)."""
+    defaults filled in (``num_layers`` 2 for layered recipes; refused for the others).
+
+    ``likelihood`` is one of ``LIKELIHOODS``; ``num_classes`` is 2 for ``"bernoulli"`` (the
+    default), at least 2 for ``"softmax"`` (required) and unused (0) for ``"gaussian"``.
+    """
     recipe = get_recipe(model)
+    if likelihood not in LIKELIHOODS:
+        raise ValueError(
+            f"unknown likelihood {likelihood!r}; choose one of {', '.join(LIKELIHOODS)}"
+        )
+    if likelihood not in recipe.likelihoods:
+        raise UnsupportedLikelihoodError(
+            f"{model} is the collapsed bound of a Gaussian likelihood and cannot train a "
+            f"{likelihood} likelihood (classification); use one of "
+            f"{', '.join(name for name, other in RECIPES.items() if likelihood in other.likelihoods)}"
+        )
+    num_classes = _resolve_num_classes(likelihood, num_classes)
     if num_layers is not None and not recipe.layered:
         raise ValueError(f"{model} has one layer: --layers is for adgp and dgp")
     num_layers = 2 if num_layers is None else num_layers
@@ -168,8 +222,22 @@ def resolve_spec(
         "learning_rate": float(learning_rate),
         "truncation_level": int(truncation_level),
         "num_layers": int(num_layers),
+        "likelihood": likelihood,
+        "num_classes": num_classes,
         "seed": int(seed),
     }
+
+
+def _resolve_num_classes(likelihood: str, num_classes: int | None) -> int:
+    if likelihood == "gaussian":
+        return 0
+    if likelihood == "bernoulli":
+        if num_classes not in (None, 2):
+            raise ValueError(f"a Bernoulli likelihood has 2 classes, got num_classes={num_classes}")
+        return 2
+    if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 2:
+        raise ValueError(f"a softmax likelihood needs num_classes >= 2, got {num_classes!r}")
+    return num_classes
 
 
 def _check_positive(value: object, name: str) -> None:
@@ -177,13 +245,22 @@ def _check_positive(value: object, name: str) -> None:
         raise ValueError(f"{name} must be a positive integer, got {value!r}")
 
 
-def train(spec: Mapping[str, Any], x: torch.Tensor, y: torch.Tensor) -> tuple[Fit, float]:
-    """Build and train the model of ``spec`` on standardised x [N, D], y [N] (float64), under
-    ``spec["seed"]``; returns the fit and the training seconds."""
+def train(
+    spec: Mapping[str, Any],
+    x: torch.Tensor,
+    y: torch.Tensor,
+    control: TrainingControl | None = None,
+) -> tuple[Fit, float]:
+    """Build and train the model of ``spec`` on standardised x [N, D] (float64) and targets y [N]
+    (standardised values, or class indices 0..C-1), under ``spec["seed"]``; returns the fit and
+    the training seconds. ``control`` sets the deadline, the validation score that keeps the best
+    state, and the progress bar (default: none of them). Ctrl-C raises ``TrainingInterrupted``
+    with the best model so far (except during SGPR's statistics pass or L-BFGS, where it is a
+    plain ``KeyboardInterrupt``)."""
     started = time.perf_counter()
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(spec["seed"])
-        fit = get_recipe(spec["model"]).train(spec, x, y)
+        fit = get_recipe(spec["model"]).train(spec, x, y, control or TrainingControl())
     return fit, time.perf_counter() - started
 
 
@@ -194,6 +271,23 @@ def gaussian_likelihood(noise: float = INITIAL_NOISE) -> GaussianLikelihood:
     return likelihood
 
 
+def make_likelihood(spec: Mapping[str, Any]) -> Likelihood:
+    """The spec's likelihood in float64: Gaussian (noise ``INITIAL_NOISE``), Bernoulli (probit
+    link) or softmax over ``num_classes`` latent GPs without mixing weights (the softmax of the
+    last layer's C outputs, as in the activated DGP's network)."""
+    name = spec.get("likelihood", "gaussian")
+    if name == "gaussian":
+        return gaussian_likelihood()
+    if name == "bernoulli":
+        return BernoulliLikelihood().to(torch.float64)
+    return SoftmaxLikelihood(num_classes=spec["num_classes"], mixing_weights=False).double()
+
+
+def output_dim(spec: Mapping[str, Any]) -> int:
+    """Latent outputs of the spec's model: C for a softmax likelihood, else 1."""
+    return spec["num_classes"] if spec.get("likelihood", "gaussian") == "softmax" else 1
+
+
 def _tail_objective(losses: list[float]) -> float:
     """Minus the mean loss over the last 5% of the steps (the ELBO per point at the end)."""
     return -float(np.mean(losses[-max(1, len(losses) // 20) :]))
@@ -201,11 +295,12 @@ def _tail_objective(losses: list[float]) -> float:
 
 # ------------------------------------------------------------------------------------ kernels
 def build_kernel(name: str, ambient_dim: int, num_inducing: int) -> ScaleKernel:
-    """A homogeneous zonal kernel on R^{ambient_dim} in a ``ScaleKernel`` (learned variance)."""
+    """A homogeneous zonal kernel on R^{ambient_dim} in a ``ScaleKernel`` (learned variance); the
+    polynomial-decay kernel keeps ``EXTRA_KERNEL_LEVELS`` levels beyond the features' degree."""
     if name == "arccos":
         base = ArcCosineKernel(ambient_dim, order=1, homogeneous=True)
     elif name == "polynomial-decay":
-        degree = min(max_degree_for_budget(ambient_dim, num_inducing), MAX_FEATURE_DEGREE)
+        degree, _ = harmonic_layout(ambient_dim, num_inducing)
         base = PolynomialDecayKernel(
             ambient_dim, max_degree=degree + EXTRA_KERNEL_LEVELS, homogeneous=True
         )
@@ -214,27 +309,68 @@ def build_kernel(name: str, ambient_dim: int, num_inducing: int) -> ScaleKernel:
     return ScaleKernel(base).double()
 
 
+def harmonic_layout(
+    ambient_dim: int, num_inducing: int, kernel: ScaleKernel | None = None
+) -> tuple[int, int | None]:
+    """(max_degree, max_phases) of the harmonic features within ``num_inducing``.
+
+    Complete levels (``max_phases`` None) when they reach degree ``MIN_COMPLETE_DEGREE`` (levels
+    whose eigenvalue is zero for ``kernel`` cost nothing); otherwise phase-truncated levels up to
+    ``SPARSE_MAX_DEGREE`` with the most directions per level that fit (seed 002 sec. 5.2): on
+    S^32 (32 inputs) and 512 features, complete levels stop at degree 1, phase-truncated ones
+    reach degree 6.
+    """
+    complete = min(max_degree_for_budget(ambient_dim, num_inducing, kernel), MAX_FEATURE_DEGREE)
+    if complete >= MIN_COMPLETE_DEGREE:
+        return complete, None
+    levels = (
+        nonzero_levels(kernel, SPARSE_MAX_DEGREE)
+        if kernel is not None
+        else list(range(SPARSE_MAX_DEGREE + 1))
+    )
+    sizes = [num_harmonics(ambient_dim, n) for n in levels]
+    phases = 0
+    while phases < max(sizes) and sum(min(phases + 1, size) for size in sizes) <= num_inducing:
+        phases += 1
+    if phases < 1:
+        return complete, None
+    return levels[-1], phases
+
+
 def harmonic_features(
-    kernel: ScaleKernel, ambient_dim: int, num_inducing: int
-) -> SphericalHarmonicFeatures:
-    """All spherical harmonics of the kernel's non-zero levels that fit in ``num_inducing``
-    (degree at most ``MAX_FEATURE_DEGREE``)."""
-    degree = min(max_degree_for_budget(ambient_dim, num_inducing, kernel), MAX_FEATURE_DEGREE)
-    return SphericalHarmonicFeatures(ambient_dim, degree, kernel=kernel)
+    kernel: ScaleKernel,
+    ambient_dim: int,
+    num_inducing: int,
+    *,
+    learn_phases: bool = False,
+    seed: int = 0,
+) -> SphericalHarmonicFeatures | SparseSphericalHarmonicFeatures:
+    """Harmonic features of the kernel's non-zero levels within ``num_inducing``
+    (``harmonic_layout``): all harmonics of each level, or phase-truncated levels (learned phases
+    with ``learn_phases``) when complete levels would stop below degree ``MIN_COMPLETE_DEGREE``."""
+    degree, phases = harmonic_layout(ambient_dim, num_inducing, kernel)
+    if phases is None:
+        return SphericalHarmonicFeatures(ambient_dim, degree, kernel=kernel)
+    return SparseSphericalHarmonicFeatures(
+        ambient_dim, degree, phases, kernel=kernel, learn_phases=learn_phases, seed=seed
+    )
 
 
 # ------------------------------------------------------------------------------------ sgpr
 def build_sgpr(spec: Mapping[str, Any], x: torch.Tensor | None = None) -> SGPR:
-    """SGPR with all harmonics of the kernel's levels within the budget."""
+    """SGPR with the harmonics of the kernel's levels within the budget (fixed phases)."""
     ambient_dim = spec["input_dim"] + 1
     kernel = build_kernel(spec["kernel"], ambient_dim, spec["num_inducing"])
-    features = harmonic_features(kernel, ambient_dim, spec["num_inducing"])
+    features = harmonic_features(kernel, ambient_dim, spec["num_inducing"], seed=spec["seed"])
     return SGPR(kernel, features, spec["input_dim"], noise=INITIAL_NOISE)
 
 
-def train_sgpr(spec: Mapping[str, Any], x: torch.Tensor, y: torch.Tensor) -> Fit:
+def train_sgpr(
+    spec: Mapping[str, Any], x: torch.Tensor, y: torch.Tensor, control: TrainingControl
+) -> Fit:
     """One statistics pass, then L-BFGS (``steps`` iterations) on the bound; ``"auto"`` keeps the
-    kernel with the larger bound (a kernel whose fit fails is skipped if the other succeeds)."""
+    kernel with the larger bound (a kernel whose fit fails is skipped if the other succeeds).
+    The pass and L-BFGS run to the end (the cost is one pass plus O(M^3) per iteration)."""
     names = ["arccos", "polynomial-decay"] if spec["kernel"] == "auto" else [spec["kernel"]]
     fits: dict[str, tuple[SGPR, float]] = {}
     failures: list[ValueError] = []
@@ -259,7 +395,8 @@ def train_sgpr(spec: Mapping[str, Any], x: torch.Tensor, y: torch.Tensor) -> Fit
 
 # ------------------------------------------------------------------------------------ svgp
 def build_svgp(spec: Mapping[str, Any], x: torch.Tensor | None = None) -> SVGP:
-    """SVGP with harmonic features (``"svgp"``) or activated Softplus features."""
+    """SVGP with harmonic features (``"svgp"``, learned phases when phase-truncated) or activated
+    Softplus features, one latent GP per class for a softmax likelihood."""
     ambient_dim = spec["input_dim"] + 1
     kernel = build_kernel(spec["kernel"], ambient_dim, spec["num_inducing"])
     if spec["model"] == "svgp-activated":
@@ -272,24 +409,33 @@ def build_svgp(spec: Mapping[str, Any], x: torch.Tensor | None = None) -> SVGP:
             seed=spec["seed"],
         )
     else:
-        features = harmonic_features(kernel, ambient_dim, spec["num_inducing"])
-    return SVGP(kernel, features, spec["input_dim"], likelihood=gaussian_likelihood())
+        features = harmonic_features(
+            kernel, ambient_dim, spec["num_inducing"], learn_phases=True, seed=spec["seed"]
+        )
+    return SVGP(kernel, features, spec["input_dim"], likelihood=make_likelihood(spec),
+                num_outputs=output_dim(spec))  # fmt: skip
 
 
-def train_svgp(spec: Mapping[str, Any], x: torch.Tensor, y: torch.Tensor) -> Fit:
-    """The Titsias optimum (when it fits in memory), then Adam in the phases of ``SCHEDULE``."""
+def train_svgp(
+    spec: Mapping[str, Any], x: torch.Tensor, y: torch.Tensor, control: TrainingControl
+) -> Fit:
+    """The Titsias optimum (Gaussian likelihood, when Kuf fits in memory), then Adam in the
+    phases of ``SCHEDULE``."""
     model = build_svgp(spec, x)
-    if len(x) * model.features.num_inducing <= OPTIMAL_Q_MAX_ENTRIES:
+    if (
+        spec.get("likelihood", "gaussian") == "gaussian"
+        and len(x) * model.features.num_inducing <= OPTIMAL_Q_MAX_ENTRIES
+    ):
         model.set_optimal_variational_distribution(x, y)
-    losses = scheduled_adam(
-        model,
-        x,
-        y,
-        steps=spec["steps"],
-        batch_size=spec["batch_size"],
-        learning_rate=spec["learning_rate"],
-        seed=spec["seed"],
-    )
+    losses: list[float] = []
+    try:
+        scheduled_adam(model, x, y, steps=spec["steps"], batch_size=spec["batch_size"],
+                       learning_rate=spec["learning_rate"], seed=spec["seed"], control=control,
+                       losses=losses)  # fmt: skip
+    except KeyboardInterrupt as interrupt:
+        raise TrainingInterrupted(
+            Fit(model, dict(spec), _tail_objective(losses or [math.nan]))
+        ) from interrupt
     return Fit(model, dict(spec), _tail_objective(losses))
 
 
@@ -302,32 +448,44 @@ def scheduled_adam(
     batch_size: int,
     learning_rate: float,
     seed: int = 0,
+    control: TrainingControl | None = None,
+    losses: list[float] | None = None,
 ) -> list[float]:
     """Adam on a single-layer model's minibatch ELBO with the three-phase schedule
-    ``SCHEDULE``; the loss per step."""
-    losses: list[float] = []
+    ``SCHEDULE``; the loss per step (appended to ``losses`` as the phases end).
+
+    Under a ``control`` with a deadline each phase may use its fraction of the time left, so a
+    fit cut by the budget still lowers its learning rate; with a validation score every phase
+    starts from the previous phase's best state and ends in its own."""
+    control = control or TrainingControl()
+    losses = [] if losses is None else losses
     done = 0
     for phase, (fraction, factor) in enumerate(SCHEDULE):
         count = steps - done if phase == len(SCHEDULE) - 1 else round(fraction * steps)
         if count <= 0:
             continue
-        losses += fit_svgp(
-            model,
-            x,
-            y,
-            num_steps=count,
-            batch_size=batch_size,
-            lr=learning_rate * factor,
-            seed=seed + phase,
-        )
+        share = fraction / sum(later for later, _ in SCHEDULE[phase:])
+        with control.watch(model, count, stage=f"phase {phase + 1}", share=share) as watch:
+            losses += fit_svgp(
+                model,
+                x,
+                y,
+                num_steps=count,
+                batch_size=batch_size,
+                lr=learning_rate * factor,
+                seed=seed + phase,
+                callback=watch,
+            )
         done += count
     return losses
 
 
 # ------------------------------------------------------------------------------------ deep
-def layer_widths(input_dim: int, num_layers: int, hidden_width: int) -> list[int]:
-    """[D, w, ..., w, 1]: ``num_layers`` GP layers, the hidden ones with ``hidden_width`` outputs."""
-    return [input_dim, *([hidden_width] * (num_layers - 1)), 1]
+def layer_widths(
+    input_dim: int, num_layers: int, hidden_width: int, output_dim: int = 1
+) -> list[int]:
+    """[D, w, ..., w, P]: ``num_layers`` GP layers, the hidden ones with ``hidden_width`` outputs."""
+    return [input_dim, *([hidden_width] * (num_layers - 1)), output_dim]
 
 
 def build_activated_dgp(
@@ -339,6 +497,7 @@ def build_activated_dgp(
     hidden_width: int = HIDDEN_WIDTH,
     truncation_level: int = TRUNCATION_LEVEL,
     mean: str = "constant",
+    output_dim: int = 1,
     seed: int = 0,
 ) -> ActivatedDGP:
     """An ``ActivatedDGP`` with Softplus features and first-order arc-cosine kernels."""
@@ -346,6 +505,7 @@ def build_activated_dgp(
         input_dim,
         layer_widths(input_dim, num_layers, hidden_width)[1:-1],
         likelihood,
+        output_dim=output_dim,
         num_inducing=num_inducing,
         activation="softplus",
         truncation_level=truncation_level,
@@ -362,6 +522,7 @@ def build_inducing_point_dgp(
     num_inducing: int,
     hidden_width: int = HIDDEN_WIDTH,
     mean: str = "constant",
+    output_dim: int = 1,
     seed: int = 0,
     inner_scale: float = DGP_INNER_SCALE,
 ) -> DGP:
@@ -369,7 +530,7 @@ def build_inducing_point_dgp(
     training inputs (standard normal points when ``x_train`` is None, e.g. before loading)."""
     if x_train is None:
         raise ValueError("build_inducing_point_dgp needs the training inputs (or [0, D] rows)")
-    widths = layer_widths(x_train.shape[-1], num_layers, hidden_width)
+    widths = layer_widths(x_train.shape[-1], num_layers, hidden_width, output_dim)
     return inducing_point_dgp(
         x_train,
         widths,
@@ -382,8 +543,9 @@ def build_inducing_point_dgp(
 
 
 def build_deep(spec: Mapping[str, Any], x: torch.Tensor | None = None) -> DGP:
-    """The activated DGP (``"adgp"``) or the inducing-point DGP (``"dgp"``) of ``num_layers``."""
-    likelihood = gaussian_likelihood()
+    """The activated DGP (``"adgp"``) or the inducing-point DGP (``"dgp"``) of ``num_layers``,
+    with C outputs under a softmax likelihood."""
+    likelihood = make_likelihood(spec)
     if spec["model"] == "adgp":
         return build_activated_dgp(
             spec["input_dim"],
@@ -391,32 +553,100 @@ def build_deep(spec: Mapping[str, Any], x: torch.Tensor | None = None) -> DGP:
             likelihood,
             num_inducing=spec["num_inducing"],
             truncation_level=spec["truncation_level"],
+            output_dim=output_dim(spec),
             seed=spec["seed"],
         )
     if x is None:  # rebuilding for a checkpoint: the points are loaded afterwards
         x = torch.zeros(0, spec["input_dim"], dtype=torch.float64)
-    return build_inducing_point_dgp(
-        x, spec["num_layers"], likelihood, num_inducing=spec["num_inducing"], seed=spec["seed"]
-    )
+    return build_inducing_point_dgp(x, spec["num_layers"], likelihood,
+                                    num_inducing=spec["num_inducing"],
+                                    output_dim=output_dim(spec), seed=spec["seed"])  # fmt: skip
 
 
-def train_deep(spec: Mapping[str, Any], x: torch.Tensor, y: torch.Tensor) -> Fit:
-    """ADGP: the two-stage recipe (network, then ELBO, each ``steps`` steps); DGP: the ELBO."""
+#: the network loss of the activated DGP's first stage under each likelihood: MSE, the probit
+#: cross-entropy of GPyTorch's BernoulliLikelihood, the softmax cross-entropy
+NETWORK_LOSSES = {"gaussian": "mse", "bernoulli": "bce", "softmax": "ce"}
+
+
+def train_deep(
+    spec: Mapping[str, Any], x: torch.Tensor, y: torch.Tensor, control: TrainingControl
+) -> Fit:
+    """ADGP: the two stages of seed 000 sec. 5 (a network of the DGP's architecture trained by
+    the likelihood's loss, ``NETWORK_LOSSES``, copied into the DGP, then everything by the ELBO;
+    ``steps`` each, the network stage within ``NETWORK_SHARE`` of the time left); DGP: the ELBO."""
     model = build_deep(spec, x)
     options = {"batch_size": spec["batch_size"], "lr": spec["learning_rate"], "seed": spec["seed"]}
+    losses: list[float] = []
     if spec["model"] == "adgp":
-        losses = two_stage_fit(
-            model,
-            x,
-            y,
-            network_steps=spec["steps"],
-            elbo_steps=spec["steps"],
-            kernel_variance=ADGP_KERNEL_VARIANCE,
-            **options,
-        )["elbo"]
-    else:
-        losses = fit_dgp(model, x, y, num_steps=spec["steps"], **options)
+        network_stage(model, spec, x, y, control)
+    try:
+        with control.watch(model, spec["steps"], stage="ELBO") as watch:
+            losses = fit_dgp(model, x, y, num_steps=spec["steps"], callback=watch, **options)
+    except KeyboardInterrupt as interrupt:
+        raise TrainingInterrupted(Fit(model, dict(spec), math.nan)) from interrupt
     return Fit(model, dict(spec), _tail_objective(losses))
+
+
+def network_stage(
+    model: ActivatedDGP,
+    spec: Mapping[str, Any],
+    x: torch.Tensor,
+    y: torch.Tensor,
+    control: TrainingControl,
+) -> None:
+    """Train a network of the activated DGP's architecture (``steps`` Adam steps on the loss of
+    ``NETWORK_LOSSES``, keeping the state with the best validation loss), then copy it in: the
+    DGP's posterior mean is then the network (``ActivatedDGP.from_torch_module``), its layers'
+    arc-cosine variances ``ADGP_KERNEL_VARIANCE`` and q covariances ``ADGP_INITIAL_SCALE``^2 I,
+    and a Gaussian noise the network's training MSE. Ctrl-C copies the best network so far in and
+    raises ``TrainingInterrupted``."""
+    loss = NETWORK_LOSSES[spec.get("likelihood", "gaussian")]
+    network = model.network_like(spec["seed"])
+    score = None
+    if control.validation is not None:
+        x_valid, y_valid = control.validation
+
+        def score(module: torch.nn.Module) -> float:
+            with torch.no_grad():
+                return -float(LOSSES[loss](module(x_valid), y_valid))
+
+    interrupted = None
+    try:
+        with control.watch(network, spec["steps"], stage="network", share=NETWORK_SHARE,
+                           score=score) as watch:  # fmt: skip
+            train_network(network, x, y, loss=loss, num_steps=spec["steps"],
+                          batch_size=spec["batch_size"], lr=spec["learning_rate"],
+                          seed=spec["seed"], callback=watch)  # fmt: skip
+    except KeyboardInterrupt as error:
+        interrupted = error
+    model.from_torch_module(
+        network, kernel_variance=ADGP_KERNEL_VARIANCE, variational_scale=ADGP_INITIAL_SCALE
+    )
+    if loss == "mse":
+        noise_from_network(model.likelihood, network, x, y)
+    if interrupted is not None:
+        raise TrainingInterrupted(Fit(model, dict(spec), math.nan)) from interrupted
+
+
+# ------------------------------------------------------------------------------------ auto
+#: the activated DGP is a candidate of ``--model auto`` up to this many training rows
+AUTO_DEEP_MAX_ROWS = 20_000
+
+
+def auto_candidates(num_rows: int, input_dim: int, likelihood: str) -> list[str]:
+    """The recipes ``--model auto`` trains, in order, for N training rows of D inputs.
+
+    Regression: the one-pass ``sgpr`` first (harmonic features; phase-truncated above about 11
+    inputs, ``harmonic_layout``, so that they reach degree 6), then the accurate activated DGP
+    (``adgp``) for N up to ``AUTO_DEEP_MAX_ROWS``, else the minibatch ``svgp-activated`` (128
+    features: its steps cost O(M^3) for 128, not 512). Classification (no SGPR):
+    ``svgp-activated``, then ``adgp`` for N up to ``AUTO_DEEP_MAX_ROWS``. The validation log
+    likelihood picks among them. ``input_dim`` enters through the feature layout.
+    """
+    deep = ["adgp"] if num_rows <= AUTO_DEEP_MAX_ROWS else []
+    if likelihood == "gaussian":
+        return ["sgpr", *(deep or ["svgp-activated"])]
+    return ["svgp-activated", *deep]
 
 
 register(
@@ -428,6 +658,7 @@ register(
         feature_kind="spherical-harmonic features",
         build=build_sgpr,
         train=train_sgpr,
+        likelihoods=("gaussian",),
     )
 )
 register(

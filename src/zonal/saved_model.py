@@ -4,16 +4,19 @@ A checkpoint is a ``torch.save`` of a plain dict (tensors, numbers, strings, lis
 ``torch.load(path, weights_only=True)`` reads it)::
 
     format            "zonal.tabular-model"
-    format_version    2
+    format_version    3
     zonal_version     the version that wrote it
     spec              the resolved model options (``zonal.recipes.resolve_spec``, concrete kernel)
     feature_columns   input column names, in order
     target_column     the target's name
     x_mean, x_std     [D] float64 input standardisation (training rows)
-    y_mean, y_std     [] float64 target standardisation
+    y_mean, y_std     [] float64 target standardisation (0 and 1 for classification)
+    target            {"likelihood": "gaussian" | "bernoulli" | "softmax", "classes": [labels]}
     model_state       ``model.state_dict()`` (the likelihood is the model's own)
     state_sha256      sha256 of the model state's names, dtypes, shapes and bytes (checked on load)
-    training          {"rows", "seconds", "objective", "candidates", "source"}
+    training          {"rows", "validation_rows", "seconds", "objective", "candidates", "source",
+                       "validation" (the chosen model's metrics), "scores" (every candidate's),
+                       "interrupted" (Ctrl-C kept the best model so far)}
 
 Loading rebuilds the model from ``spec`` (the recipe's ``build``) and loads the state dict
 strictly, so a file from another program, another format version or a damaged one is refused with
@@ -34,11 +37,11 @@ import torch
 import zonal
 from zonal._files import write_new_file
 from zonal.datasets import Standardizer
-from zonal.fitting import TabularModel, Trained
-from zonal.recipes import RECIPES, get_recipe
+from zonal.fitting import TabularModel, Target, Trained
+from zonal.recipes import LIKELIHOODS, RECIPES, get_recipe
 
 FORMAT = "zonal.tabular-model"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 _REQUIRED = {
     "spec": dict,
     "feature_columns": list,
@@ -49,6 +52,7 @@ _REQUIRED = {
     "y_std": torch.Tensor,
     "model_state": dict,
     "state_sha256": str,
+    "target": dict,
     "training": dict,
 }
 
@@ -73,12 +77,20 @@ def checkpoint_state(fitted: TabularModel) -> dict[str, Any]:
         "y_std": torch.as_tensor(np.asarray(fitted.y_scaler.std, dtype=np.float64)),
         "model_state": trained.model.state_dict(),
         "state_sha256": state_digest(trained.model.state_dict()),
+        "target": {
+            "likelihood": fitted.target.likelihood,
+            "classes": list(fitted.target.classes),
+        },
         "training": {
             "rows": fitted.num_rows,
+            "validation_rows": fitted.num_validation_rows,
             "seconds": trained.seconds,
             "objective": trained.objective,
             "candidates": dict(trained.candidates),
             "source": fitted.source,
+            "validation": dict(fitted.validation),
+            "scores": {name: dict(score) for name, score in fitted.scores.items()},
+            "interrupted": fitted.interrupted,
         },
     }
 
@@ -141,6 +153,11 @@ def load_model(path: str | os.PathLike[str]) -> TabularModel:
         y_scaler,
         int(training.get("rows", 0)),
         str(training.get("source", "")),
+        Target(state["target"]["likelihood"], tuple(state["target"]["classes"])),
+        dict(training.get("validation", {})),
+        {name: dict(score) for name, score in training.get("scores", {}).items()},
+        int(training.get("validation_rows", 0)),
+        bool(training.get("interrupted", False)),
     )
 
 
@@ -175,6 +192,16 @@ def _check_layout(path: Path, state: object) -> None:
     spec = state["spec"]
     if spec.get("model") not in RECIPES or not isinstance(spec.get("input_dim"), int):
         raise ModelFileError(f"{path} is damaged: unknown model spec {spec!r}")
+    target = state["target"]
+    classes = target.get("classes")
+    if (
+        target.get("likelihood") not in LIKELIHOODS
+        or target.get("likelihood") != spec.get("likelihood")
+        or not isinstance(classes, list)
+        or not all(isinstance(label, str) for label in classes)
+        or len(classes) != spec.get("num_classes")
+    ):
+        raise ModelFileError(f"{path} is damaged: malformed target {target!r}")
     width = len(state["feature_columns"])
     if width != spec["input_dim"] or state["x_mean"].shape != (width,):
         raise ModelFileError(

@@ -4,6 +4,8 @@ label checks done before any computation."""
 from __future__ import annotations
 
 import math
+import sys
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
@@ -37,6 +39,11 @@ class PlateauSchedule:
 
 
 Seed = int | torch.Generator
+
+
+class StopTraining(Exception):  # noqa: N818 (a control-flow signal, like StopIteration)
+    """Raised by a step callback to end ``adam_on_minibatches`` early (budget spent, or no
+    validation improvement); the losses so far are returned."""
 
 
 def check_targets(likelihood: Likelihood, y: torch.Tensor, num_points: int) -> torch.Tensor:
@@ -151,7 +158,8 @@ def adam_on_minibatches(
     """Adam steps on ``loss_of_batch(indices)``; returns the loss per step.
 
     ``plateau`` cuts the learning rate when the epoch's mean loss stops improving;
-    ``callback(step, loss)`` runs after every step (traces, checkpoints, evaluations).
+    ``callback(step, loss)`` runs after every step (traces, checkpoints, evaluations) and may end
+    the training by raising ``StopTraining``.
     """
     optimiser = torch.optim.Adam(list(parameters), lr=lr)
     scheduler = None
@@ -170,5 +178,147 @@ def adam_on_minibatches(
         if scheduler is not None and (step + 1) % per_epoch == 0:
             scheduler.step(sum(losses[-per_epoch:]) / per_epoch)
         if callback is not None:
-            callback(step, losses[-1])
+            try:
+                callback(step, losses[-1])
+            except StopTraining:
+                break
     return losses
+
+
+# ------------------------------------------------------------------------------------ watching
+#: evaluations without a better validation score before a stage stops
+PATIENCE = 15
+#: fewest steps between two validation evaluations
+MIN_EVALUATION_INTERVAL = 20
+#: the evaluations may take about 1 / EVALUATION_RATIO of a stage's time
+EVALUATION_RATIO = 5.0
+
+
+@dataclass
+class TrainingControl:
+    """How a fit is watched: a wall-clock ``deadline`` (``time.monotonic()``), a validation
+    ``score(model)`` (higher is better, e.g. the mean validation log likelihood) evaluated every so
+    often, early stopping after ``patience`` evaluations without improvement (the best state is
+    kept), and a tqdm progress bar on stderr (``progress``) named ``label``.
+
+    ``validation`` holds the validation inputs and targets for stages that score a module other
+    than the model (the activated DGP's network stage).
+    """
+
+    deadline: float | None = None
+    score: Callable[[torch.nn.Module], float] | None = None
+    validation: tuple[torch.Tensor, torch.Tensor] | None = None
+    patience: int = PATIENCE
+    progress: bool = False
+    label: str = ""
+
+    def remaining(self) -> float:
+        """Seconds left before the deadline (infinite without one)."""
+        if self.deadline is None:
+            return math.inf
+        return self.deadline - time.monotonic()
+
+    def watch(
+        self,
+        module: torch.nn.Module,
+        steps: int,
+        *,
+        stage: str,
+        share: float = 1.0,
+        score: Callable[[torch.nn.Module], float] | str | None = "default",
+    ) -> StageWatch:
+        """A ``StageWatch`` over ``steps`` steps of ``module`` that may use ``share`` of the time
+        left; ``score`` overrides the control's (None: no validation in this stage)."""
+        stage_score = self.score if score == "default" else score
+        remaining = self.remaining()
+        deadline = None if math.isinf(remaining) else time.monotonic() + share * remaining
+        return StageWatch(self, module, steps, stage, deadline, stage_score)
+
+
+class StageWatch:
+    """The step callback of one training stage (``callback(step, loss)``): it updates the progress
+    bar (objective, validation score, seconds of budget left; tqdm's ETA is the step count's),
+    evaluates the validation score at adaptive intervals (their cost kept near
+    1 / ``EVALUATION_RATIO`` of the stage), copies the best state, and raises ``StopTraining`` at
+    the stage deadline or after ``patience`` evaluations without improvement.
+
+    Use it as a context manager: leaving it (normally, by ``StopTraining`` or by Ctrl-C) loads the
+    best state seen into the module.
+    """
+
+    def __init__(
+        self,
+        control: TrainingControl,
+        module: torch.nn.Module,
+        steps: int,
+        stage: str,
+        deadline: float | None,
+        score: Callable[[torch.nn.Module], float] | None,
+    ) -> None:
+        from tqdm.auto import tqdm
+
+        self.control, self.module, self.deadline, self.score = control, module, deadline, score
+        self.best_score = -math.inf
+        self.best_state: dict[str, torch.Tensor] | None = None
+        self.best_step = -1
+        self.last_score = math.nan
+        self.evaluations_without_gain = 0
+        self.interval = MIN_EVALUATION_INTERVAL
+        self.next_evaluation = 0
+        self.started = time.monotonic()
+        label = f"{control.label} {stage}".strip()
+        self.bar = tqdm(total=steps, desc=label, disable=not control.progress, leave=False,
+                        dynamic_ncols=True, file=sys.stderr)  # fmt: skip
+
+    def __enter__(self) -> StageWatch:
+        if self.score is not None:
+            self.evaluate(-1)
+        return self
+
+    def __exit__(self, kind, error, trace) -> None:
+        self.bar.close()
+        self.restore_best()
+
+    def restore_best(self) -> None:
+        """Load the best-scoring state seen (if any evaluation was made) into the module."""
+        if self.best_state is not None:
+            self.module.load_state_dict(self.best_state)
+
+    def evaluate(self, step: int) -> float:
+        """Score the module now; keep its state if it is the best so far."""
+        was_training = self.module.training
+        started = time.monotonic()
+        value = float(self.score(self.module))
+        self.module.train(was_training)
+        spent = time.monotonic() - started
+        self.last_score = value
+        if value > self.best_score:
+            self.best_score, self.best_step = value, step
+            self.best_state = {
+                name: tensor.detach().clone() for name, tensor in self.module.state_dict().items()
+            }
+            self.evaluations_without_gain = 0
+        else:
+            self.evaluations_without_gain += 1
+        per_step = (started - self.started) / max(step + 1, 1)
+        if step >= 0 and per_step > 0:
+            self.interval = max(MIN_EVALUATION_INTERVAL,
+                                math.ceil(EVALUATION_RATIO * spent / per_step))  # fmt: skip
+        self.next_evaluation = step + self.interval
+        return value
+
+    def __call__(self, step: int, loss: float) -> None:
+        if self.score is not None and step >= self.next_evaluation:
+            self.evaluate(step)
+        self.bar.update(1)
+        if self.control.progress:
+            postfix = {"objective": f"{-loss:.4g}"}
+            if self.score is not None:
+                postfix["validation"] = f"{self.last_score:.4g}"
+            if self.deadline is not None:
+                postfix["budget"] = f"{max(0.0, self.deadline - time.monotonic()):.0f}s"
+            self.bar.set_postfix(postfix, refresh=False)
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            raise StopTraining("the stage's time budget is spent")
+        if self.evaluations_without_gain >= self.control.patience:
+            raise StopTraining("no validation improvement")
