@@ -1,0 +1,79 @@
+"""Pieces shared by seed 002's experiments (``seed002-magic``, ``seed002-regression``): the
+continuous-depth kernel, the two feature sets compared, the ROC AUC, the first step reaching a target.
+
+Seed 002 sec. 6 compares, under the continuous-depth kernel of eq. 15 (lambda_l = l^{-beta}, beta
+learned by the ELBO; ``zonal.kernels.PolynomialDecayKernel`` under a ``ScaleKernel``):
+
+- *sparse* spherical-harmonic features (sec. 5.2): ``frequencies`` degrees 0..F-1, at most
+  ``max_phases`` learned directions per degree (``SparseSphericalHarmonicFeatures``), and
+- *complete* harmonics (sec. 5.1, Dutordoir et al. 2020): every harmonic of degrees 0..F'-1
+  (``SphericalHarmonicFeatures``), with F' chosen for a similar number of features.
+
+Both feature sets keep every degree up to their truncation (built without the kernel, so that a
+fast initial decay does not drop the high levels the sparse features are meant to reach).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+from gpytorch.kernels import ScaleKernel
+from scipy.stats import rankdata
+
+FEATURE_KINDS = ("sparse", "complete")
+
+
+def continuous_depth_kernel(ambient_dim: int, max_degree: int, beta: float) -> ScaleKernel:
+    """ScaleKernel(PolynomialDecayKernel) on R^{ambient_dim}, homogeneous (seed 000 sec. 4.1),
+    truncated at ``max_degree``, decay rate starting at ``beta`` (learnable)."""
+    from zonal.kernels import PolynomialDecayKernel
+
+    base = PolynomialDecayKernel(ambient_dim, max_degree=max_degree, beta=beta, homogeneous=True)
+    return ScaleKernel(base).double()
+
+
+def harmonic_features(
+    kind: str, ambient_dim: int, frequencies: int, max_phases: int, seed: int
+) -> Any:
+    """``"sparse"``: degrees 0..frequencies-1 with at most ``max_phases`` learned directions each;
+    ``"complete"``: every harmonic of degrees 0..frequencies-1."""
+    from zonal.features import SparseSphericalHarmonicFeatures, SphericalHarmonicFeatures
+
+    if frequencies < 1:
+        raise ValueError(f"frequencies must be >= 1, got {frequencies}")
+    if kind == "sparse":
+        return SparseSphericalHarmonicFeatures(ambient_dim, frequencies - 1, max_phases, seed=seed)
+    if kind == "complete":
+        return SphericalHarmonicFeatures(ambient_dim, frequencies - 1)
+    raise ValueError(f"unknown feature kind {kind!r}; use one of {FEATURE_KINDS}")
+
+
+def roc_auc(scores: np.ndarray | torch.Tensor, labels: np.ndarray | torch.Tensor) -> float:
+    """Area under the ROC curve: the probability that a random positive scores above a random
+    negative, ties counting one half (the Mann-Whitney U statistic over n_1 n_0, with mid-ranks)."""
+    scores = np.asarray(scores, dtype=np.float64).reshape(-1)
+    labels = np.asarray(labels).reshape(-1)
+    positive = labels == 1
+    num_positive, num_negative = int(positive.sum()), int((~positive).sum())
+    if num_positive == 0 or num_negative == 0:
+        raise ValueError("the AUC needs both classes among the labels")
+    ranks = rankdata(scores)  # mid-ranks for ties
+    rank_sum = ranks[positive].sum()
+    return float((rank_sum - num_positive * (num_positive + 1) / 2) / (num_positive * num_negative))
+
+
+def first_step_reaching(trace: list[dict[str, Any]], key: str, target: float) -> int | None:
+    """The first ``step`` of ``trace`` (rows ``{step, key}`` in order) whose ``key`` is at least
+    ``target``; None if none is."""
+    return next((row["step"] for row in trace if row[key] >= target), None)
+
+
+__all__ = [
+    "FEATURE_KINDS",
+    "continuous_depth_kernel",
+    "first_step_reaching",
+    "harmonic_features",
+    "roc_auc",
+]

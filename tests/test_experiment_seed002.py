@@ -1,0 +1,183 @@
+"""seed002-magic (seed 002 table 1 on MAGIC) and seed002-regression (fig. 2 on protein and
+flights) in tiny configurations on synthetic data: the AUC is the Mann-Whitney probability, the
+feature budgets are the docstrings', the runs write their tables beside the seed's numbers,
+metrics in original units transform as they must, and an interrupted run resumes with the metrics
+of an uninterrupted one."""
+
+from __future__ import annotations
+
+import csv
+import itertools
+import json
+
+import numpy as np
+import pytest
+
+from zonal.experiments import resume_experiment, run_experiment
+from zonal.experiments import seed002_magic as magic_module
+from zonal.experiments import seed002_regression as regression_module
+from zonal.experiments.seed002_common import first_step_reaching, harmonic_features, roc_auc
+from zonal.harmonics import num_harmonics
+
+TINY_MAGIC = {
+    "dataset": "synthetic",
+    "repeats": 1,
+    "sparse_frequencies": 3,
+    "max_phases": 5,
+    "complete_frequencies": 2,
+    "kernel_degree": 4,
+    "steps": 6,
+    "batch_size": 128,
+    "eval_every": 3,
+    "network_layers": 2,
+    "network_width": 8,
+    "network_steps": 5,
+}
+TINY_REGRESSION = {
+    "datasets": ["synthetic"],
+    "num_splits": 2,
+    "sparse_frequencies": 4,
+    "max_phases": 4,
+    "complete_frequencies": 2,
+    "kernel_degree": 6,
+    "init_rows": 200,
+    "steps": 4,
+    "batch_size": 128,
+}
+
+
+class SimulatedCrashError(RuntimeError):
+    """Stands for a run killed part way."""
+
+
+def _without_times(value):
+    if isinstance(value, dict):
+        return {k: _without_times(v) for k, v in value.items() if "seconds" not in k}
+    return value
+
+
+def test_auc_is_the_probability_a_positive_outranks_a_negative() -> None:
+    """Against the brute-force pair count (ties 1/2) and scikit-learn's roc_auc_score."""
+    generator = np.random.default_rng(0)
+    labels = generator.integers(0, 2, 300)
+    scores = np.round(generator.normal(size=300) + labels, 1)  # rounding makes ties
+    positives, negatives = scores[labels == 1], scores[labels == 0]
+    pairs = positives[:, None] - negatives[None, :]
+    brute = ((pairs > 0) + 0.5 * (pairs == 0)).mean()
+    assert roc_auc(scores, labels) == pytest.approx(brute, abs=1e-14)
+    metrics = pytest.importorskip("sklearn.metrics")
+    assert roc_auc(scores, labels) == pytest.approx(metrics.roc_auc_score(labels, scores), 1e-14)
+    with pytest.raises(ValueError, match="both classes"):
+        roc_auc(scores[:3], np.ones(3))
+
+
+@pytest.mark.parametrize(
+    ("ambient_dim", "frequencies", "phases", "budget"),
+    [(11, 7, 100, 477), (10, 15, 100, 1265), (9, 15, 100, 1254)],
+)
+def test_sparse_budgets_are_the_docstrings(ambient_dim, frequencies, phases, budget) -> None:
+    """min(m-hat, N_n^d) features per degree 0..F-1: 477 for MAGIC, 1,265 / 1,254 for protein /
+    flights; the complete truncations count N_n^d per degree (352, 935, 660)."""
+    sparse = harmonic_features("sparse", ambient_dim, frequencies, phases, seed=0)
+    assert sparse.num_inducing == budget
+    assert budget == sum(min(phases, num_harmonics(ambient_dim, n)) for n in range(frequencies))
+    complete_frequencies = 4 if ambient_dim == 11 else 5
+    complete = harmonic_features("complete", ambient_dim, complete_frequencies, phases, seed=0)
+    expected = {11: 352, 10: 935, 9: 660}[ambient_dim]
+    assert complete.num_inducing == expected
+    assert expected == sum(num_harmonics(ambient_dim, n) for n in range(complete_frequencies))
+
+
+def test_first_step_reaching() -> None:
+    trace = [{"step": 0, "auc": 0.5}, {"step": 10, "auc": 0.8}, {"step": 20, "auc": 0.79}]
+    assert first_step_reaching(trace, "auc", 0.8) == 10
+    assert first_step_reaching(trace, "auc", 0.81) is None
+
+
+@pytest.fixture(scope="module")
+def magic_reference(tmp_path_factory):
+    return run_experiment(
+        "seed002-magic", overrides=TINY_MAGIC, runs_root=tmp_path_factory.mktemp("magic")
+    )
+
+
+def test_magic_writes_results_traces_and_the_seed_beside_ours(magic_reference) -> None:
+    """One row per model; the GP traces every ``eval_every`` steps plus the start; the seed's
+    SUSY AUCs in the report; the traced AUC at the last step is the final AUC."""
+    path = magic_reference.path
+    with (path / "results.csv").open() as handle:
+        results = list(csv.DictReader(handle))
+    assert [r["model"] for r in results] == ["sparse", "complete", "network"]
+    with (path / "traces.csv").open() as handle:
+        traces = list(csv.DictReader(handle))
+    assert [int(t["step"]) for t in traces if t["model"] == "sparse"] == [0, 3, 6]
+    for model in ("sparse", "complete"):
+        last = [t for t in traces if t["model"] == model][-1]
+        final = next(r for r in results if r["model"] == model)
+        assert float(last["auc"]) == pytest.approx(float(final["auc"]), abs=1e-12)
+    report = (path / "report.md").read_text()
+    assert "| sparse.auc |" in report and "0.87 |" in report
+    metrics = json.loads((path / "metrics.json").read_text())
+    assert metrics["steps_to_complete_auc"]["complete"] == TINY_MAGIC["steps"]
+
+
+def test_magic_resumes_with_the_metrics_of_an_uninterrupted_run(
+    magic_reference, tmp_path, monkeypatch
+) -> None:
+    real_fit = magic_module.fit_one
+    calls = itertools.count()
+
+    def crashing_fit(*args, **kwargs):
+        if next(calls) == 2:
+            raise SimulatedCrashError("killed")
+        return real_fit(*args, **kwargs)
+
+    monkeypatch.setattr(magic_module, "fit_one", crashing_fit)
+    with pytest.raises(SimulatedCrashError):
+        run_experiment("seed002-magic", overrides=TINY_MAGIC, runs_root=tmp_path)
+    monkeypatch.setattr(magic_module, "fit_one", real_fit)
+    (run_path,) = list(tmp_path.iterdir())
+    resumed = resume_experiment(run_path)
+    assert _without_times(resumed.metrics) == _without_times(magic_reference.metrics)
+
+
+def test_regression_metrics_are_in_the_targets_units() -> None:
+    """Training sees standardised targets, so scaling y by c (and shifting it) scales the RMSE by
+    c and adds log c to the NLL, exactly up to floating point."""
+    config = {**regression_module.QUICK, **TINY_REGRESSION}
+    x, y = regression_module.load_table("synthetic")
+    arrays = (x[:500], y[:500], x[500:], y[500:])
+    scale, shift = 10.0, 3.0
+    moved = (x[:500], scale * y[:500] + shift, x[500:], scale * y[500:] + shift)
+    base = regression_module.fit_one("sparse", arrays, config, seed=1)
+    scaled = regression_module.fit_one("sparse", moved, config, seed=1)
+    assert scaled["rmse"] == pytest.approx(scale * base["rmse"], rel=1e-8)
+    assert scaled["nll"] == pytest.approx(base["nll"] + np.log(scale), rel=1e-8)
+
+
+def test_regression_run_writes_rows_summary_and_resumes(tmp_path, monkeypatch) -> None:
+    """2 splits x 2 models; killed after 3 fits, the resumed run equals an uninterrupted one."""
+    reference = run_experiment(
+        "seed002-regression", overrides=TINY_REGRESSION, runs_root=tmp_path / "reference"
+    )
+    with (reference.path / "results.csv").open() as handle:
+        results = list(csv.DictReader(handle))
+    assert [(r["split"], r["model"]) for r in results] == [
+        ("0", "sparse"), ("0", "complete"), ("1", "sparse"), ("1", "complete"),
+    ]  # fmt: skip
+    assert set(reference.metrics["synthetic"]) == {"sparse", "complete"}
+    real_fit = regression_module.fit_one
+    calls = itertools.count()
+
+    def crashing_fit(*args, **kwargs):
+        if next(calls) == 3:
+            raise SimulatedCrashError("killed")
+        return real_fit(*args, **kwargs)
+
+    monkeypatch.setattr(regression_module, "fit_one", crashing_fit)
+    with pytest.raises(SimulatedCrashError):
+        run_experiment("seed002-regression", overrides=TINY_REGRESSION, runs_root=tmp_path / "run")
+    monkeypatch.setattr(regression_module, "fit_one", real_fit)
+    (run_path,) = list((tmp_path / "run").iterdir())
+    resumed = resume_experiment(run_path)
+    assert _without_times(resumed.metrics) == _without_times(reference.metrics)
