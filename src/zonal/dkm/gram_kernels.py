@@ -67,11 +67,10 @@ class ArcCosineGram(GramKernel):
     def cross(
         self, gram_cross: torch.Tensor, diag_rows: torch.Tensor, diag_cols: torch.Tensor
     ) -> torch.Tensor:
-        norms = (
-            (diag_rows.unsqueeze(-1) * diag_cols.unsqueeze(-2)).clamp_min(0).sqrt()
-        )  # [*b, n, m]
-        tiny = torch.finfo(norms.dtype).tiny
-        cosine = gram_cross / norms.clamp_min(tiny)  # [*b, n, m]; 0 where a norm vanishes
+        product = diag_rows.unsqueeze(-1) * diag_cols.unsqueeze(-2)  # [*b, n, m]
+        # a vanishing norm (a zero patch) gives norms ~ 1e-154, cosine 0 and a finite gradient
+        norms = product.clamp_min(torch.finfo(product.dtype).tiny).sqrt()
+        cosine = gram_cross / norms  # [*b, n, m]
         shape = arccos_shape(cosine, self.order)  # [*b, n, m]
         return _CHO_SAUL_DIAGONAL[self.order] * norms**self.order * shape
 

@@ -1,0 +1,336 @@
+"""The sparse convolutional deep kernel machine (seed 003 secs. 4-5, appendices B, C, E).
+
+Layer 0 takes images X [P, C, H, W] and learned inducing patches Z [M_0, C, kh, kw] (the inter-domain
+inducing inputs of the input layer, initialised at random training patches) and gives the kernel
+blocks of a patch-averaged linear kernel (``input_patch_blocks``). Each later layer l
+
+1. normalises and rescales the Gram blocks of layer l - 1 (``GramNormalisation``, appendix C),
+2. applies the nonlinearity Omega = K(G) (the arc-cosine / ReLU Gram kernel, eq. 16),
+3. convolves: Gamma_ii = (1/|D|) sum_d C_d Omega_ii C_d^T, Gamma_ti a conv2d of Omega_ti with the
+   learned mixing C^l [M_l, M_{l-1}, kh, kw] (so M changes from layer to layer), diag Gamma_tt an
+   average pool (eqs. 26-27, 66),
+
+and, like the fully connected DKM, learns G^l_ii (nu_l < inf) and predicts G^l_ti and the diagonal of
+G^l_tt by the GP conditional, image by image over the locations. A layer may end a residual block:
+its Gram blocks become the convex combination w G^l + (1 - w) G^k with the blocks of an earlier
+layer k of the same shape (seed 003 sec. 5). The top normalises, applies Omega, and collapses the
+locations by global average pooling (inducing K_ii = Omega_ii, Nystrom-corrected diagonal) or a
+linear layer (a full-map convolution); the output is a sparse GP with q(f_i^c) = N(mu_c, A).
+
+Only the diagonal of the test/train blocks is ever formed, so ``posterior`` gives the per-image
+marginals (independent across the q images: the joint is not computed, as in the seed), and
+``batch``, ``image`` and ``location`` normalisations use the statistics of the evaluated batch.
+Inputs follow zonal's contract as rows [N, C H W] (``images_to_inputs`` flattens checked images).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import torch
+from gpytorch.distributions import MultitaskMultivariateNormal, MultivariateNormal
+from gpytorch.likelihoods import Likelihood
+from linear_operator.operators import DiagLinearOperator
+
+from zonal._validation import check_finite
+from zonal.dkm.conditional import conditional_blocks
+from zonal.dkm.convolution import (
+    ConvGeometry,
+    convolve_cross,
+    convolve_diagonal,
+    convolve_inducing,
+    input_patch_blocks,
+)
+from zonal.dkm.divergence import gaussian_kl_from_roots
+from zonal.dkm.gram_kernels import GramKernel, gram_kernel
+from zonal.dkm.likelihoods import likelihood_outputs
+from zonal.dkm.model import BatchOutputs, DeepKernelMachine
+from zonal.dkm.normalisation import GramNormalisation
+from zonal.dkm.objective import check_nu
+from zonal.dkm.psd import CholeskyParameter
+from zonal.dkm.top import global_average_pooling_top, linear_top
+from zonal.linalg import cholesky
+
+TOPS = ("gap", "linear")
+Blocks = tuple[
+    torch.Tensor, torch.Tensor, torch.Tensor
+]  # G_ii [M, M], G_ti [P, H, W, M], [P, H, W]
+
+
+@dataclass(frozen=True)
+class ConvLayerSpec:
+    """One convolutional Gram layer: M inducing points, its filter geometry, and (for the last
+    layer of a residual block) the earlier layer whose Gram blocks it is averaged with."""
+
+    num_inducing: int
+    geometry: ConvGeometry = field(default_factory=ConvGeometry)
+    skip_from: int | None = None
+
+
+def resnet_layers(
+    inducing: Sequence[int] = (16, 32, 64), blocks_per_stage: int = 3
+) -> list[ConvLayerSpec]:
+    """The ResNet20-like stack of seed 003 sec. 5: a 3x3 stem, then three stages of
+    ``blocks_per_stage`` blocks of two 3x3 layers with M = inducing[stage], stride 2 at the first
+    layer of stages 2 and 3; a block whose shapes do not change ends with a skip connection to
+    its input (downsampling blocks, whose input has another shape, have none)."""
+    layers = [ConvLayerSpec(inducing[0])]
+    for stage, count in enumerate(inducing):
+        for block in range(blocks_per_stage):
+            downsample = stage > 0 and block == 0
+            block_input = len(layers) - 1
+            stride = 2 if downsample else 1
+            layers.append(ConvLayerSpec(count, ConvGeometry((3, 3), stride, 1)))
+            layers.append(ConvLayerSpec(count, skip_from=None if downsample else block_input))
+    return layers
+
+
+def initial_mixing(
+    num_inducing: int,
+    num_previous: int,
+    kernel_size: tuple[int, int],
+    generator: torch.Generator,
+    noise: float = 0.1,
+) -> torch.Tensor:
+    """Mixing matrices C [M, M', kh, kw] that start each new inducing point as a spatially constant
+    patch of one randomly chosen inducing point of the layer below (C_{d,i,i'} = 1 for that i' at
+    every offset d), plus Gaussian noise of scale ``noise`` to tell duplicates apart.
+
+    Seed 003 initialises the mixing "randomly" without saying how. Zero-mean Gaussian mixing makes
+    Gamma_ti average out (sum over offsets and mixed signs) while Gamma_ii does not, so test/train
+    points start almost uncorrelated with the inducing points and learning stalls; the selection
+    keeps them correlated from the start.
+    """
+    chosen = torch.randint(num_previous, (num_inducing,), generator=generator)  # [M]
+    selection = torch.nn.functional.one_hot(chosen, num_previous).to(torch.float64)  # [M, M']
+    noise_term = noise * torch.randn(
+        num_inducing, num_previous, *kernel_size, generator=generator, dtype=torch.float64
+    )
+    return selection.reshape(num_inducing, num_previous, 1, 1) + noise_term
+
+
+class ConvDKM(DeepKernelMachine):
+    """A sparse convolutional DKM (module docstring).
+
+    Args:
+        image_shape: (C, H, W) of the input images.
+        layers: the Gram layers (``ConvLayerSpec``; ``resnet_layers()`` for the seed's stack).
+        likelihood: as for ``SparseDKM`` (the seed's default: ``SoftmaxLikelihood(num_classes=10,
+            mixing_weights=False)``).
+        inducing_patches: Z [M_0, C, kh, kw], the first layer's inducing patches.
+        kernel: the nonlinearity's Gram kernel (default the ReLU arc-cosine kernel).
+        nu: nu_l per layer (or one for all; ``math.inf`` for NNGP layers).
+        top: ``"gap"`` (global average pooling) or ``"linear"``.
+        normalisation: keyword arguments of ``GramNormalisation`` (``inducing``, ``train_test``,
+            ``inducing_scale``, ``train_test_scale``); ``None`` for no normalisation layer at all.
+        skip_weight: w of the skip connections' convex combinations.
+        likelihood_samples, seed: Monte Carlo draws of the categorical likelihood, their seed.
+    """
+
+    def __init__(
+        self,
+        image_shape: tuple[int, int, int],
+        layers: Sequence[ConvLayerSpec],
+        likelihood: Likelihood,
+        *,
+        inducing_patches: torch.Tensor,
+        kernel: GramKernel | str = "relu",
+        nu: float | Sequence[float] = 1.0,
+        top: str = "gap",
+        normalisation: dict[str, str] | None = None,
+        skip_weight: float = 0.5,
+        likelihood_samples: int = 1000,
+        seed: int = 0,
+    ) -> None:
+        super().__init__()
+        if len(image_shape) != 3 or any(int(size) < 1 for size in image_shape):
+            raise ValueError(f"image_shape must be (C, H, W), got {image_shape!r}")
+        if not layers:
+            raise ValueError("a convolutional DKM needs at least one layer")
+        if top not in TOPS:
+            raise ValueError(f"unknown top layer {top!r}; choose one of {TOPS}")
+        if not 0 <= skip_weight <= 1:
+            raise ValueError(f"skip_weight must lie in [0, 1], got {skip_weight}")
+        self.image_shape = tuple(int(size) for size in image_shape)
+        self.layer_specs = tuple(layers)
+        self.kernel = gram_kernel(kernel) if isinstance(kernel, str) else kernel
+        self.nu = check_nu(nu, len(layers))
+        self.top = top
+        self.skip_weight = float(skip_weight)
+        self.likelihood = likelihood
+        self._num_outputs = likelihood_outputs(likelihood)
+        self.input_dim = math.prod(self.image_shape)
+        self.likelihood_samples = likelihood_samples
+        self.seed = seed
+        self.spatial_shapes = self._check_layers(inducing_patches)
+        generator = torch.Generator().manual_seed(seed)
+        self.inducing_patches = torch.nn.Parameter(
+            inducing_patches.detach().to(torch.float64).clone()
+        )
+        self.mixing = torch.nn.ParameterList(
+            torch.nn.Parameter(
+                initial_mixing(
+                    spec.num_inducing, previous.num_inducing, spec.geometry.kernel_size, generator
+                )
+            )
+            for previous, spec in itertools.pairwise(layers)
+        )
+        last = layers[-1].num_inducing
+        if top == "linear":
+            self.top_mixing = torch.nn.Parameter(
+                initial_mixing(last, last, self.spatial_shapes[-1], generator)
+            )
+        self.normalisations = None
+        if normalisation is not None:
+            self.normalisations = torch.nn.ModuleList(
+                GramNormalisation(spec.num_inducing, shape, **normalisation)
+                for spec, shape in zip(layers, self.spatial_shapes, strict=True)
+            ).to(torch.float64)
+        self.grams = torch.nn.ModuleDict()
+        empty = inducing_patches.new_zeros(0, *self.image_shape, dtype=torch.float64)
+        with torch.no_grad():
+            priors, top_chol, _, _ = self._propagate(empty)  # the NNGP: every G^l_ii = K_ii
+        for index, prior in enumerate(priors):
+            if not math.isinf(self.nu[index]):
+                self.grams[str(index)] = CholeskyParameter(prior, name=f"G^{index + 1}_ii")
+        self.output_mean = torch.nn.Parameter(
+            torch.zeros(last, self._num_outputs, dtype=torch.float64)
+        )
+        self.output_covariance = CholeskyParameter(top_chol @ top_chol.mT, name="A")
+        self.to(torch.float64)
+
+    def _check_layers(self, inducing_patches: torch.Tensor) -> list[tuple[int, int]]:
+        channels, height, width = self.image_shape
+        first = self.layer_specs[0]
+        expected = (first.num_inducing, channels, *first.geometry.kernel_size)
+        if (
+            not isinstance(inducing_patches, torch.Tensor)
+            or tuple(inducing_patches.shape) != expected
+        ):
+            shape = getattr(inducing_patches, "shape", None)
+            raise ValueError(f"inducing_patches must be [M_0, C, kh, kw] = {expected}, got {shape}")
+        check_finite(inducing_patches.reshape(len(inducing_patches), -1), "inducing_patches")
+        shapes = []
+        for index, spec in enumerate(self.layer_specs):
+            height, width = spec.geometry.output_shape(height, width)
+            shapes.append((height, width))
+            if spec.skip_from is None:
+                continue
+            source = spec.skip_from
+            if not 0 <= source < index:
+                raise ValueError(
+                    f"layer {index} skips from layer {source}, which does not precede it"
+                )
+            if (
+                self.layer_specs[source].num_inducing != spec.num_inducing
+                or shapes[source] != shapes[-1]
+            ):
+                raise ValueError(
+                    f"layer {index} skips from layer {source} of another shape "
+                    f"({self.layer_specs[source].num_inducing} inducing, {shapes[source]} vs "
+                    f"{spec.num_inducing} inducing, {shapes[-1]})"
+                )
+        return shapes
+
+    # ------------------------------------------------------------------ inputs
+    def images_to_inputs(self, images: torch.Tensor) -> torch.Tensor:
+        """Rows [N, C H W] of images [N, C, H, W] (or [N, H, W] for one channel), checked."""
+        if images.dim() == 3 and self.image_shape[0] == 1:
+            images = images.unsqueeze(1)
+        if images.dim() != 4 or tuple(images.shape[1:]) != self.image_shape:
+            raise ValueError(
+                f"images must be [N, {', '.join(map(str, self.image_shape))}] "
+                f"(channels, height, width), got {tuple(images.shape)}"
+            )
+        return images.flatten(1)
+
+    # ------------------------------------------------------------------ propagation
+    def _omega(self, index: int, blocks: Blocks) -> Blocks:
+        """Normalise layer ``index``'s Gram blocks and apply the nonlinearity Omega = K(G)."""
+        gram_ii, cross, diagonal = blocks
+        if self.normalisations is not None:
+            gram_ii, cross, diagonal = self.normalisations[index](gram_ii, cross, diagonal)
+        omega_ti = self.kernel.cross(cross, diagonal, gram_ii.diagonal())  # [P, H, W, M]
+        return self.kernel(gram_ii), omega_ti, self.kernel.diagonal(diagonal)
+
+    def _propagate(
+        self, images: torch.Tensor
+    ) -> tuple[list[torch.Tensor], torch.Tensor, tuple[torch.Tensor, torch.Tensor], torch.Tensor]:
+        """(K_ii of every layer, the Cholesky factor of the output K_ii, the output kernel's
+        (K_ti [P, M], diag K_tt [P]), the layer KLs [L]) for images [P, C, H, W]."""
+        priors, kls, saved = [], [], []
+        blocks: Blocks | None = None
+        for index, spec in enumerate(self.layer_specs):
+            if blocks is None:
+                kernel_ii, kernel_ti, kernel_tt = input_patch_blocks(
+                    images, self.inducing_patches, spec.geometry
+                )
+            else:
+                omega_ii, omega_ti, omega_tt = self._omega(index - 1, blocks)
+                mixing = self.mixing[index - 1]
+                kernel_ii = convolve_inducing(omega_ii, mixing)
+                kernel_ti = convolve_cross(omega_ti, mixing, spec.geometry)
+                kernel_tt = convolve_diagonal(omega_tt, spec.geometry)
+            chol = cholesky(kernel_ii, name=f"K_ii of convolutional layer {index + 1}")
+            priors.append(kernel_ii)
+            if str(index) in self.grams:
+                root = self.grams[str(index)].root  # [M, M]
+                images_count, height, width, size = kernel_ti.shape
+                cross, diagonal, _ = conditional_blocks(
+                    chol,
+                    kernel_ti.reshape(images_count, height * width, size),
+                    kernel_tt.reshape(images_count, height * width),
+                    root,
+                )
+                blocks = (
+                    root @ root.mT,
+                    cross.reshape(kernel_ti.shape),
+                    diagonal.reshape(kernel_tt.shape),
+                )
+                kls.append(gaussian_kl_from_roots(root, chol))
+            else:  # an NNGP layer
+                blocks = (kernel_ii, kernel_ti, kernel_tt)
+                kls.append(kernel_ii.new_zeros(()))
+            if spec.skip_from is not None:
+                weight, earlier = self.skip_weight, saved[spec.skip_from]
+                blocks = tuple(
+                    weight * now + (1 - weight) * then
+                    for now, then in zip(blocks, earlier, strict=True)
+                )
+            saved.append(blocks)
+        omega_ii, omega_ti, omega_tt = self._omega(len(self.layer_specs) - 1, blocks)
+        if self.top == "gap":
+            top_chol = cholesky(omega_ii, name="Omega_ii of the pooled output layer")
+            _, kernel_ti, kernel_tt = global_average_pooling_top(
+                omega_ii, top_chol, omega_ti, omega_tt
+            )
+        else:
+            kernel_ii, kernel_ti, kernel_tt = linear_top(
+                omega_ii, omega_ti, omega_tt, self.top_mixing
+            )
+            top_chol = cholesky(kernel_ii, name="K_ii of the linear output layer")
+        return priors, top_chol, (kernel_ti, kernel_tt), torch.stack(kls)
+
+    def batch_outputs(self, inputs: torch.Tensor) -> BatchOutputs:
+        """Output marginals and KL terms for a minibatch of image rows [B, C H W]."""
+        images = inputs.reshape(-1, *self.image_shape)
+        _, top_chol, (kernel_ti, kernel_tt), layer_kls = self._propagate(images)
+        _, variance, mean = conditional_blocks(
+            top_chol, kernel_ti, kernel_tt, self.output_covariance.root, self.output_mean
+        )
+        output_kl = gaussian_kl_from_roots(self.output_covariance.root, top_chol, self.output_mean)
+        return BatchOutputs(mean, variance, output_kl, layer_kls)
+
+    def latent_distribution(self, X: torch.Tensor) -> MultivariateNormal:
+        """The per-image marginals of q(f(X)), X [*b, q, C H W], as independent Gaussians."""
+        batch_shape = X.shape[:-1]
+        outputs = self.batch_outputs(X.reshape(-1, X.shape[-1]))
+        mean = outputs.mean.reshape(*batch_shape, self._num_outputs)  # [*b, q, C]
+        variance = outputs.variance.clamp_min(0).reshape(batch_shape)  # [*b, q]
+        if self._num_outputs == 1:
+            return MultivariateNormal(mean.squeeze(-1), DiagLinearOperator(variance))
+        interleaved = variance.repeat_interleave(self._num_outputs, dim=-1)  # [*b, q C]
+        return MultitaskMultivariateNormal(mean, DiagLinearOperator(interleaved), interleaved=True)

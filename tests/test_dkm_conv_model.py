@@ -1,0 +1,200 @@
+"""The convolutional DKM (seed 003 secs. 4-5) as a whole: with 1x1 images, 1x1 filters and
+identity mixing it is exactly the fully connected DKM; on small images its output kernel equals a
+brute-force composition (patch loops, explicit inverses) of the layers; the ResNet-like stack has the
+seed's shape; the contract and bad input."""
+
+import math
+
+import pytest
+import torch
+from gpytorch.likelihoods import GaussianLikelihood, SoftmaxLikelihood
+
+from zonal.dkm import ArcCosineGram, SparseDKM
+from zonal.dkm.conv_model import ConvDKM, ConvLayerSpec, resnet_layers
+from zonal.dkm.convolution import ConvGeometry
+
+
+def generator(seed):
+    return torch.Generator().manual_seed(seed)
+
+
+def test_one_pixel_convolutional_dkm_is_the_fully_connected_dkm():
+    """1x1 images, 1x1 filters, identity mixing, a NNGP first layer (G = X X^T / C, the FC input
+    Gram) and a linear top: the same objective and predictions as SparseDKM, to rounding."""
+    x = torch.randn(10, 3, generator=generator(0), dtype=torch.float64)
+    y = torch.randn(10, generator=generator(1), dtype=torch.float64)
+    connected = SparseDKM(x[:4], 2, GaussianLikelihood(), nu=(0.5, 2.0))
+    geometry = ConvGeometry((1, 1), 1, 0)
+    convolutional = ConvDKM(
+        (3, 1, 1),
+        [ConvLayerSpec(4, geometry)] * 3,
+        GaussianLikelihood(),
+        inducing_patches=x[:4].reshape(4, 3, 1, 1),
+        nu=(math.inf, 0.5, 2.0),
+        top="linear",
+        normalisation=None,
+    )
+    identity = torch.eye(4, dtype=torch.float64).reshape(4, 4, 1, 1)
+    with torch.no_grad():
+        for mixing in [*convolutional.mixing, convolutional.top_mixing]:
+            mixing.copy_(identity)
+        connected.grams["0"].assign(connected.grams["0"].matrix + 0.1 * torch.eye(4))
+        connected.output_mean.normal_(generator=generator(2))
+        for index in range(2):
+            convolutional.grams[str(index + 1)].assign(connected.grams[str(index)].matrix)
+        convolutional.output_covariance.assign(connected.output_covariance.matrix)
+        convolutional.output_mean.copy_(connected.output_mean)
+    torch.testing.assert_close(
+        convolutional.objective(x, y, 10), connected.objective(x, y, 10), rtol=1e-12, atol=1e-12
+    )
+    for conv_value, fc_value in zip(
+        convolutional.predict(x[4:]), connected.predict(x[4:]), strict=True
+    ):
+        torch.testing.assert_close(conv_value, fc_value, rtol=1e-11, atol=1e-12)
+
+
+def loop_convolution(omega_ii, omega_ti, omega_tt, mixing, stride, padding):
+    """Gamma blocks by loops over output locations and offsets (eqs. 26, 27, 66)."""
+    _, height, width, _ = omega_ti.shape
+    kh, kw = mixing.shape[2:]
+    out_h = (height + 2 * padding - kh) // stride + 1
+    out_w = (width + 2 * padding - kw) // stride + 1
+    count = kh * kw
+    gamma_ii = (
+        sum(
+            mixing[:, :, a, b] @ omega_ii @ mixing[:, :, a, b].mT
+            for a in range(kh)
+            for b in range(kw)
+        )
+        / count
+    )
+    gamma_ti = torch.zeros(omega_ti.shape[0], out_h, out_w, mixing.shape[0], dtype=torch.float64)
+    gamma_tt = torch.zeros(omega_ti.shape[0], out_h, out_w, dtype=torch.float64)
+    for r in range(out_h):
+        for s in range(out_w):
+            for a in range(kh):
+                for b in range(kw):
+                    row, col = r * stride + a - padding, s * stride + b - padding
+                    if 0 <= row < height and 0 <= col < width:
+                        gamma_ti[:, r, s] += omega_ti[:, row, col] @ mixing[:, :, a, b].mT / count
+                        gamma_tt[:, r, s] += omega_tt[:, row, col] / count
+    return gamma_ii, gamma_ti, gamma_tt
+
+
+def loop_conditional(kernel_ii, kernel_ti, kernel_tt, gram_ii):
+    """G_ti = K_ti K_ii^-1 G_ii and diag G_tt location by location, with an explicit inverse."""
+    inverse = torch.linalg.inv(kernel_ii)
+    cross = kernel_ti @ inverse @ gram_ii  # [P, H, W, M]
+    projected = (kernel_ti @ inverse * kernel_ti).sum(-1)
+    lifted = (kernel_ti @ inverse @ gram_ii @ inverse * kernel_ti).sum(-1)
+    return cross, kernel_tt - projected + lifted
+
+
+def test_output_kernel_equals_a_brute_force_composition_of_the_layers():
+    """Two layers on 5x5 two-channel images (the second with stride 2 and a 3x3 filter), no
+    normalisation, a linear top: the output mean and variance from patch loops, explicit inverses
+    and the Gram kernel applied block by block."""
+    images = torch.randn(3, 2, 5, 5, generator=generator(3), dtype=torch.float64)
+    patches = torch.randn(4, 2, 3, 3, generator=generator(4), dtype=torch.float64)
+    layers = [ConvLayerSpec(4), ConvLayerSpec(3, ConvGeometry((3, 3), 2, 1))]
+    model = ConvDKM(
+        (2, 5, 5),
+        layers,
+        GaussianLikelihood(),
+        inducing_patches=patches,
+        nu=1.0,
+        top="linear",
+        normalisation=None,
+    )
+    with torch.no_grad():
+        for index, size in enumerate((4, 3)):
+            root = torch.randn(size, size, generator=generator(5 + index), dtype=torch.float64)
+            model.grams[str(index)].assign(model.grams[str(index)].matrix + 0.05 * root @ root.mT)
+        model.output_mean.normal_(generator=generator(7))
+    kernel = ArcCosineGram(1)
+    identity_channels = torch.eye(2, dtype=torch.float64)
+    # layer 1: the input as features with one-hot inducing inputs, mixing = the patches (eq. 25)
+    omega_ii = identity_channels / 2
+    omega_ti = images.permute(0, 2, 3, 1) / 2  # [P, H, W, C]
+    omega_tt = images.square().sum(1) / 2
+    blocks = loop_convolution(omega_ii, omega_ti, omega_tt, patches, 1, 1)
+    for index, mixing in enumerate([model.mixing[0], None]):
+        gram_ii = model.grams[str(index)].matrix.detach()
+        cross, diagonal = loop_conditional(*blocks, gram_ii)
+        omega_ii = kernel(gram_ii)
+        omega_ti = kernel.cross(cross, diagonal, gram_ii.diagonal())
+        omega_tt = kernel.diagonal(diagonal)
+        if mixing is not None:
+            blocks = loop_convolution(omega_ii, omega_ti, omega_tt, mixing.detach(), 2, 1)
+    top = model.top_mixing.detach()
+    kernel_ii, kernel_ti, kernel_tt = loop_convolution(omega_ii, omega_ti, omega_tt, top, 1, 0)
+    kernel_ti, kernel_tt = kernel_ti.flatten(1), kernel_tt.flatten()
+    inverse = torch.linalg.inv(kernel_ii)
+    covariance_a = model.output_covariance.matrix.detach()
+    expected_mean = kernel_ti @ inverse @ model.output_mean.detach()
+    expected_variance = (
+        kernel_tt
+        - (kernel_ti @ inverse * kernel_ti).sum(-1)
+        + (kernel_ti @ inverse @ covariance_a @ inverse * kernel_ti).sum(-1)
+    )
+    mean, variance = model.predict(images.flatten(1))
+    torch.testing.assert_close(mean, expected_mean.squeeze(-1), rtol=1e-9, atol=1e-11)
+    torch.testing.assert_close(variance, expected_variance, rtol=1e-9, atol=1e-11)
+
+
+def test_resnet_stack_has_the_seeds_shape():
+    """ResNet20: a stem and 3 stages x 3 blocks x 2 layers = 19 layers with M = 16/32/64 x s,
+    stride 2 entering stages 2 and 3, and skips exactly in the 7 blocks that keep their shape."""
+    layers = resnet_layers((16, 32, 64))
+    assert len(layers) == 19
+    assert [layer.num_inducing for layer in layers] == [16] * 7 + [32] * 6 + [64] * 6
+    assert [i for i, layer in enumerate(layers) if layer.geometry.stride == 2] == [7, 13]
+    skips = {i: layer.skip_from for i, layer in enumerate(layers) if layer.skip_from is not None}
+    assert skips == {2: 0, 4: 2, 6: 4, 10: 8, 12: 10, 16: 14, 18: 16}
+
+
+def test_contract_predict_is_the_posterior_marginals():
+    images = torch.randn(5, 1, 6, 6, generator=generator(8), dtype=torch.float64)
+    patches = images[:4, :, :3, :3].clone()
+    model = ConvDKM(
+        (1, 6, 6),
+        [ConvLayerSpec(4), ConvLayerSpec(4, skip_from=0)],
+        SoftmaxLikelihood(num_classes=3, mixing_weights=False),
+        inducing_patches=patches,
+        normalisation={},
+    )
+    inputs = model.images_to_inputs(images)
+    posterior = model.posterior(inputs)
+    mean, variance = model.predict(inputs)
+    torch.testing.assert_close(mean, posterior.mean, rtol=1e-12, atol=1e-14)
+    torch.testing.assert_close(variance, posterior.variance, rtol=1e-12, atol=1e-14)
+    log_probabilities = model.class_log_probabilities(inputs)
+    torch.testing.assert_close(
+        log_probabilities.exp().sum(-1), torch.ones(5, dtype=torch.float64), rtol=1e-12, atol=0
+    )
+
+
+def test_bad_images_and_settings_are_named_errors():
+    patches = torch.randn(4, 1, 3, 3, dtype=torch.float64)
+    model = ConvDKM((1, 6, 6), [ConvLayerSpec(4)], GaussianLikelihood(), inducing_patches=patches)
+    with pytest.raises(ValueError, match=r"images must be \[N, 1, 6, 6\]"):
+        model.images_to_inputs(torch.randn(2, 3, 6, 6))
+    with pytest.raises(ValueError, match=r"inputs must have shape \[N, 36\]"):
+        model.predict(torch.randn(2, 49, dtype=torch.float64))
+    with pytest.raises(ValueError, match="nu of layer 1 must be >= 0"):
+        ConvDKM(
+            (1, 6, 6), [ConvLayerSpec(4)], GaussianLikelihood(), inducing_patches=patches, nu=-1.0
+        )
+    with pytest.raises(ValueError, match="skips from layer 0 of another shape"):
+        ConvDKM(
+            (1, 6, 6),
+            [ConvLayerSpec(4), ConvLayerSpec(8, skip_from=0)],
+            GaussianLikelihood(),
+            inducing_patches=patches,
+        )
+    with pytest.raises(ValueError, match=r"inducing_patches must be \[M_0, C, kh, kw\]"):
+        ConvDKM((2, 6, 6), [ConvLayerSpec(4)], GaussianLikelihood(), inducing_patches=patches)
+    with pytest.raises(ValueError, match="unknown top layer 'max'"):
+        ConvDKM(
+            (1, 6, 6), [ConvLayerSpec(4)], GaussianLikelihood(), inducing_patches=patches, top="max"
+        )
