@@ -14,6 +14,7 @@ from zonal.sampling.paths import (
     draw_posterior_paths,
     draw_prior_paths,
 )
+from zonal.sampling.residual_paths import ResidualPaths
 from zonal.sampling.truncation import HarmonicTruncation, choose_truncation
 
 __all__ = [
@@ -22,6 +23,7 @@ __all__ = [
     "HarmonicFeatureMap",
     "HarmonicTruncation",
     "PriorSettings",
+    "ResidualPaths",
     "choose_truncation",
     "draw_layer_paths",
     "draw_posterior_paths",

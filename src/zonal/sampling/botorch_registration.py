@@ -11,6 +11,11 @@
   inter-domain features (u is not f(Z)), and SGPR is no GPyTorch GP at all. The ``prior_sampler``
   and ``update_strategy`` arguments are therefore not used for these models. With this,
   ``get_matheron_path_model`` and ``PathwiseThompsonSampling`` take zonal models unchanged.
+* ``draw_matheron_paths`` on zonal's ``DGP`` and ``ResidualDGP`` (one output) returns whole-function
+  draws of the deep model (``DeepPaths``, ``residual_paths.ResidualPaths``) as a ``DeepSamplePath``.
+  A draw is one function, with no ensemble dimension; BoTorch's ``PathwiseThompsonSampling`` still
+  treats the model as an ensemble (``_is_ensemble``) and indexes a model batch it does not have, so
+  Thompson sampling on deep models goes through ``zonal.bo.DeepPathwiseThompsonSampling``.
 """
 
 from __future__ import annotations
@@ -18,10 +23,10 @@ from __future__ import annotations
 from botorch.sampling.pathwise import SamplePath
 from botorch.sampling.pathwise.features.generators import GenKernelFeatures
 from botorch.sampling.pathwise.posterior_samplers import DrawMatheronPaths
-from torch import Size
+from torch import Size, nn
 
 from zonal.kernels import ZonalKernel
-from zonal.models import SGPR, SVGP
+from zonal.models import DGP, SGPR, SVGP
 from zonal.sampling.harmonic_features import HarmonicFeatureMap
 from zonal.sampling.paths import draw_posterior_paths
 from zonal.sampling.truncation import choose_truncation
@@ -42,3 +47,32 @@ def _harmonic_kernel_features(
 @DrawMatheronPaths.register((SVGP, SGPR))
 def _zonal_matheron_paths(model, *, sample_shape: Size, **unused) -> SamplePath:
     return draw_posterior_paths(model, sample_shape).path
+
+
+class DeepSamplePath(SamplePath):
+    """Whole-function draws of a deep zonal model as a BoTorch ``SamplePath``: inputs
+    [*b, N, D] -> [*S, *b, N] (``DeepPaths`` or ``ResidualPaths``, one output)."""
+
+    def __init__(self, draws: nn.Module) -> None:
+        super().__init__()
+        self.draws = draws
+
+    def forward(self, x):
+        return self.draws(x)
+
+    def set_ensemble_as_batch(self, ensemble_as_batch: bool) -> None:
+        if ensemble_as_batch:
+            raise ValueError(
+                "a pathwise draw of a deep zonal model is one function: it has no ensemble "
+                "dimension to treat as a batch"
+            )
+
+
+@DrawMatheronPaths.register(DGP)
+def _deep_matheron_paths(model, *, sample_shape: Size, **unused) -> SamplePath:
+    if model.num_outputs != 1:
+        raise ValueError(
+            f"pathwise draws through BoTorch take deep models with one output, the model has "
+            f"{model.num_outputs}; use zonal.sampling.draw_posterior_paths"
+        )
+    return DeepSamplePath(draw_posterior_paths(model, sample_shape))

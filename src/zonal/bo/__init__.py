@@ -1,0 +1,67 @@
+"""Bayesian optimisation on hyperspheres with shallow and deep zonal models, in BoTorch's terms
+(seed 004 ch. 4).
+
+* ``models``: the exact GP with the intrinsic Matérn kernel of the sphere (BoTorch's
+  ``SingleTaskGP`` with a zonal kernel) and the residual deep GP, builders and fitting;
+* ``thompson``: pathwise Thompson sampling, deep models included;
+* ``optimize_acqf_sphere``: BoTorch's ``optimize_acqf`` on S^{d-1} (multi-start Riemannian ascent,
+  or geoopt's Riemannian Adam); ``optimize_acqf_normalised``: the ambient-box baseline;
+* ``objectives``: test functions on spheres with known optima (Ackley on S^3, a singular function
+  and a smooth one on S^2);
+* ``optimize``: the loop (shallow, deep, switch after K steps, adaptive switch), resumable.
+"""
+
+from zonal.bo.acquisition_optimization import optimize_acqf_sphere
+from zonal.bo.ambient_baseline import NormalisedInput, optimize_acqf_normalised
+from zonal.bo.design import sobol_sphere, uniform_sphere
+from zonal.bo.errors import (
+    BOError,
+    BudgetError,
+    MissingOptionalDependencyError,
+    ObjectiveNaNError,
+    OffSphereError,
+)
+from zonal.bo.loop import LoopSettings, optimize
+from zonal.bo.models import exact_sphere_gp, fit_deep_gp, fit_exact_gp, residual_deep_gp
+from zonal.bo.objectives import (
+    OBJECTIVES,
+    SphereObjective,
+    ackley_sphere,
+    singular_sphere,
+    smooth_sphere,
+    sphere_objective,
+)
+from zonal.bo.riemannian import AscentOptions, geoopt_ascent, riemannian_ascent
+from zonal.bo.state import BOState
+from zonal.bo.thompson import DeepPathwiseThompsonSampling, thompson_sampling
+
+__all__ = [
+    "OBJECTIVES",
+    "AscentOptions",
+    "BOError",
+    "BOState",
+    "BudgetError",
+    "DeepPathwiseThompsonSampling",
+    "LoopSettings",
+    "MissingOptionalDependencyError",
+    "NormalisedInput",
+    "ObjectiveNaNError",
+    "OffSphereError",
+    "SphereObjective",
+    "ackley_sphere",
+    "exact_sphere_gp",
+    "fit_deep_gp",
+    "fit_exact_gp",
+    "geoopt_ascent",
+    "optimize",
+    "optimize_acqf_normalised",
+    "optimize_acqf_sphere",
+    "residual_deep_gp",
+    "riemannian_ascent",
+    "singular_sphere",
+    "smooth_sphere",
+    "sobol_sphere",
+    "sphere_objective",
+    "thompson_sampling",
+    "uniform_sphere",
+]

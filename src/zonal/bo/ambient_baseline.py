@@ -1,0 +1,60 @@
+"""The ambient-space baseline for acquisition optimisation on S^{d-1}: optimise a(x / ||x||) over
+the box [-1, 1]^d with BoTorch's ``optimize_acqf`` (L-BFGS-B), then normalise the result.
+
+x / ||x|| is a smooth map from R^d \\ {0} onto the sphere, so this unconstrained parametrisation
+reaches every point; the box holds the sphere's every direction. It is the comparison asked of
+``optimize_acqf_sphere`` (same acquisition, same restarts and raw samples).
+"""
+
+from __future__ import annotations
+
+import torch
+from botorch.acquisition import AcquisitionFunction
+from botorch.optim import optimize_acqf
+from torch import nn
+
+from zonal._validation import check_ambient_dim
+
+#: smallest norm divided by (the box's corner points are far from it; x = 0 has no direction)
+SMALLEST_NORM = 1e-12
+
+
+class NormalisedInput(AcquisitionFunction):
+    """a(x / ||x||) for x in R^d (x [b, q, d] -> [b])."""
+
+    def __init__(self, acq_function: AcquisitionFunction) -> None:
+        nn.Module.__init__(self)
+        self.acq_function = acq_function
+
+    def forward(self, X: torch.Tensor) -> torch.Tensor:
+        return self.acq_function(X / X.norm(dim=-1, keepdim=True).clamp(min=SMALLEST_NORM))
+
+
+def optimize_acqf_normalised(
+    acq_function: AcquisitionFunction,
+    ambient_dim: int,
+    q: int,
+    num_restarts: int,
+    raw_samples: int,
+    options: dict | None = None,
+    *,
+    dtype: torch.dtype = torch.float64,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(candidates [q, d] on the sphere, a at them []): ``optimize_acqf`` on the box [-1, 1]^d
+    of a(x / ||x||), the result normalised."""
+    ambient_dim = check_ambient_dim(ambient_dim)
+    bounds = torch.stack(
+        [-torch.ones(ambient_dim, dtype=dtype), torch.ones(ambient_dim, dtype=dtype)]
+    )
+    candidate, value = optimize_acqf(
+        NormalisedInput(acq_function),
+        bounds=bounds,
+        q=q,
+        num_restarts=num_restarts,
+        raw_samples=raw_samples,
+        options=options,
+    )
+    return candidate / candidate.norm(dim=-1, keepdim=True), value
+
+
+__all__ = ["NormalisedInput", "optimize_acqf_normalised"]
