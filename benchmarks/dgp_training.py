@@ -38,11 +38,10 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-import gpytorch
 import torch
 from gpytorch.likelihoods import GaussianLikelihood
 
-from gpytorch_peer import PeerDeepGP, PeerLayer
+from gpytorch_peer import gpytorch_deep_gp
 from zonal.datasets import Standardizer, load_dataset, random_splits
 from zonal.experiments._dgp_common import (
     Schedule,
@@ -50,64 +49,13 @@ from zonal.experiments._dgp_common import (
     build_activated_dgp,
     build_inducing_point_dgp,
     evaluating,
+    seconds_to_target,
     train_elbo,
     train_network_stage,
 )
-from zonal.models.dgp import initial_inducing_points
-from zonal.variational.families import write_gaussian
 
 RESULTS = Path(__file__).resolve().parent / "results" / "dgp_training.json"
 PEER = "GPyTorch DeepGP"
-
-
-# ---------------------------------------------------------------------------------------- peer
-class GPyTorchDeepGP(PeerDeepGP):
-    """GPyTorch's documented deep GP: layers in order, then a Gaussian likelihood."""
-
-    def __init__(
-        self,
-        x_train: torch.Tensor,
-        num_layers: int,
-        hidden_width: int,
-        num_inducing: int,
-        seed: int,
-    ) -> None:
-        generator = torch.Generator().manual_seed(seed)
-        widths = [x_train.shape[-1], *([hidden_width] * (num_layers - 1)), 1]
-        layers = []
-        for index in range(num_layers):
-            width_in, width_out = widths[index], widths[index + 1]
-            last = index == num_layers - 1
-            if index == 0:
-                points = initial_inducing_points(x_train, num_inducing, 1.0, generator)[:, :-1]
-            else:
-                points = torch.randn(
-                    num_inducing, width_in, generator=generator, dtype=torch.float64
-                )
-            if not last:
-                points = points.expand(width_out, *points.shape).clone()  # [P, M, D]
-            layer = PeerLayer(width_in, None if last else width_out, points).double()
-            # q(v) = N(0, scale^2 I), as zonal's DGP starts (inner layers near-deterministic)
-            strategy = layer.variational_strategy
-            scale = 1.0 if last else 0.01
-            eye = torch.eye(num_inducing, dtype=torch.float64)
-            write_gaussian(
-                strategy._variational_distribution, torch.zeros(num_inducing), scale**2 * eye
-            )
-            strategy.variational_params_initialized.fill_(1)
-            layers.append(layer)
-        super().__init__(layers)
-
-    num_posterior_samples = 32
-
-    @torch.no_grad()
-    def predict(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Mixture mean and variance over ``num_posterior_samples`` (zonal's ``predict``)."""
-        with gpytorch.settings.num_likelihood_samples(self.num_posterior_samples):
-            output = self(x)
-            means, variances = output.mean, output.variance  # [S, N]
-        mean = means.mean(0)
-        return mean, (variances + means**2).mean(0) - mean**2
 
 
 # ---------------------------------------------------------------------------------------- run
@@ -205,7 +153,9 @@ def run_model(
             )
             elbo_steps = args.max_steps
         else:
-            model = GPyTorchDeepGP(x_train, 3, 5, args.num_inducing, args.seed)
+            model = gpytorch_deep_gp(
+                x_train, 3, hidden_width=5, num_inducing=args.num_inducing, seed=args.seed
+            )
             elbo_steps = args.max_steps
         elbo_start = clock.read()
         train_elbo(
@@ -234,11 +184,6 @@ def run_model(
     }
 
 
-def seconds_to(trace: list[dict[str, Any]], target: float) -> float | None:
-    """Training seconds at the first evaluation with test MSE <= ``target`` (None: never)."""
-    return next((t["seconds"] for t in trace if t["test_mse"] <= target), None)
-
-
 def ratio_text(mine: float | None, peer: float | None, mine_total: float, peer_total: float) -> str:
     """mine / peer, or a bound when one of them never reached the target within its run."""
     if mine is not None and peer is not None:
@@ -264,13 +209,13 @@ def print_table(results: dict[str, Any], targets: list[float]) -> None:
     for name, result in results.items():
         cells = []
         for target in targets:
-            mine = seconds_to(result["trace"], target)
+            mine = seconds_to_target(result["trace"], target)
             result.setdefault("seconds_to_target", {})[str(target)] = mine
             ratios = []
             for other in (PEER, "DGP-3"):
                 text = ratio_text(
                     mine,
-                    seconds_to(results[other]["trace"], target),
+                    seconds_to_target(results[other]["trace"], target),
                     result["train_seconds"],
                     results[other]["train_seconds"],
                 )

@@ -187,6 +187,16 @@ def train_network_stage(
 
 
 # ---------------------------------------------------------------------------------------- metrics
+def seconds_to_target(trace: list[dict[str, Any]], target: float) -> float | None:
+    """Training seconds at the first evaluation of ``trace`` (rows ``{seconds, test_mse}`` in
+    the order they were taken) whose test MSE is at most ``target``; None if none reached it.
+
+    The answer is only as fine as the evaluation schedule: a model that crosses the target
+    between two evaluations is credited with the time of the later one.
+    """
+    return next((row["seconds"] for row in trace if row["test_mse"] <= target), None)
+
+
 @contextlib.contextmanager
 def evaluating(model, num_samples: int) -> Iterator[None]:
     """``model`` in eval mode with ``num_samples`` posterior samples; restored afterwards."""
@@ -242,6 +252,7 @@ __all__ = [
     "parse_model_name",
     "predictive_mse",
     "regression_metrics",
+    "seconds_to_target",
     "timed",
     "train_elbo",
     "train_network_stage",
