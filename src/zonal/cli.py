@@ -131,8 +131,9 @@ saved.
 
 --model auto (the default) trains, within --budget seconds of wall clock in all:
   regression:      sgpr (one data pass; harmonic features, phase-truncated above about 11 inputs
-                   so that the features reach degree 6), then adgp for up to 20000 training rows,
-                   svgp-activated above;
+                   so that the features reach degree 6), then adgp for up to 20000 training rows;
+                   above, svgp (learned phase-truncated harmonics) for more than about 11 inputs,
+                   svgp-activated for fewer;
   classification:  svgp-activated, then adgp for up to 20000 training rows;
 and keeps the one with the best validation log likelihood. Each candidate may use the time left
 divided by the candidates left.

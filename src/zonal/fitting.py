@@ -496,12 +496,16 @@ def class_probabilities(
 
     Bernoulli (probit): P(y = 1) = Phi(mu / sqrt(1 + sigma^2)), exact per Gaussian component;
     softmax: E softmax(f) with f ~ N(mu, diag sigma^2) (independent latent GPs) by ``draws``
-    seeded Monte Carlo draws per component. Deep models average their mixture components (their
-    inner-layer draws come from the model's ``posterior_seed``).
+    Monte Carlo draws f = mu + sigma eps, the same standard normal eps [draws, C] (from ``seed``)
+    for every row, so that a row's probabilities do not depend on the other rows. Deep models
+    average their mixture components (their inner-layer draws come from the model's
+    ``posterior_seed``).
     """
     model.eval()
     x = model.check_inputs(x)
     generator = torch.Generator(device=x.device).manual_seed(seed)
+    num_classes = len(target.classes)
+    noise = torch.randn((draws, num_classes), generator=generator, dtype=x.dtype, device=x.device)
     chunks = []
     for start in range(0, len(x), PROBABILITY_CHUNK):
         distribution = model.latent_distribution(x[start : start + PROBABILITY_CHUNK])
@@ -510,10 +514,8 @@ def class_probabilities(
             positive = torch.special.ndtr(mean / torch.sqrt(1 + variance))  # [(S,) n]
             probabilities = torch.stack([1 - positive, positive], dim=-1)  # [(S,) n, 2]
         else:  # mean [(S,) n, C]
-            noise = torch.randn(
-                (draws, *mean.shape), generator=generator, dtype=mean.dtype, device=mean.device
-            )  # fmt: skip  [K, (S,) n, C]
-            logits = mean + variance.sqrt() * noise  # [K, (S,) n, C]
+            shared = noise.reshape(draws, *[1] * (mean.dim() - 1), num_classes)  # [K, 1.., C]
+            logits = mean + variance.sqrt() * shared  # [K, (S,) n, C]
             probabilities = torch.softmax(logits, dim=-1).mean(0)  # [(S,) n, C]
         if model._is_ensemble:
             probabilities = probabilities.mean(0)  # [n, C]

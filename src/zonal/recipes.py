@@ -636,17 +636,19 @@ AUTO_DEEP_MAX_ROWS = 20_000
 def auto_candidates(num_rows: int, input_dim: int, likelihood: str) -> list[str]:
     """The recipes ``--model auto`` trains, in order, for N training rows of D inputs.
 
-    Regression: the one-pass ``sgpr`` first (harmonic features; phase-truncated above about 11
-    inputs, ``harmonic_layout``, so that they reach degree 6), then the accurate activated DGP
-    (``adgp``) for N up to ``AUTO_DEEP_MAX_ROWS``, else the minibatch ``svgp-activated`` (128
-    features: its steps cost O(M^3) for 128, not 512). Classification (no SGPR):
-    ``svgp-activated``, then ``adgp`` for N up to ``AUTO_DEEP_MAX_ROWS``. The validation log
-    likelihood picks among them. ``input_dim`` enters through the feature layout.
+    Regression: the one-pass ``sgpr`` first, then the accurate activated DGP (``adgp``) for N up
+    to ``AUTO_DEEP_MAX_ROWS``; above, a minibatch SVGP: ``svgp`` with learned phase-truncated
+    harmonics where 512 complete levels would stop below degree 3 (about D > 11,
+    ``harmonic_layout``), else ``svgp-activated`` (128 features: steps cost O(M^3) for 128, not
+    512). Classification (no SGPR): ``svgp-activated`` (C latent GPs), then ``adgp`` for N up to
+    ``AUTO_DEEP_MAX_ROWS``. The validation log likelihood picks among them.
     """
     deep = ["adgp"] if num_rows <= AUTO_DEEP_MAX_ROWS else []
-    if likelihood == "gaussian":
-        return ["sgpr", *(deep or ["svgp-activated"])]
-    return ["svgp-activated", *deep]
+    if likelihood != "gaussian":
+        return ["svgp-activated", *deep]
+    truncated = harmonic_layout(input_dim + 1, RECIPES["svgp"].defaults["num_inducing"])[1]
+    shallow = "svgp" if truncated is not None else "svgp-activated"
+    return ["sgpr", *(deep or [shallow])]
 
 
 register(

@@ -1,0 +1,191 @@
+"""``zonal fit``'s validation split, early stopping, time budget, model choice, progress bar and
+Ctrl-C (``zonal.fitting``, ``zonal.models.training.TrainingControl``)."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from zonal import recipes
+from zonal.cli import main
+from zonal.fitting import Target, fit_data, validation_split
+from zonal.models.training import TrainingControl, adam_on_minibatches
+from zonal.recipes import auto_candidates, harmonic_layout
+from zonal.saved_model import load_model
+
+
+def test_the_validation_split_is_seeded_stratified_and_disjoint():
+    codes = np.repeat([0, 1, 2], [50, 30, 1])
+    target = Target("softmax", ("a", "b", "c"))
+    train, valid = validation_split(codes, target, 0.2, seed=3)
+    assert np.intersect1d(train, valid).size == 0
+    np.testing.assert_array_equal(np.union1d(train, valid), np.arange(len(codes)))
+    # round(0.2 n) rows of each class; a class of one row stays in the training rows
+    assert [int(np.sum(codes[valid] == c)) for c in range(3)] == [10, 6, 0]
+    again, _ = validation_split(codes, target, 0.2, seed=3)
+    other, _ = validation_split(codes, target, 0.2, seed=4)
+    np.testing.assert_array_equal(train, again)
+    assert not np.array_equal(train, other)
+    with pytest.raises(ValueError, match=r"validation fraction must lie in \[0, 1\)"):
+        validation_split(codes, target, 1.0, seed=0)
+
+
+def _quadratic_module() -> torch.nn.Module:
+    module = torch.nn.Module()
+    module.value = torch.nn.Parameter(torch.tensor([4.0], dtype=torch.float64))
+    return module
+
+
+def test_early_stopping_keeps_the_best_validation_state():
+    """Adam with a large rate oscillates around the optimum of the loss (value - 1)^2 while the
+    validation score -(value - 1.5)^2 peaks elsewhere: the state left in the module is the one
+    whose evaluated score was the highest, not the last one."""
+    module = _quadratic_module()
+    seen: list[tuple[float, float]] = []
+
+    def score(watched: torch.nn.Module) -> float:
+        value = float(watched.value)
+        seen.append((value, -((value - 1.5) ** 2)))
+        return seen[-1][1]
+
+    control = TrainingControl(score=score, patience=1000)
+    with control.watch(module, 300, stage="test") as watch:
+        adam_on_minibatches(lambda index: ((module.value - 1.0) ** 2).sum(), module.parameters(),
+                            1, num_steps=300, batch_size=1, lr=0.3, seed=0,
+                            callback=watch)  # fmt: skip
+    best_value, best_score = max(seen, key=lambda pair: pair[1])
+    assert len(seen) > 5 and best_score > seen[-1][1]
+    assert float(module.value) == best_value
+
+
+def test_the_deadline_and_the_patience_end_a_stage():
+    module = _quadratic_module()
+
+    def loss(index):
+        time.sleep(0.002)
+        return ((module.value - 1.0) ** 2).sum()
+
+    control = TrainingControl(deadline=time.monotonic() + 0.3)
+    started = time.monotonic()
+    with control.watch(module, 10**6, stage="budget") as watch:
+        losses = adam_on_minibatches(loss, module.parameters(), 1, num_steps=10**6, batch_size=1,
+                                     lr=0.01, seed=0, callback=watch)  # fmt: skip
+    assert time.monotonic() - started < 2.0 and 10 < len(losses) < 10**6
+    # a score that never improves: the stage ends after `patience` evaluations past the first
+    flat = TrainingControl(score=lambda watched: 0.0, patience=3)
+    with flat.watch(module, 10**6, stage="patience") as watch:
+        losses = adam_on_minibatches(lambda index: ((module.value - 1.0) ** 2).sum(),
+                                     module.parameters(), 1, num_steps=10**6, batch_size=1,
+                                     lr=0.01, seed=0, callback=watch)  # fmt: skip
+    assert len(losses) == 60  # evaluations at steps 19, 39, 59 (every 20 steps at least)
+
+
+def test_the_auto_rule_and_the_feature_layout():
+    assert auto_candidates(300, 6, "gaussian") == ["sgpr", "adgp"]
+    assert auto_candidates(100_000, 9, "gaussian") == ["sgpr", "svgp-activated"]
+    assert auto_candidates(100_000, 32, "gaussian") == ["sgpr", "svgp"]
+    assert auto_candidates(5_000, 64, "softmax") == ["svgp-activated", "adgp"]
+    assert auto_candidates(50_000, 2, "bernoulli") == ["svgp-activated"]
+    # complete levels while they reach degree 3; phase-truncated beyond (about 11 inputs)
+    assert harmonic_layout(9, 512) == (3, None)
+    kernel = recipes.build_kernel("arccos", 33, 512)
+    degree, phases = harmonic_layout(33, 512, kernel)
+    assert degree == recipes.SPARSE_MAX_DEGREE and phases is not None
+    features = recipes.harmonic_features(kernel, 33, 512)
+    assert features.num_inducing <= 512 and features.max_degree == 6
+
+
+@pytest.mark.slow
+def test_learned_phase_truncated_harmonics_fit_a_32_input_product():
+    """y = x0 x1 on 32 inputs is a degree-2 harmonic with no part of degree 0 or 1: the complete
+    levels SGPR can hold on S^32 stop at degree 1 and cannot fit it (nor can fixed random phases:
+    a random 159-dimensional part of the 560-dimensional degree-2 space), while an SVGP with
+    learned phase-truncated harmonics (125 features) turns its phases towards it (measured
+    validation MSE 0.66 against SGPR's 1.43; about 20 s)."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(600, 32))
+    y = x[:, 0] * x[:, 1] + 0.05 * rng.normal(size=600)
+    columns = [f"x{j}" for j in range(32)]
+    sgpr = fit_data(x, y, feature_columns=columns, model="sgpr", kernel="arccos", steps=60,
+                    validation_fraction=0.2)  # fmt: skip
+    svgp = fit_data(x, y, feature_columns=columns, model="svgp", num_inducing=128, steps=300,
+                    validation_fraction=0.2)  # fmt: skip
+    assert svgp.trained.model.features.max_degree == recipes.SPARSE_MAX_DEGREE
+    assert svgp.validation["mse"] < 0.6 * sgpr.validation["mse"]
+
+
+def test_auto_chooses_by_validation_log_likelihood_within_the_budget():
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(200, 2))
+    y = np.sin(2 * x[:, 0]) + 0.1 * rng.normal(size=200)
+    started = time.monotonic()
+    fitted = fit_data(x, y, feature_columns=["a", "b"], budget=8.0, num_inducing=16)
+    assert time.monotonic() - started < 8.0 + 6.0  # the budget, plus the final validation pass
+    assert set(fitted.scores) == {"sgpr", "adgp"}
+    best = max(fitted.scores, key=lambda name: fitted.scores[name]["log_likelihood"])
+    assert fitted.spec["model"] == best
+    assert fitted.validation["log_likelihood"] == fitted.scores[best]["log_likelihood"]
+    assert math.isfinite(fitted.validation["mse"]) and fitted.num_validation_rows == 20
+
+
+def test_progress_bar_shows_the_objective_the_validation_score_and_the_budget(capsys):
+    x = np.random.default_rng(2).normal(size=(60, 2))
+    fit_data(x, x[:, 0], feature_columns=["a", "b"], model="svgp-activated", num_inducing=8,
+             steps=30, budget=30.0, progress=True)  # fmt: skip
+    err = capsys.readouterr().err
+    assert "svgp-activated phase 1" in err
+    assert "objective=" in err and "validation=" in err and "budget=" in err
+
+
+def test_ctrl_c_keeps_the_best_model_as_a_complete_checkpoint(tmp_path, capsys, monkeypatch):
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(80, 2))
+    data = tmp_path / "table.csv"
+    rows = [f"{p},{q},{np.sin(p) + q}" for p, q in x]
+    data.write_text("a,b,y\n" + "\n".join(rows) + "\n")
+    steps_taken, interrupt_at = 0, 80  # adgp: 50 network steps, then the ELBO's
+    real_step = torch.optim.Adam.step
+
+    def interrupted_step(self, *args, **kwargs):
+        nonlocal steps_taken
+        steps_taken += 1
+        if steps_taken == interrupt_at:
+            raise KeyboardInterrupt
+        return real_step(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.optim.Adam, "step", interrupted_step)
+    checkpoint = tmp_path / "model.pt"
+    args = ["fit", str(data), "--target", "y", "--model", "adgp", "--num-inducing", "8"]
+    assert main([*args, "--steps", "50", "-o", str(checkpoint), "--quiet"]) == 130
+    err = capsys.readouterr().err
+    assert "interrupted: kept the best adgp so far" in err and "Traceback" not in err
+    fitted = load_model(checkpoint)  # complete: it loads, checksum and all, and predicts
+    assert fitted.interrupted and fitted.spec["model"] == "adgp"
+    output = tmp_path / "pred.csv"
+    assert main(["predict", str(checkpoint), str(data), "-o", str(output)]) == 0
+    assert len(output.read_text().splitlines()) == 81
+    # interrupted in the network stage: the best network so far is copied in and saved
+    steps_taken, interrupt_at = 0, 30
+    early = tmp_path / "early.pt"
+    assert main([*args, "--steps", "50", "-o", str(early), "--quiet"]) == 130
+    assert load_model(early).interrupted
+
+
+def test_ctrl_c_before_any_model_exists_saves_nothing(tmp_path, capsys, monkeypatch):
+    data = tmp_path / "table.csv"
+    data.write_text("a,y\n" + "\n".join(f"{i},{i % 3}.5" for i in range(30)) + "\n")
+
+    def interrupt(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(recipes.SGPR, "fit_statistics", interrupt)
+    checkpoint = tmp_path / "model.pt"
+    assert (
+        main(["fit", str(data), "--target", "y", "--model", "sgpr", "-o", str(checkpoint)]) == 130
+    )
+    assert "interrupted before any model was trained; nothing saved" in capsys.readouterr().err
+    assert not checkpoint.exists()
