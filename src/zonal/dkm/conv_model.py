@@ -122,7 +122,9 @@ class ConvDKM(DeepKernelMachine):
             mixing_weights=False)``).
         inducing_patches: Z [M_0, C, kh, kw], the first layer's inducing patches.
         kernel: the nonlinearity's Gram kernel (default the ReLU arc-cosine kernel).
-        nu: nu_l per layer (or one for all; ``math.inf`` for NNGP layers).
+        nu: nu_l per layer (or one for all; ``math.inf`` for NNGP layers). The first layer's
+            kernel is linear in the patches, so with more inducing patches than values per patch
+            (C kh kw) its K_ii is singular and nu[0] must be inf.
         top: ``"gap"`` (global average pooling) or ``"linear"``.
         normalisation: keyword arguments of ``GramNormalisation`` (``inducing``, ``train_test``,
             ``inducing_scale``, ``train_test_scale``); ``None`` for no normalisation layer at all.
@@ -166,6 +168,14 @@ class ConvDKM(DeepKernelMachine):
         self.likelihood_samples = likelihood_samples
         self.seed = seed
         self.spatial_shapes = self._check_layers(inducing_patches)
+        patch_values = self.image_shape[0] * layers[0].geometry.patch_size
+        if layers[0].num_inducing > patch_values and not math.isinf(self.nu[0]):
+            raise ValueError(
+                f"the first layer's kernel is linear in the C kh kw = {patch_values} values of a "
+                f"patch, so its K_ii has rank <= {patch_values} < M_0 = {layers[0].num_inducing} "
+                "and a learned G_ii would have an infinite KL: use nu[0] = inf (an NNGP first "
+                f"layer) or at most {patch_values} inducing patches"
+            )
         generator = torch.Generator().manual_seed(seed)
         self.inducing_patches = torch.nn.Parameter(
             inducing_patches.detach().to(torch.float64).clone()
@@ -274,9 +284,9 @@ class ConvDKM(DeepKernelMachine):
                 kernel_ii = convolve_inducing(omega_ii, mixing)
                 kernel_ti = convolve_cross(omega_ti, mixing, spec.geometry)
                 kernel_tt = convolve_diagonal(omega_tt, spec.geometry)
-            chol = cholesky(kernel_ii, name=f"K_ii of convolutional layer {index + 1}")
             priors.append(kernel_ii)
             if str(index) in self.grams:
+                chol = cholesky(kernel_ii, name=f"K_ii of convolutional layer {index + 1}")
                 root = self.grams[str(index)].root  # [M, M]
                 images_count, height, width, size = kernel_ti.shape
                 cross, diagonal, _ = conditional_blocks(
