@@ -293,3 +293,31 @@ def test_bad_input_is_refused_by_name():
     with pytest.raises(NotPositiveDefiniteError, match="G\\^1_ii"):
         model_with_gram = SparseDKM(x[:4], 1, GaussianLikelihood())
         model_with_gram.grams["0"].assign(-torch.eye(4, dtype=torch.float64))
+
+
+def test_resumed_training_is_the_uninterrupted_training():
+    """One epoch, a checkpoint, and a resumed second epoch give the objectives and parameters of
+    two epochs straight (same batches, same Monte Carlo draws, same Adam moments)."""
+    x = torch.randn(30, 3, generator=generator(30), dtype=torch.float64)
+    labels = (x[:, 0] > 0).long() + (x[:, 1] > 0).long()
+    likelihood = SoftmaxLikelihood(num_classes=3, mixing_weights=False)
+
+    def fresh():
+        return SparseDKM(x[:5], 2, likelihood, nu=1.0, likelihood_samples=8)
+
+    straight = fresh()
+    expected = fit_dkm(straight, x, labels, epochs=2, batch_size=8, lr=0.05, milestones=[1])
+    saved = []
+    first = fresh()
+    fit_dkm(
+        first, x, labels, epochs=1, batch_size=8, lr=0.05, milestones=[1], checkpoint=saved.append
+    )
+    resumed = fresh()
+    history = fit_dkm(
+        resumed, x, labels, epochs=2, batch_size=8, lr=0.05, milestones=[1], resume=saved[-1]
+    )
+    assert history == expected
+    for (name, value), other in zip(
+        straight.state_dict().items(), resumed.state_dict().values(), strict=True
+    ):
+        torch.testing.assert_close(value, other, rtol=0, atol=0, msg=name)
