@@ -1,0 +1,68 @@
+"""``zonal.sklearn``: scikit-learn's estimator checks, and a classification round trip on digits."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+sklearn = pytest.importorskip("sklearn")
+
+from sklearn.base import clone  # noqa: E402
+from sklearn.datasets import load_digits  # noqa: E402
+from sklearn.metrics import accuracy_score, log_loss  # noqa: E402
+from sklearn.pipeline import make_pipeline  # noqa: E402
+from sklearn.preprocessing import FunctionTransformer  # noqa: E402
+from sklearn.utils.estimator_checks import parametrize_with_checks  # noqa: E402
+
+from zonal.sklearn import ZonalClassifier, ZonalRegressor  # noqa: E402
+
+#: fast settings for the checks: a small SVGP, six Adam steps, no validation split (the checks fit
+#: tables of 10 to 30 rows, where 10% of a class rounds to no row: a named error by design)
+CHECKED = {"num_inducing": 8, "steps": 6, "budget": None, "validation_fraction": 0.0}
+
+
+@parametrize_with_checks(
+    [ZonalRegressor("svgp-activated", **CHECKED), ZonalClassifier("svgp-activated", **CHECKED)]
+)
+def test_scikit_learn_estimator_checks(estimator, check):
+    check(estimator)
+
+
+def test_digits_round_trip_through_a_pipeline():
+    """Four digit classes (8 x 8 images, 64 inputs): fit, class probabilities, accuracy; the
+    estimator clones (get_params / set_params) and sits in a pipeline."""
+    digits = load_digits(n_class=4)
+    x, y = digits.data, np.array(["zero", "one", "two", "three"])[digits.target]
+    order = np.random.default_rng(0).permutation(len(y))
+    train, test = order[:400], order[400:]
+    classifier = ZonalClassifier("svgp-activated", num_inducing=16, steps=150, budget=None)
+    pipeline = make_pipeline(FunctionTransformer(np.sqrt), clone(classifier))
+    pipeline.fit(x[train], y[train])
+    fitted = pipeline[-1]
+    assert list(fitted.classes_) == ["one", "three", "two", "zero"]
+    assert fitted.n_features_in_ == 64 and fitted.model_ == "svgp-activated"
+    probabilities = pipeline.predict_proba(x[test])  # [N, 4], columns in classes_ order
+    predicted = pipeline.predict(x[test])
+    np.testing.assert_array_equal(predicted, fitted.classes_[probabilities.argmax(1)])
+    assert accuracy_score(y[test], predicted) > 0.9
+    assert log_loss(y[test], probabilities, labels=fitted.classes_) < 0.5  # chance: log 4 = 1.39
+    assert fitted.validation_["accuracy"] > 0.8 and "log_likelihood" in fitted.validation_
+    assert pipeline.score(x[test], y[test]) == accuracy_score(y[test], predicted)
+    changed = clone(classifier).set_params(steps=3, random_state=5)
+    assert changed.get_params()["steps"] == 3 and classifier.get_params()["steps"] == 150
+
+
+def test_regressor_predictions_follow_the_target_units():
+    """The target is standardised with the training rows: a target in other units (1e-6 y + 3)
+    gives the same fit, so means map as 1e-6 m + 3 and standard deviations as 1e-6 s."""
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(80, 2))
+    y = 5.0 + 2.0 * np.sin(x[:, 0]) + 0.1 * rng.normal(size=80)
+    settings = {"num_inducing": 30, "steps": 30}
+    regressor = ZonalRegressor("sgpr", **settings).fit(x, y)
+    rescaled = ZonalRegressor("sgpr", **settings).fit(x, 1e-6 * y + 3.0)
+    mean, std = regressor.predict(x[:5], return_std=True)
+    other_mean, other_std = rescaled.predict(x[:5], return_std=True)
+    np.testing.assert_allclose(other_mean, 1e-6 * mean + 3.0, rtol=1e-9)
+    np.testing.assert_allclose(other_std, 1e-6 * std, rtol=1e-6)
+    assert regressor.score(x, y) > 0.9  # R^2
