@@ -1,0 +1,109 @@
+"""Baselines of the activated DGP head on the same feature extractor (seed 001 sec. 4.2): the plain
+network (``zonal.models.conv_head.HybridNetwork``), Monte Carlo dropout, a deep ensemble and the
+deep GP with inducing points on the extracted features.
+
+* MC dropout (Gal and Ghahramani, 2016): dropout of rate p (0.1 in the report) before every head
+  layer at training *and* test time; p(y | x) = (1/T) sum_t softmax(logits_t(x)) over T = 100
+  passes with independent masks (seeded).
+* Deep ensemble (Lakshminarayanan et al., 2017): E networks trained from different seeds (5 in
+  the protocol), p(y | x) = (1/E) sum_e softmax(logits_e(x)).
+* Inducing-point DGP: seed 000's DGP (``zonal.models.inducing_point_dgp``: arc-cosine layers,
+  inducing points in the lifted space, first-layer points at training features) of the same
+  widths as the activated head, trained by the ELBO on the frozen features of a trained network.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from gpytorch.likelihoods import SoftmaxLikelihood
+
+from zonal.models.conv_head import (
+    ConvDGPClassifier,
+    HybridNetwork,
+    ImageClassifier,
+    extract_frozen,
+)
+from zonal.models.dgp import inducing_point_dgp
+
+#: stochastic forward passes of MC dropout at test time (the report's protocol)
+DROPOUT_PASSES = 100
+
+
+class MCDropoutClassifier(ImageClassifier):
+    """A ``HybridNetwork`` with dropout (rate > 0) averaged over ``num_passes`` dropout masks."""
+
+    def __init__(self, network: HybridNetwork, *, num_passes: int = DROPOUT_PASSES, seed: int = 0):
+        super().__init__(network.image_shape, network.num_classes)
+        if network.dropout <= 0:
+            raise ValueError("MC dropout needs a network with a dropout rate > 0")
+        if num_passes < 1:
+            raise ValueError(f"num_passes must be >= 1, got {num_passes}")
+        self.network, self.num_passes, self.seed = network, int(num_passes), int(seed)
+
+    def _probabilities(self, images: torch.Tensor) -> torch.Tensor:
+        self.network.train()  # dropout on; the extractor has no train-time behaviour of its own
+        total = 0.0
+        with torch.random.fork_rng(devices=[images.device] if images.is_cuda else []):
+            torch.manual_seed(self.seed)
+            for _ in range(self.num_passes):
+                total = total + torch.softmax(self.network(images), dim=-1)  # [n, C]
+        self.network.eval()
+        return total / self.num_passes
+
+
+class DeepEnsembleClassifier(ImageClassifier):
+    """The mean of the members' softmax probabilities."""
+
+    def __init__(self, members: Sequence[ImageClassifier]) -> None:
+        if not members:
+            raise ValueError("an ensemble needs at least one member")
+        first = members[0]
+        super().__init__(first.image_shape, first.num_classes)
+        for index, member in enumerate(members):
+            if (member.image_shape, member.num_classes) != (self.image_shape, self.num_classes):
+                raise ValueError(
+                    f"member {index} takes {member.image_shape} images and {member.num_classes} "
+                    f"classes, member 0 {self.image_shape} and {self.num_classes}"
+                )
+        self.members = torch.nn.ModuleList(members)
+
+    def _probabilities(self, images: torch.Tensor) -> torch.Tensor:
+        probabilities = [member.predict_proba(images) for member in self.members]
+        return torch.stack(probabilities).mean(0)  # [n, C]
+
+
+def inducing_point_head(
+    network: HybridNetwork,
+    images: torch.Tensor,
+    *,
+    hidden_width: int = 16,
+    num_inducing: int = 128,
+    num_posterior_samples: int = 16,
+    seed: int = 0,
+) -> ConvDGPClassifier:
+    """The inducing-point DGP D -> ``hidden_width`` -> C on the (frozen) extractor of a trained
+    ``network``, its first-layer points at the features of ``num_inducing`` of ``images``."""
+    import copy
+
+    extractor = copy.deepcopy(network.extractor)
+    features = extract_frozen(extractor, network.check_images(images))  # [N, D]
+    likelihood = SoftmaxLikelihood(num_classes=network.num_classes, mixing_weights=False).double()
+    head = inducing_point_dgp(
+        features,
+        [features.shape[-1], hidden_width, network.num_classes],
+        likelihood,
+        num_inducing=num_inducing,
+        seed=seed,
+    )
+    head.num_posterior_samples = num_posterior_samples
+    return ConvDGPClassifier(extractor, head, network.image_shape, seed=seed)
+
+
+__all__ = [
+    "DROPOUT_PASSES",
+    "DeepEnsembleClassifier",
+    "MCDropoutClassifier",
+    "inducing_point_head",
+]
