@@ -214,3 +214,15 @@ def test_unusable_output_dir_and_conflicting_seeds_are_one_line(capsys, tmp_path
     assert main([*arguments, "--output-dir", str(tmp_path / "runs")]) == 1
     _assert_one_line_error(capsys.readouterr(), "--seed 1 and --set seed=2 disagree")
     assert not (tmp_path / "runs").exists()
+
+
+def test_fit_help_documents_the_auto_rule_budget_and_classification(capsys):
+    assert main(["fit", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    for fragment in ("--model auto (the default)", "--budget SECONDS", "--validation-fraction",
+                     "--likelihood {gaussian,bernoulli,softmax}", "phase-truncated",
+                     "up to 20000 training rows", "Ctrl-C keeps the best model so far",
+                     "--quiet"):  # fmt: skip
+        assert fragment in text
+    assert main(["--help"]) == 0
+    assert "regression or classification" in capsys.readouterr().out

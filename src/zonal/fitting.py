@@ -435,23 +435,23 @@ def _train_candidates(
         started = time.perf_counter()
         stop = False
         try:
-            fit, _ = train(spec, split.x_train, split.y_train, control)
-        except TrainingInterrupted as interrupt:
-            fit, stop = interrupt.fit, True
-        except KeyboardInterrupt:
+            try:
+                fit, _ = train(spec, split.x_train, split.y_train, control)
+            except TrainingInterrupted as interrupt:
+                fit, stop = interrupt.fit, True
+            score = {"seconds": time.perf_counter() - started, "objective": fit.objective}
+            if has_validation:
+                score.update(validation_metrics(fit.model, target, split.x_valid, split.y_valid))
+        except KeyboardInterrupt:  # in SGPR's pass or L-BFGS, or while scoring: this one is lost
             if not fits:
                 raise
-            break
+            return fits, scores, True
         except ValueError as error:
             if not automatic:
                 raise
             failures.append(error)
             continue
-        seconds = time.perf_counter() - started
-        fits[name] = fit
-        scores[name] = {"seconds": seconds, "objective": fit.objective}
-        if has_validation:
-            scores[name].update(validation_metrics(fit.model, target, split.x_valid, split.y_valid))
+        fits[name], scores[name] = fit, score
         if stop:
             return fits, scores, True
     if not fits:

@@ -7,21 +7,33 @@ deep models through the same functions (``build_activated_dgp``, ``build_inducin
 reads is in its resolved ``spec`` (a plain dict, saved in checkpoints), and the learning rate in
 the spec is the one the optimiser uses.
 
-Recipes (regression, Gaussian likelihood, standardised data):
+Recipes (standardised data; a Gaussian likelihood for regression, Bernoulli (probit) or softmax
+over one latent GP per class for classification, ``LIKELIHOODS``):
 
 - ``"sgpr"``: the collapsed SGPR with spherical-harmonic features (seed 000 sec. 3.3, seed 002
   sec. 5): one pass over the data for the sufficient statistics, then L-BFGS on the bound, at a cost
   independent of N; ``kernel="auto"`` fits the first-order arc-cosine and the polynomial-decay
-  kernel and keeps the one with the larger bound.
-- ``"svgp"``: the same features and kernel (arc-cosine for ``"auto"``) in a minibatch SVGP.
+  kernel and keeps the one with the larger bound. Gaussian only (``UnsupportedLikelihoodError``).
+- ``"svgp"``: the same features (with learned phases when phase-truncated) and kernel (arc-cosine
+  for ``"auto"``) in a minibatch SVGP.
 - ``"svgp-activated"``: SVGP with activated Softplus features (seed 000 sec. 4.3), arc-cosine
   kernel: its posterior mean is a one-hidden-layer Softplus network.
-- ``"adgp"``: the activated DGP (seed 000 sec. 5), trained as a network and then by the ELBO.
+- ``"adgp"``: the activated DGP (seed 000 sec. 5), trained as a network (MSE, probit or softmax
+  cross-entropy: the likelihood's own loss) and then by the ELBO.
 - ``"dgp"``: the DGP with inducing points and arc-cosine kernels (seed 000's DGP-L), by the ELBO.
 
-SVGPs start from the optimal q(u) for the initial hyperparameters (Titsias, 2009; skipped when
-N x M exceeds ``OPTIMAL_Q_MAX_ENTRIES``) and are trained by Adam in three phases: the full
-learning rate for 60% of the steps, then 1/5 of it for 25% and 1/25 for the last 15%.
+Harmonic features take all harmonics of each level while those reach degree
+``MIN_COMPLETE_DEGREE`` within the budget, else phase-truncated levels up to ``SPARSE_MAX_DEGREE``
+(seed 002 sec. 5.2; ``harmonic_layout``). SVGPs start from the optimal q(u) for the initial
+hyperparameters (Gaussian likelihood; Titsias, 2009; skipped when N x M exceeds
+``OPTIMAL_Q_MAX_ENTRIES``) and are trained by Adam in three phases: the full learning rate for 60%
+of the steps, then 1/5 of it for 25% and 1/25 for the last 15%.
+
+Training runs under a ``zonal.models.training.TrainingControl``: a wall-clock deadline (each SVGP
+phase may use its fraction of the time left, the activated DGP's network stage
+``NETWORK_SHARE``), a validation score that keeps the best state (early stopping), a progress bar;
+Ctrl-C raises ``TrainingInterrupted`` carrying the best model so far. ``auto_candidates`` is the
+rule of ``zonal fit --model auto``.
 """
 
 from __future__ import annotations

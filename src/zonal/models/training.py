@@ -1,5 +1,7 @@
 """Minibatch Adam training (optionally with a plateau schedule) for SVGPs, DGPs and networks, with
-label checks done before any computation."""
+label checks done before any computation; ``TrainingControl`` watches a fit (wall-clock deadline,
+validation score with early stopping that keeps the best state, tqdm progress bar) through the
+step callback, which may end a training by raising ``StopTraining``."""
 
 from __future__ import annotations
 
