@@ -3,8 +3,10 @@ numbers beside ours in the report, a resumed run with the metrics of an uninterr
 settings refused by name."""
 
 import csv
+import math
 
 import pytest
+import torch
 
 from zonal.experiments import create_run, execute_run, resume_experiment, run_experiment
 
@@ -76,3 +78,35 @@ def test_bad_settings_are_refused_by_name(tmp_path):
         run_experiment("dkm-mnist", overrides={**TINY, "nus": ["-1"]}, runs_root=tmp_path)
     with pytest.raises(ValueError, match="dataset must be 'mnist' or 'digits'"):
         run_experiment("dkm-mnist", overrides={**TINY, "dataset": "cifar"}, runs_root=tmp_path)
+
+
+def test_convolutional_architecture_runs_the_resnet_stack_on_whitened_digits(tmp_path):
+    """architecture = conv: a 7-layer ResNet-like stack (one block per stage) with 4 / 4 / 4
+    inducing points, global average pooling, ZCA-whitened 8x8 digits; finite test metrics."""
+    overrides = {
+        **TINY,
+        "architecture": "conv",
+        "conv_inducing": [4, 4, 4],
+        "conv_blocks": 1,
+        "nus": ["1"],
+        "epochs": 1,
+    }
+    result = run_experiment("dkm-mnist", overrides=overrides, runs_root=tmp_path)
+    assert result.metrics["model"] == "convolutional DKM"
+    assert math.isfinite(result.metrics["test_log_likelihood"]["nu=1"])
+    assert 0 <= result.metrics["accuracy_percent"]["nu=1"] <= 100
+
+
+def test_zca_whitening_whitens_the_training_images():
+    """With epsilon -> 0 the whitened training pixels have identity covariance on the span of the
+    data (ZCA: the symmetric inverse square root of the covariance)."""
+    from zonal.experiments.dkm_mnist import prepare_inputs
+
+    pixels = torch.randn(500, 6, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    pixels = pixels @ torch.randn(
+        6, 6, generator=torch.Generator().manual_seed(1), dtype=torch.float64
+    )
+    config = {"architecture": "conv", "zca_epsilon": 1e-12}
+    whitened, _ = prepare_inputs(config, pixels, pixels[:3])
+    covariance = whitened.mT @ whitened / len(whitened)
+    torch.testing.assert_close(covariance, torch.eye(6, dtype=torch.float64), rtol=0, atol=1e-8)

@@ -2,6 +2,8 @@
 (seed 003)."""
 
 from zonal.dkm.conditional import ConditionalBlocks, conditional_blocks
+from zonal.dkm.conv_model import ConvDKM, ConvLayerSpec, resnet_layers
+from zonal.dkm.convolution import ConvGeometry
 from zonal.dkm.divergence import gaussian_kl, gaussian_kl_from_roots
 from zonal.dkm.gram_kernels import ArcCosineGram, GramKernel, SquaredExponentialGram, gram_kernel
 from zonal.dkm.model import BatchOutputs, DeepKernelMachine, ObjectiveTerms
@@ -21,6 +23,9 @@ __all__ = [
     "BatchOutputs",
     "CholeskyParameter",
     "ConditionalBlocks",
+    "ConvDKM",
+    "ConvGeometry",
+    "ConvLayerSpec",
     "DeepKernelMachine",
     "GramKernel",
     "InducingChain",
@@ -38,4 +43,5 @@ __all__ = [
     "gram_kernel",
     "input_gram",
     "nngp_grams",
+    "resnet_layers",
 ]
