@@ -140,7 +140,8 @@ def test_local_cluster_with_two_workers(reference, processes) -> None:
 
 def test_a_nan_partition_is_named_and_leaves_the_model_unchanged(reference) -> None:
     """Row 517 (partition 4 of 128-row chunks) holds a NaN: the pass fails naming the partition
-    and the row, and statistics committed earlier stay exactly as they were."""
+    and the row, statistics committed earlier stay exactly as they were, and a restart counts
+    every row once."""
     x, y = data()
     x[517, 1] = float("nan")
     model = make_model()
@@ -155,6 +156,16 @@ def test_a_nan_partition_is_named_and_leaves_the_model_unchanged(reference) -> N
         )
     for name, value in before.items():
         assert torch.equal(getattr(model, name), value), name
+    # restarted on repaired data, the pass counts every row once (nothing left from the failure)
+    x[517, 1] = data()[0][517, 1]
+    fit_statistics_distributed(
+        model,
+        da.from_array(x.numpy(), chunks=(CHUNK, INPUT_DIM)),
+        da.from_array(y.numpy(), chunks=CHUNK),
+        scheduler="threads",
+    )
+    assert_statistics_equal(model, reference[0])
+    assert int(model.stat_count) == NUM_POINTS
 
 
 def test_a_dataframe_partition_with_a_nan_target_or_a_missing_column_is_named() -> None:

@@ -13,14 +13,15 @@ Protocol. The test set is a random ``test_fraction`` (10%) of the rows, fixed by
 seed's "last 10%" of SUSY's unordered file; MAGIC's file is sorted by class); inputs are
 standardised with the training rows' statistics. Both GPs are SVGPs with a Bernoulli (probit)
 likelihood, whitened q(u) with a full covariance, the homogeneous continuous-depth kernel (seed 002
-eq. 15, truncated at ``kernel_degree``, beta starting at ``initial_beta`` and learned by the ELBO
-with the output scale), on the sphere embedding [x, 1] / ||[x, 1]||. Sparse features: degrees 0..6
-with at most 100 learned phases each (1 + 11 + 65 + 4 x 100 = 477 features in d = 11); complete
-features: every harmonic of degrees 0..``complete_frequencies``-1 (4 frequencies, 352 features:
-five would be 1,287 in d = 11; the seed's five in d = 9 are 660). Adam (``learning_rate``) on
-minibatches of ``batch_size`` for ``steps`` steps. The network (Baldi et al. 2014):
-``network_layers`` hidden tanh layers of width ``network_width``, trained by the probit
-cross-entropy (so that its output f gives p = Phi(f), the GP's link) with Adam.
+eq. 15, truncated at ``kernel_degree``, beta starting at ``initial_beta`` (default d, the ReLU
+NTK's decay; ``seed002_common.continuous_depth_kernel``) and learned by the ELBO with the output
+scale), on the sphere embedding [x, 1] / ||[x, 1]||. Sparse features: degrees 0..6 with at most 100
+learned phases each (1 + 11 + 65 + 4 x 100 = 477 features in d = 11); complete features: every
+harmonic of degrees 0..``complete_frequencies``-1 (4 frequencies, 352 features: five would be 1,287
+in d = 11; the seed's five in d = 9 are 660). Adam (``learning_rate``) on minibatches of
+``batch_size`` for ``steps`` steps. The network (Baldi et al. 2014): ``network_layers`` hidden tanh
+layers of width ``network_width``, trained by the probit cross-entropy (so that its output f gives
+p = Phi(f), the GP's link) with Adam.
 
 Metrics on the test set: AUC (Mann-Whitney) of p(y = 1 | x) and the test log likelihood per
 event, mean log p(y_i | x_i). The GPs' test AUC is traced every ``eval_every`` steps (off the
@@ -55,7 +56,7 @@ QUICK: dict[str, Any] = {
     "max_phases": 100,
     "complete_frequencies": 4,
     "kernel_degree": 10,
-    "initial_beta": 3.0,
+    "initial_beta": None,  # None: d, the ReLU NTK's decay
     "steps": 400,
     "batch_size": 1024,
     "learning_rate": 0.01,

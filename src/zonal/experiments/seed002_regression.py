@@ -11,14 +11,15 @@ are the registry's ``protein`` (45,730 x 9) and ``flights`` (the NYC 2013 airlin
 Protocol. Splits from ``zonal.datasets.random_splits`` (``test_fraction`` 0.2, ``num_splits``),
 inputs and target standardised with the training rows' statistics. Both models are Gaussian SVGPs
 (whitened, full-covariance q(u)) with the homogeneous polynomial-decay kernel (seed 002 eq. 15,
-truncated at ``kernel_degree``, beta from ``initial_beta``, learned with the output scale and the
-noise), on the sphere embedding [x, 1] / ||[x, 1]||. Sparse: degrees 0..14 with at most 100
-learned phases (d = 10 for protein: 1 + 10 + 54 + 12 x 100 = 1,265 features; d = 9 for flights:
-1 + 9 + 44 + 12 x 100 = 1,254); complete: every harmonic of degrees 0..4 (935 and 660). q(u)
-starts at the Titsias optimum for the initial hyperparameters computed on ``init_rows`` training
-rows, then Adam (``learning_rate``, minibatches of ``batch_size``) for ``steps`` steps. Test RMSE
-and NLL (mean of -log N(y | mu, var + noise)) are in the target's own units (minutes of arrival
-delay for flights, RMSD in angstrom for protein).
+truncated at ``kernel_degree``, beta from ``initial_beta`` (default d, the ReLU NTK's decay;
+``seed002_common.continuous_depth_kernel``), learned with the output scale and the noise), on the
+sphere embedding [x, 1] / ||[x, 1]||. Sparse: degrees 0..14 with at most 100 learned phases (d = 10
+for protein: 1 + 10 + 54 + 12 x 100 = 1,265 features; d = 9 for flights: 1 + 9 + 44 + 12 x 100 =
+1,254); complete: every harmonic of degrees 0..4 (935 and 660). q(u) starts at the Titsias optimum
+for the initial hyperparameters computed on ``init_rows`` training rows, then Adam
+(``learning_rate``, minibatches of ``batch_size``) for ``steps`` steps. Test RMSE and NLL (mean of
+-log N(y | mu, var + noise)) are in the target's own units (minutes of arrival delay for flights,
+RMSD in angstrom for protein).
 
 The quick config runs protein alone, one split, smaller budgets (15 frequencies x 40 phases
 against 4 frequencies complete) and a few hundred steps: a check of the machinery and of the
@@ -52,7 +53,7 @@ QUICK: dict[str, Any] = {
     "max_phases": 40,
     "complete_frequencies": 4,
     "kernel_degree": 18,
-    "initial_beta": 3.0,
+    "initial_beta": None,  # None: d, the ReLU NTK's decay
     "initial_noise": 0.1,
     "init_rows": 5000,
     "steps": 200,
