@@ -136,7 +136,8 @@ saved.
                    svgp-activated for fewer;
   classification:  svgp-activated, then adgp for up to 20000 training rows;
 and keeps the one with the best validation log likelihood. Each candidate may use the time left
-divided by the candidates left.
+divided by the candidates left. The sgpr and SVGP candidates learn one scale per input column in
+the sphere embedding (ARD: sgpr by the bound of 1024 rows, then one pass; --no-ard turns it off).
 
 A progress bar (objective, validation log likelihood, budget left) is shown on a terminal unless
 --quiet. Ctrl-C keeps the best model so far as a complete checkpoint (exit code 130).
@@ -190,6 +191,13 @@ def _add_fit_parser(commands: Any) -> None:
         metavar="F",
         help=f"share of the rows held out for early stopping and the model choice (default "
         f"{DEFAULT_VALIDATION_FRACTION:g}; 0: none)",
+    )
+    fit.add_argument(
+        "--ard",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="learn one scale per input column in the sphere embedding (sgpr, svgp, "
+        "svgp-activated; default: on under --model auto, off for a named model)",
     )
     fit.add_argument(
         "--layers",
@@ -341,6 +349,7 @@ def _fit(args: argparse.Namespace) -> int:
                 learning_rate=args.learning_rate,
                 batch_size=args.batch_size,
                 num_layers=args.layers,
+                ard=args.ard,
                 seed=args.seed,
             )
         except KeyboardInterrupt:

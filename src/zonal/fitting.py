@@ -18,7 +18,8 @@
    training rows N and inputs D, trained one after the other within the wall-clock ``budget``
    (each candidate may use the time left divided by the candidates left; the one-pass SGPR comes
    first and uses little), are compared by validation log likelihood (by their training objective
-   per row when there is no validation split). A named model trains alone.
+   per row when there is no validation split). A named model trains alone. Under ``auto`` the
+   SGPR and SVGP candidates learn one scale per input column (ARD, ``zonal.recipes.ARD_MODELS``).
 
 ``predict_table`` / ``predict_data`` answer new rows: the predictive mean, variance and interval in
 the target's units (regression), or one probability column per class (``prob_<label>``) and the
@@ -41,6 +42,7 @@ from zonal.datasets import Standardizer
 from zonal.models import ZonalModel
 from zonal.models.training import TrainingControl
 from zonal.recipes import (
+    ARD_MODELS,
     LIKELIHOODS,
     RECIPES,
     TrainingInterrupted,
@@ -461,9 +463,13 @@ def _train_candidates(
 
 def _recipe_options(name: str, options: dict[str, Any], automatic: bool) -> dict[str, Any]:
     """The options a recipe takes: under ``auto`` a kernel or a layer count it does not use is
-    left out, and the Adam recipes run ``AUTO_STEP_FACTOR`` times their default steps."""
+    left out, the Adam recipes run ``AUTO_STEP_FACTOR`` times their default steps, and ARD (input
+    scales) is on for the recipes that have it unless ``ard=False``; a named model has ARD only
+    with ``ard=True``."""
     recipe = RECIPES[name]
     chosen = {key: value for key, value in options.items() if value is not None}
+    ard = chosen.pop("ard", None)
+    chosen["ard"] = bool(ard) if not automatic else ard is not False and name in ARD_MODELS
     if automatic:
         if chosen.get("kernel") not in (None, "auto", *recipe.kernels):
             chosen.pop("kernel")

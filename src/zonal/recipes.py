@@ -61,6 +61,7 @@ from zonal.features import (
 )
 from zonal.features.levels import nonzero_levels
 from zonal.features.spherical_harmonic import max_degree_for_budget
+from zonal.geometry import SphereEmbedding
 from zonal.harmonics import num_harmonics
 from zonal.kernels import ArcCosineKernel, PolynomialDecayKernel
 from zonal.models import (
@@ -100,6 +101,12 @@ MAX_FEATURE_DEGREE = 40
 MIN_COMPLETE_DEGREE = 3
 #: the highest degree of phase-truncated harmonic features
 SPARSE_MAX_DEGREE = 6
+#: ARD in SGPR (the alternating scheme of ``zonal.models.sgpr``): rows of the subsample whose
+#: bound L-BFGS maximises over the input scales, and its iterations
+ARD_SUBSAMPLE = 1024
+ARD_ITERATIONS = 30
+#: recipes whose input embedding can learn per-input scales (``--ard``)
+ARD_MODELS = ("sgpr", "svgp", "svgp-activated")
 #: the largest N x M for which q(u) starts at its closed-form optimum (Kuf is held in memory)
 OPTIMAL_Q_MAX_ENTRIES = 20_000_000
 KERNELS = ("auto", "arccos", "polynomial-decay")
@@ -180,13 +187,15 @@ def resolve_spec(
     num_layers: int | None = None,
     likelihood: str = "gaussian",
     num_classes: int | None = None,
+    ard: bool = False,
     seed: int = 0,
 ) -> dict[str, Any]:
     """The checked options of recipe ``model`` for ``input_dim`` input columns, with the recipe's
     defaults filled in (``num_layers`` 2 for layered recipes; refused for the others).
 
     ``likelihood`` is one of ``LIKELIHOODS``; ``num_classes`` is 2 for ``"bernoulli"`` (the
-    default), at least 2 for ``"softmax"`` (required) and unused (0) for ``"gaussian"``.
+    default), at least 2 for ``"softmax"`` (required) and unused (0) for ``"gaussian"``. ``ard``
+    gives the sphere embedding one learned scale per input column (``ARD_MODELS`` only).
     """
     recipe = get_recipe(model)
     if likelihood not in LIKELIHOODS:
@@ -200,6 +209,11 @@ def resolve_spec(
             f"{', '.join(name for name, other in RECIPES.items() if likelihood in other.likelihoods)}"
         )
     num_classes = _resolve_num_classes(likelihood, num_classes)
+    if ard and model not in ARD_MODELS:
+        raise ValueError(
+            f"{model} builds its own layer embeddings without input scales: --ard is for "
+            f"{', '.join(ARD_MODELS)}"
+        )
     if num_layers is not None and not recipe.layered:
         raise ValueError(f"{model} has one layer: --layers is for adgp and dgp")
     num_layers = 2 if num_layers is None else num_layers
@@ -236,6 +250,7 @@ def resolve_spec(
         "num_layers": int(num_layers),
         "likelihood": likelihood,
         "num_classes": num_classes,
+        "ard": bool(ard),
         "seed": int(seed),
     }
 
@@ -368,13 +383,22 @@ def harmonic_features(
     )
 
 
+def input_embedding(spec: Mapping[str, Any]) -> SphereEmbedding:
+    """The sphere embedding [x, b] / ||[x, b]|| (bias 1), with learned per-input scales s (all 1
+    to start: [s * x, b]) when ``spec["ard"]``."""
+    if spec.get("ard", False):
+        return SphereEmbedding(1.0, input_scales=1.0, input_dim=spec["input_dim"])
+    return SphereEmbedding(1.0)
+
+
 # ------------------------------------------------------------------------------------ sgpr
 def build_sgpr(spec: Mapping[str, Any], x: torch.Tensor | None = None) -> SGPR:
     """SGPR with the harmonics of the kernel's levels within the budget (fixed phases)."""
     ambient_dim = spec["input_dim"] + 1
     kernel = build_kernel(spec["kernel"], ambient_dim, spec["num_inducing"])
     features = harmonic_features(kernel, ambient_dim, spec["num_inducing"], seed=spec["seed"])
-    return SGPR(kernel, features, spec["input_dim"], noise=INITIAL_NOISE)
+    return SGPR(kernel, features, spec["input_dim"], input_map=input_embedding(spec),
+                noise=INITIAL_NOISE)  # fmt: skip
 
 
 def train_sgpr(
@@ -382,13 +406,18 @@ def train_sgpr(
 ) -> Fit:
     """One statistics pass, then L-BFGS (``steps`` iterations) on the bound; ``"auto"`` keeps the
     kernel with the larger bound (a kernel whose fit fails is skipped if the other succeeds).
-    The pass and L-BFGS run to the end (the cost is one pass plus O(M^3) per iteration)."""
+    With ``ard`` the input scales are learnt first on the bound of ``ARD_SUBSAMPLE`` rows
+    (``ARD_ITERATIONS`` L-BFGS iterations, O(n M^2 + M^3) each), then the pass runs at them
+    (``SGPR.fit_input_scales``). These steps run to the end."""
     names = ["arccos", "polynomial-decay"] if spec["kernel"] == "auto" else [spec["kernel"]]
     fits: dict[str, tuple[SGPR, float]] = {}
     failures: list[ValueError] = []
     for name in names:
         try:
             model = build_sgpr({**spec, "kernel": name})
+            if spec.get("ard", False):
+                model.fit_input_scales(x, y, subsample_size=ARD_SUBSAMPLE,
+                                       max_iter=ARD_ITERATIONS, seed=spec["seed"])  # fmt: skip
             model.fit_statistics(x, y)
             trace = model.fit(max_iter=spec["steps"], lr=spec["learning_rate"])
             with torch.no_grad():
@@ -425,7 +454,7 @@ def build_svgp(spec: Mapping[str, Any], x: torch.Tensor | None = None) -> SVGP:
             kernel, ambient_dim, spec["num_inducing"], learn_phases=True, seed=spec["seed"]
         )
     return SVGP(kernel, features, spec["input_dim"], likelihood=make_likelihood(spec),
-                num_outputs=output_dim(spec))  # fmt: skip
+                input_map=input_embedding(spec), num_outputs=output_dim(spec))  # fmt: skip
 
 
 def train_svgp(
