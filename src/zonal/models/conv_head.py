@@ -300,6 +300,7 @@ class ConvDGPClassifier(ImageClassifier):
         self.extractor.eval()
         return self.head_probabilities(extract(self.extractor, images))
 
+    @torch.no_grad()
     def logits_mean(self, images: torch.Tensor) -> torch.Tensor:
         """The head's posterior mean at phi(images): [N, C] (for an activated head, the logits
         of the equivalent network)."""

@@ -1,0 +1,534 @@
+"""Activated DGP heads on convolutional features under dataset shift (seed 001 sec. 4.2, after
+Ovadia et al., 2019).
+
+Models, all on the same architecture of extractor (``zonal.models.conv_head.ConvFeatures``: two
+conv 5x5 + ReLU + max-pool 2 blocks, then a linear map to ``feature_dim`` features) and a head of
+two layers of ``num_inducing`` units / inducing functions (``hidden_width`` outputs between them):
+
+* ``network``: the plain network (extractor + the activated network that the ADGP head is),
+  trained by cross-entropy;
+* ``dropout``: the same with dropout p = ``dropout`` before each head layer, at train and test
+  time, ``dropout_passes`` passes (Gal and Ghahramani);
+* ``ensemble``: ``ensemble_size`` networks from different seeds, the plain network the first;
+* ``adgp``: the plain network copied into the activated DGP head (its posterior mean is then the
+  network: ``copy_error`` records max |DGP mean - network logits| on the test set), the head
+  trained by the ELBO on the frozen features (``elbo_epochs``), optionally all jointly
+  (``joint_epochs``);
+* ``dgp``: seed 000's DGP with inducing points (arc-cosine, first-layer points at training
+  features) on the plain network's frozen features, trained by the ELBO for ``elbo_epochs``.
+
+Shifts (``zonal.shifts``): the test images of each ``rotation_datasets`` entry rotated by every
+angle of ``rotation_angles``; those of ``corruption_dataset`` under each of ``corruptions`` at
+``intensities`` (level 0: clean). The report's CIFAR-10-C cannot be obtained here (no internet,
+no registry ships it): the four corruptions on Fashion-MNIST stand in for it.
+
+Metrics (``zonal.calibration``) per (dataset, repeat, model, shift, level): accuracy, test log
+likelihood, ECE (15 bins), mean predictive entropy. Summaries average over the shift levels of a
+family and give the standard error over ``repeats`` (a repeat re-draws the training subset and
+every seed). Speed: test images per second of each model on the clean test set (ratio to the
+plain network, same thread count) and the memory of its head's parameters.
+
+Outputs: ``results.csv`` (one row per model, shift and level), ``summary.csv``, ``speed.csv``,
+``reliability.csv`` (bins of the reliability diagrams, first repeat), ``shift_<dataset>_<family>
+.png`` (metric against shift level, one line per model, standard errors over repeats),
+``reliability_<dataset>.png``; a checkpoint after every (dataset, repeat).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+import zlib
+from typing import Any
+
+import torch
+
+from zonal.experiments.registry import register_experiment
+from zonal.experiments.run_directory import RunDirectory
+
+MODELS = ("network", "dropout", "ensemble", "adgp", "dgp")
+METRICS = ("accuracy", "tll", "ece", "entropy")
+QUICK: dict[str, Any] = {
+    "seed": 0,
+    "repeats": 1,
+    "rotation_datasets": ["mnist"],
+    "rotation_angles": [0, 60, 120, 180],
+    "corruption_dataset": "fashion-mnist",
+    "corruptions": ["gaussian-noise", "contrast"],
+    "intensities": [1, 3, 5],
+    "num_train": 2000,
+    "num_test": 300,
+    "channels": [8, 16],
+    "feature_dim": 32,
+    "hidden_width": 8,
+    "num_inducing": 128,
+    "truncation_level": 20,
+    "network_epochs": 2,
+    "elbo_epochs": 1,
+    "joint_epochs": 0,
+    "batch_size": 128,
+    "network_lr": 3e-3,
+    "elbo_lr": 1e-2,
+    "elbo_samples": 3,
+    "dropout": 0.1,
+    "dropout_passes": 100,
+    "ensemble_size": 3,
+    "posterior_samples": 8,
+    "softmax_samples": 16,
+    "models": list(MODELS),
+}
+FULL: dict[str, Any] = {
+    "repeats": 3,
+    "rotation_datasets": ["mnist", "fashion-mnist"],
+    "rotation_angles": list(range(0, 181, 15)),
+    "corruptions": ["gaussian-noise", "gaussian-blur", "contrast", "impulse-noise"],
+    "intensities": [1, 2, 3, 4, 5],
+    "num_train": None,
+    "num_test": None,
+    "channels": [32, 64],
+    "feature_dim": 64,
+    "hidden_width": 16,
+    "network_epochs": 10,
+    "elbo_epochs": 5,
+    "ensemble_size": 5,
+    "posterior_samples": 16,
+}
+# The seed's tables print "??": the comparison is against the baselines run here.
+PAPER: dict[str, dict[str, Any]] = {"seed 001 sec. 4.2 (image classification)": {}}
+
+
+# ---------------------------------------------------------------------------------------- data
+def load_images(
+    name: str, config: dict[str, Any], seed: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(train images [N, 1, 28, 28] float32, labels [N], test images, labels): the predefined
+    splits, ``num_train`` / ``num_test`` rows drawn at random from them (None: all)."""
+    from zonal.datasets import load_dataset
+
+    data = load_dataset(name)
+    shape = (1, *data.image_shape)
+    generator = torch.Generator().manual_seed(seed)
+    parts = []
+    for split, count in (("train", config["num_train"]), ("test", config["num_test"])):
+        x, y = data.split(split)
+        order = torch.randperm(len(x), generator=generator)[: count or len(x)]
+        images = torch.as_tensor(x, dtype=torch.float32)[order].reshape(-1, *shape)
+        parts += [images, torch.as_tensor(y)[order].long()]
+    return parts[0], parts[1], parts[2], parts[3]
+
+
+def shifted_sets(
+    dataset: str, images: torch.Tensor, config: dict[str, Any], seed: int
+) -> list[tuple[str, float, torch.Tensor]]:
+    """[(family, level, images)] of the test images: rotations and / or corruptions (level 0 is
+    the clean set, evaluated once and reported under every family)."""
+    from zonal.shifts import corrupt, rotate
+
+    sets: list[tuple[str, float, torch.Tensor]] = [("clean", 0.0, images)]
+    if dataset in config["rotation_datasets"]:
+        sets += [("rotation", float(a), rotate(images, a)) for a in config["rotation_angles"] if a]
+    if dataset == config["corruption_dataset"]:
+        for name in config["corruptions"]:
+            sets += [
+                (name, float(level), corrupt(images, name, level, seed=seed))
+                for level in config["intensities"]
+            ]
+    return sets
+
+
+def families(dataset: str, config: dict[str, Any]) -> list[str]:
+    """The shift families evaluated on ``dataset``."""
+    found = ["rotation"] if dataset in config["rotation_datasets"] else []
+    if dataset == config["corruption_dataset"]:
+        found += list(config["corruptions"])
+    return found
+
+
+def datasets(config: dict[str, Any]) -> list[str]:
+    """Every dataset of the run, each trained on once per repeat."""
+    names = list(config["rotation_datasets"])
+    if config["corruption_dataset"] and config["corruption_dataset"] not in names:
+        names.append(config["corruption_dataset"])
+    return names
+
+
+# ---------------------------------------------------------------------------------------- models
+def unit_seed(config: dict[str, Any], dataset: str, repeat: int, part: str = "") -> int:
+    """A seed of its own for each (dataset, repeat, part), stable across runs and resumes."""
+    return zlib.crc32(f"{config['seed']}/{dataset}/{repeat}/{part}".encode()) % 2**31
+
+
+def fresh_model(config: dict[str, Any], shape: tuple[int, ...], seed: int):
+    """A ``ConvActivatedDGP`` of the config's architecture, initialised from ``seed``."""
+    from zonal.models.conv_head import ConvActivatedDGP, ConvFeatures
+
+    extractor = ConvFeatures(
+        shape, channels=tuple(config["channels"]), feature_dim=config["feature_dim"], seed=seed
+    )
+    return ConvActivatedDGP.build(
+        shape,
+        10,
+        extractor=extractor,
+        hidden_width=config["hidden_width"],
+        num_inducing=config["num_inducing"],
+        truncation_level=config["truncation_level"],
+        num_posterior_samples=config["posterior_samples"],
+        seed=seed,
+    )
+
+
+def train_models(
+    config: dict[str, Any],
+    images: torch.Tensor,
+    labels: torch.Tensor,
+    test: torch.Tensor,
+    seed: int,
+) -> tuple[dict[str, Any], dict[str, float]]:
+    """Every model of ``config["models"]`` trained on (images, labels); also the seconds each
+    took and the ADGP's copy error on ``test``."""
+    from zonal.models.baselines import (
+        DeepEnsembleClassifier,
+        MCDropoutClassifier,
+        inducing_point_head,
+    )
+    from zonal.models.conv_head import fine_tune_jointly, fit_dgp_head, train_classifier
+
+    shape = tuple(images.shape[1:])
+    wanted = set(config["models"])
+    options = {"batch_size": config["batch_size"], "lr": config["network_lr"]}
+    elbo = {"batch_size": config["batch_size"], "lr": config["elbo_lr"],
+            "num_samples": config["elbo_samples"]}  # fmt: skip
+    models: dict[str, Any] = {}
+    info: dict[str, float] = {}
+
+    def network_of(part: str, dropout: float = 0.0):
+        member_seed = unit_seed(config, "net", seed, part)
+        network = fresh_model(config, shape, member_seed).network_like(member_seed, dropout=dropout)
+        started = time.perf_counter()
+        train_classifier(network, images, labels, epochs=config["network_epochs"],
+                         seed=member_seed, **options)  # fmt: skip
+        info[f"{part}_train_seconds"] = time.perf_counter() - started
+        return network
+
+    network = network_of("network")
+    models["network"] = network
+    if "dropout" in wanted:
+        dropout_network = network_of("dropout", config["dropout"])
+        models["dropout"] = MCDropoutClassifier(
+            dropout_network, num_passes=config["dropout_passes"], seed=seed
+        )
+    if "ensemble" in wanted:
+        members = [network] + [network_of(f"member{e}") for e in range(1, config["ensemble_size"])]
+        models["ensemble"] = DeepEnsembleClassifier(members)
+    if "adgp" in wanted:
+        model = fresh_model(config, shape, seed)
+        model.from_network(network)
+        network.eval()
+        with torch.no_grad():
+            logits = torch.cat([network(test[s : s + 256]) for s in range(0, len(test), 256)])
+        info["adgp_copy_error"] = float((model.logits_mean(test) - logits).abs().max())
+        started = time.perf_counter()
+        fit_dgp_head(model, images, labels, epochs=config["elbo_epochs"], seed=seed, **elbo)
+        if config["joint_epochs"] > 0:
+            fine_tune_jointly(model, images, labels, epochs=config["joint_epochs"], seed=seed,
+                              **{**elbo, "lr": config["network_lr"]})  # fmt: skip
+        info["adgp_train_seconds"] = time.perf_counter() - started
+        models["adgp"] = model
+    if "dgp" in wanted:
+        started = time.perf_counter()
+        model = inducing_point_head(
+            network,
+            images,
+            hidden_width=config["hidden_width"],
+            num_inducing=config["num_inducing"],
+            num_posterior_samples=config["posterior_samples"],
+            seed=seed,
+        )
+        model.softmax_samples = config["softmax_samples"]
+        fit_dgp_head(model, images, labels, epochs=config["elbo_epochs"], seed=seed, **elbo)
+        info["dgp_train_seconds"] = time.perf_counter() - started
+        models["dgp"] = model
+    if "adgp" in models:
+        models["adgp"].softmax_samples = config["softmax_samples"]
+    if "network" not in wanted:
+        del models["network"]
+    return models, info
+
+
+def head_bytes(name: str, model: Any) -> int:
+    """Bytes of the parameters after the extractor (the head; all members of an ensemble)."""
+    if name == "ensemble":
+        return sum(head_bytes("network", member) for member in model.members)
+    if name == "dropout":
+        model = model.network
+    return sum(p.numel() * p.element_size() for p in model.head.parameters())
+
+
+# ---------------------------------------------------------------------------------------- one unit
+def run_unit(config: dict[str, Any], dataset: str, repeat: int) -> dict[str, Any]:
+    """Train every model on one dataset and repeat, evaluate every shift: rows, speed, bins."""
+    from zonal.calibration import classification_metrics, reliability_diagram
+
+    seed = unit_seed(config, dataset, repeat)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        images, labels, test, test_labels = load_images(dataset, config, seed)
+        models, info = train_models(config, images, labels, test, seed)
+        sets = shifted_sets(dataset, test, config, seed)
+        rows, speed, bins = [], [], []
+        for name, model in models.items():
+            started = time.perf_counter()
+            for family, level, shifted in sets:
+                probabilities = model.predict_proba(shifted)
+                if family == "clean":
+                    seconds = time.perf_counter() - started
+                    speed.append({"model": name, "images_per_second": len(shifted) / seconds,
+                                  "head_bytes": head_bytes(name, model)})  # fmt: skip
+                metrics = classification_metrics(probabilities, test_labels)
+                targets = families(dataset, config) if family == "clean" else [family]
+                for target in targets:
+                    rows.append({"dataset": dataset, "repeat": repeat, "model": name,
+                                 "shift": target, "level": level, **metrics})  # fmt: skip
+                if repeat == 0 and (family == "clean" or level == _strongest(sets, family)):
+                    diagram = reliability_diagram(probabilities, test_labels)
+                    for index in range(len(diagram.counts)):
+                        bins.append({
+                            "dataset": dataset, "model": name, "shift": family, "level": level,
+                            "bin": index, "count": int(diagram.counts[index]),
+                            "accuracy": float(diagram.accuracy[index]),
+                            "confidence": float(diagram.confidence[index]),
+                        })  # fmt: skip
+    return {"rows": rows, "speed": speed, "bins": bins, "info": info}
+
+
+def _strongest(sets: list[tuple[str, float, torch.Tensor]], family: str) -> float:
+    return max(level for name, level, _ in sets if name == family)
+
+
+# ---------------------------------------------------------------------------------------- summary
+def mean_and_error(values: list[float]) -> tuple[float, float]:
+    """(mean, standard error) over repeats (NaN error for one repeat)."""
+    mean = statistics.fmean(values)
+    error = statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else math.nan
+    return mean, error
+
+
+def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per (dataset, shift, model): each metric averaged over the shift's levels (clean
+    included), mean and standard error over repeats."""
+    cells = sorted({(r["dataset"], r["shift"], r["model"]) for r in rows})
+    summary = []
+    for dataset, shift, model in cells:
+        found = [
+            r for r in rows if (r["dataset"], r["shift"], r["model"]) == (dataset, shift, model)
+        ]
+        entry: dict[str, Any] = {"dataset": dataset, "shift": shift, "model": model}
+        repeats = sorted({r["repeat"] for r in found})
+        for metric in METRICS:
+            per_repeat = [
+                statistics.fmean(r[metric] for r in found if r["repeat"] == repeat)
+                for repeat in repeats
+            ]
+            entry[metric], entry[f"{metric}_se"] = mean_and_error(per_repeat)
+        entry["repeats"] = len(repeats)
+        summary.append(entry)
+    return summary
+
+
+def verdicts(rows: list[dict[str, Any]]) -> dict[str, dict[str, str]]:
+    """For each (dataset, shift) and baseline: the ADGP's advantage in TLL, ECE and accuracy
+    averaged over the shift levels, mean +- standard error over repeats (paired by repeat)."""
+    found: dict[str, dict[str, str]] = {}
+    cells = sorted({(r["dataset"], r["shift"]) for r in rows})
+    for dataset, shift in cells:
+        subset = [r for r in rows if (r["dataset"], r["shift"]) == (dataset, shift)]
+        models = {r["model"] for r in subset}
+        if "adgp" not in models:
+            continue
+        repeats = sorted({r["repeat"] for r in subset})
+
+        for baseline in sorted(models - {"adgp"}):
+            parts = []
+            for metric, sign in (("tll", 1), ("ece", -1), ("accuracy", 1)):
+                gains = [
+                    sign
+                    * (
+                        _level_mean(subset, "adgp", k, metric)
+                        - _level_mean(subset, baseline, k, metric)
+                    )
+                    for k in repeats
+                ]
+                mean, error = mean_and_error(gains)
+                if mean == 0:
+                    parts.append(f"{metric} equal")
+                    continue
+                word = "better" if mean > 0 else "worse"
+                spread = f" +- {error:.3g}" if math.isfinite(error) else ""
+                parts.append(f"{metric} {word} by {abs(mean):.3g}{spread}")
+            found.setdefault(f"{dataset}.{shift}", {})[f"vs_{baseline}"] = "; ".join(parts)
+    return found
+
+
+def _level_mean(rows: list[dict[str, Any]], model: str, repeat: int, metric: str) -> float:
+    return statistics.fmean(r[metric] for r in rows if (r["model"], r["repeat"]) == (model, repeat))
+
+
+def _check_config(config: dict[str, Any]) -> None:
+    from zonal.shifts import CORRUPTIONS, MAX_INTENSITY
+
+    unknown = sorted(set(config["models"]) - set(MODELS))
+    if unknown:
+        raise ValueError(f"unknown models {unknown}; use some of {list(MODELS)}")
+    bad = sorted(set(config["corruptions"]) - set(CORRUPTIONS))
+    if bad:
+        raise ValueError(f"unknown corruptions {bad}; use some of {sorted(CORRUPTIONS)}")
+    if any(not 1 <= level <= MAX_INTENSITY for level in config["intensities"]):
+        raise ValueError(f"intensities must lie in 1..{MAX_INTENSITY}, got {config['intensities']}")
+    if not datasets(config):
+        raise ValueError("give rotation_datasets and / or a corruption_dataset")
+    if config["ensemble_size"] < 1 or config["repeats"] < 1:
+        raise ValueError("ensemble_size and repeats must be >= 1")
+
+
+@register_experiment(
+    "dataset-shift",
+    summary="activated DGP head on convolutional features vs network, MC dropout, deep ensemble "
+    "and inducing-point DGP under rotations (MNIST, Fashion-MNIST) and corruptions "
+    "(Fashion-MNIST standing in for CIFAR-10-C): accuracy, TLL, ECE, entropy (seed 001 sec. 4.2)",
+    quick=QUICK,
+    full=FULL,
+    paper=PAPER,
+    headline=("verdicts",),
+)
+def run_dataset_shift(config: dict[str, Any], run_dir: RunDirectory) -> dict[str, Any]:
+    """Train and evaluate every (dataset, repeat), checkpointing after each; summarise, plot."""
+    _check_config(config)
+    todo = [
+        (dataset, repeat) for dataset in datasets(config) for repeat in range(config["repeats"])
+    ]
+    state = run_dir.load_checkpoint() or {"units": {}}
+    units: dict[str, dict[str, Any]] = dict(state["units"])
+    pending = [unit for unit in todo if f"{unit[0]}/{unit[1]}" not in units]
+    for dataset, repeat in run_dir.progress(
+        pending, total=len(todo), initial=len(todo) - len(pending), unit="fit"
+    ):
+        units[f"{dataset}/{repeat}"] = run_unit(config, dataset, repeat)
+        run_dir.save_checkpoint({"units": units})
+    rows = [row for key, _ in _ordered(units, todo) for row in units[key]["rows"]]
+    summary = summarise(rows)
+    speed = speed_table(units, todo)
+    run_dir.save_table("results.csv", rows)
+    run_dir.save_table("summary.csv", summary)
+    run_dir.save_table("speed.csv", speed)
+    bins = [b for key, _ in _ordered(units, todo) for b in units[key]["bins"]]
+    run_dir.save_table("reliability.csv", bins)
+    _plot(run_dir, rows, bins)
+    metrics: dict[str, Any] = {}
+    for entry in summary:
+        cell = metrics.setdefault(entry["dataset"], {}).setdefault(entry["shift"], {})
+        cell[entry["model"]] = {m: entry[m] for m in METRICS}
+    metrics["speed"] = {e["model"]: {k: v for k, v in e.items() if k != "model"} for e in speed}
+    copy_errors = [
+        u["info"]["adgp_copy_error"] for u in units.values() if "adgp_copy_error" in u["info"]
+    ]
+    if copy_errors:
+        metrics["adgp_copy_error_max"] = max(copy_errors)
+    metrics["verdicts"] = verdicts(rows)
+    return metrics
+
+
+def _ordered(units: dict[str, Any], todo: list[tuple[str, int]]) -> list[tuple[str, int]]:
+    return [(f"{d}/{r}", r) for d, r in todo if f"{d}/{r}" in units]
+
+
+def speed_table(units: dict[str, Any], todo: list[tuple[str, int]]) -> list[dict[str, Any]]:
+    """Per model: mean test images per second over units, ratio to the plain network (None when
+    the network is not run), head bytes and training seconds."""
+    entries: dict[str, list[dict[str, Any]]] = {}
+    for key, _ in _ordered(units, todo):
+        for entry in units[key]["speed"]:
+            entries.setdefault(entry["model"], []).append(entry)
+    table = []
+    reference = entries.get("network")
+    base = statistics.fmean(e["images_per_second"] for e in reference) if reference else None
+    for model, found in entries.items():
+        rate = statistics.fmean(e["images_per_second"] for e in found)
+        seconds = [u["info"].get(f"{model}_train_seconds") for u in units.values()]
+        seconds = [s for s in seconds if s is not None]
+        table.append({
+            "model": model,
+            "images_per_second": rate,
+            "ratio_to_network": rate / base if base else None,
+            "head_bytes": found[0]["head_bytes"],
+            "train_seconds": statistics.fmean(seconds) if seconds else None,
+        })  # fmt: skip
+    return table
+
+
+# ---------------------------------------------------------------------------------------- figures
+LABELS = {"accuracy": "accuracy", "tll": "test log likelihood", "ece": "ECE (15 bins)",
+          "entropy": "predictive entropy (nats)"}  # fmt: skip
+
+
+def _plot(run_dir: RunDirectory, rows: list[dict[str, Any]], bins: list[dict[str, Any]]) -> None:
+    """One figure per (dataset, shift family): the four metrics against the level, one line per
+    model with standard-error bars; one reliability figure per dataset."""
+    try:
+        from matplotlib.figure import Figure
+    except ImportError:
+        return
+    for dataset, shift in sorted({(r["dataset"], r["shift"]) for r in rows}):
+        subset = [r for r in rows if (r["dataset"], r["shift"]) == (dataset, shift)]
+        figure = Figure(figsize=(13, 3.0))
+        axes = figure.subplots(1, len(METRICS))
+        for axis, metric in zip(axes, METRICS, strict=True):
+            for model in [m for m in MODELS if any(r["model"] == m for r in subset)]:
+                levels = sorted({r["level"] for r in subset if r["model"] == model})
+                means, errors = [], []
+                for level in levels:
+                    values = [
+                        r[metric] for r in subset if (r["model"], r["level"]) == (model, level)
+                    ]
+                    mean, error = mean_and_error(values)
+                    means.append(mean)
+                    errors.append(0.0 if math.isnan(error) else error)
+                axis.errorbar(levels, means, yerr=errors, marker="o", markersize=3, label=model)
+            axis.set_xlabel("angle (degrees)" if shift == "rotation" else f"{shift} intensity")
+            axis.set_ylabel(LABELS[metric])
+        axes[0].legend(frameon=False, fontsize=7)
+        figure.suptitle(f"{dataset}: {shift}", fontsize=9)
+        run_dir.save_figure(f"shift_{dataset}_{shift}.png", figure)
+    for dataset in sorted({b["dataset"] for b in bins}):
+        subset = [b for b in bins if b["dataset"] == dataset]
+        panels = sorted({(b["shift"], b["level"]) for b in subset})
+        figure = Figure(figsize=(3.2 * len(panels), 3.2))
+        axes = figure.subplots(1, len(panels), squeeze=False)[0]
+        for axis, (shift, level) in zip(axes, panels, strict=True):
+            for model in [m for m in MODELS if any(b["model"] == m for b in subset)]:
+                cell = [
+                    b
+                    for b in subset
+                    if (b["model"], b["shift"], b["level"]) == (model, shift, level)
+                ]
+                filled = [b for b in cell if b["count"] > 0]
+                axis.plot([b["confidence"] for b in filled], [b["accuracy"] for b in filled],
+                          marker="o", markersize=3, label=model)  # fmt: skip
+            axis.plot([0, 1], [0, 1], color="grey", linestyle=":")
+            axis.set_title(f"{shift} {level:g}", fontsize=8)
+            axis.set_xlabel("confidence")
+        axes[0].set_ylabel("accuracy")
+        axes[0].legend(frameon=False, fontsize=7)
+        figure.suptitle(f"{dataset}: reliability (first repeat)", fontsize=9)
+        run_dir.save_figure(f"reliability_{dataset}.png", figure)
+
+
+__all__ = [
+    "FULL",
+    "MODELS",
+    "QUICK",
+    "run_dataset_shift",
+    "shifted_sets",
+    "summarise",
+    "verdicts",
+]

@@ -1,0 +1,294 @@
+"""The UCI protocol of seed 001 sec. 4.2: the activated DGP against its network initialisation,
+MC dropout and the DGP with inducing points, all with one configuration across datasets.
+
+Protocol (seed 001 sec. 4.2): three layers, 128 inducing functions / hidden units per layer, each
+layer with as many outputs as the data have inputs (the last: one), Softplus activations
+truncated at N-tilde = 20, first-order arc-cosine kernels.
+
+* ``ADGP``: a network of the DGP's architecture trained by MSE, copied into the DGP
+  (``ActivatedDGP.from_torch_module``: the posterior mean is then the network; arc-cosine
+  variance ``adgp_kernel_variance``, q scale ``adgp_initial_scale``, the Gaussian noise at the
+  network's training MSE), then every parameter by the ELBO.
+* ``Vanilla``: that same network, predicting N(net(x), s^2) with s^2 its training MSE.
+* ``Dropout``: a network of the same architecture with dropout of rate ``dropout`` before every
+  layer, at train and test time: the predictive is the mixture over T = ``dropout_passes``
+  passes of N(f_t(x), s^2), s^2 the training MSE of the T-pass mean.
+* ``DGP``: the standard DGP with inducing points (seed 000's DGP-3), trained by the ELBO.
+
+Adam with the learning rate cut by ``plateau_factor`` on plateaus (``_dgp_common.Schedule``); 90/10
+splits, inputs and outputs standardised by the training rows (``uci_dgp.split_data``); RMSE of the
+predictive mean and NLPD = -(1/T) sum_i log p(y_i) on the standardised scale. The seed prints no
+numbers for this table ("??"): the comparison is between the four models on the same splits.
+
+Outputs: ``results.csv`` (dataset, split, model), ``summary.csv`` (mean and standard error over
+splits), ``uci_protocol.png``; a checkpoint after every (dataset, split, model).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import zlib
+from typing import Any
+
+import torch
+
+from zonal.experiments.registry import register_experiment
+from zonal.experiments.run_directory import RunDirectory
+
+MODELS = ("ADGP", "Vanilla", "Dropout", "DGP")
+QUICK: dict[str, Any] = {
+    "seed": 0,
+    "datasets": ["yacht"],  # or "synthetic" (a small made-up problem, for tests)
+    "models": list(MODELS),
+    "num_splits": 1,
+    "test_fraction": 0.1,
+    "num_layers": 3,
+    "num_inducing": 128,
+    "truncation_level": 20,
+    "mean": "constant",
+    "batch_size": 1024,
+    "learning_rate": 0.01,
+    "plateau_factor": 0.9,
+    "plateau_patience": 10,
+    "network_steps": 500,
+    "elbo_steps": 150,
+    "dgp_steps": 300,
+    "train_samples": 1,
+    "eval_samples": 32,
+    "dropout": 0.1,
+    "dropout_passes": 100,
+    "adgp_kernel_variance": 0.001,
+    "adgp_initial_scale": 0.01,
+    "dgp_inner_scale": 0.01,
+}
+FULL: dict[str, Any] = {
+    "datasets": ["yacht", "boston", "concrete", "power", "protein"],
+    "num_splits": 5,
+    "network_steps": 20000,
+    "elbo_steps": 5000,
+    "dgp_steps": 20000,
+    "eval_samples": 100,
+}
+PAPER: dict[str, dict[str, Any]] = {"seed 001 sec. 4.2 (UCI regression)": {}}
+
+
+class DropoutNetwork(torch.nn.Module):
+    """``layers`` (an ``ActivatedNetwork``) with dropout of rate ``rate`` before every layer."""
+
+    def __init__(self, layers: torch.nn.Sequential, rate: float) -> None:
+        super().__init__()
+        self.layers, self.rate = layers, float(rate)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = x
+        for layer in self.layers:
+            h = layer(torch.nn.functional.dropout(h, self.rate, training=self.training))
+        return h.squeeze(-1)  # [N]
+
+
+def gaussian_log_density(y: torch.Tensor, mean: torch.Tensor, variance: float) -> torch.Tensor:
+    """log N(y | mean, variance), elementwise."""
+    return -0.5 * (math.log(2 * math.pi * variance) + (y - mean) ** 2 / variance)
+
+
+@torch.no_grad()
+def dropout_passes(
+    network: DropoutNetwork, x: torch.Tensor, passes: int, seed: int
+) -> torch.Tensor:
+    """f_t(x) for T = ``passes`` dropout masks: [T, N]."""
+    network.train()
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return torch.stack([network(x) for _ in range(passes)])
+
+
+def unit_seed(config: dict[str, Any], dataset: str, split: int, model: str) -> int:
+    """A seed of its own for each (dataset, split, model), stable across runs and resumes."""
+    return zlib.crc32(f"{config['seed']}/{dataset}/{split}/{model}".encode())
+
+
+def _activated(config: dict[str, Any], input_dim: int, seed: int):
+    from gpytorch.likelihoods import GaussianLikelihood
+
+    from zonal.experiments._dgp_common import build_activated_dgp
+
+    return build_activated_dgp(
+        input_dim,
+        config["num_layers"],
+        GaussianLikelihood().to(torch.float64),
+        num_inducing=config["num_inducing"],
+        hidden_width=input_dim,
+        truncation_level=config["truncation_level"],
+        mean=config["mean"],
+        seed=seed,
+    )
+
+
+def fit_split(
+    config: dict[str, Any],
+    data: tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor],
+    dataset: str,
+    split: int,
+) -> dict[str, dict[str, float]]:
+    """Every model of ``config["models"]`` on one split: {model: {rmse, nlpd}}."""
+    from zonal.experiments._dgp_common import (
+        Schedule,
+        build_inducing_point_dgp,
+        regression_metrics,
+        train_elbo,
+        train_network_stage,
+    )
+    from zonal.models.activated_dgp import noise_from_network
+
+    x_train, y_train, x_test, y_test = data
+    input_dim = x_train.shape[-1]
+    schedule = Schedule.from_config(config)
+    wanted = set(config["models"])
+    results: dict[str, dict[str, float]] = {}
+
+    def scored(mse: float, tll: float) -> dict[str, float]:
+        return {"rmse": math.sqrt(mse), "nlpd": -tll}
+
+    if wanted & {"ADGP", "Vanilla"}:
+        seed = unit_seed(config, dataset, split, "ADGP")
+        torch.manual_seed(seed)
+        generator = torch.Generator().manual_seed(seed)
+        model = _activated(config, input_dim, seed)
+        network = model.network_like(seed)
+        train_network_stage(network, x_train, y_train, "mse", config["network_steps"], schedule,
+                            generator)  # fmt: skip
+        with torch.no_grad():
+            train_mse = float(torch.mean((network(x_train) - y_train) ** 2))
+            mean = network(x_test)
+        density = gaussian_log_density(y_test, mean, train_mse)
+        results["Vanilla"] = scored(float(torch.mean((mean - y_test) ** 2)), float(density.mean()))
+        if "ADGP" in wanted:
+            model.from_torch_module(network, kernel_variance=config["adgp_kernel_variance"],
+                                    variational_scale=config["adgp_initial_scale"])  # fmt: skip
+            noise_from_network(model.likelihood, network, x_train, y_train)
+            train_elbo(model, x_train, y_train, config["elbo_steps"], schedule, generator,
+                       num_samples=config["train_samples"])  # fmt: skip
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(seed + 1)
+                metrics = regression_metrics(model, x_test, y_test, config["eval_samples"])
+            results["ADGP"] = scored(metrics["mse"], metrics["tll"])
+    if "Dropout" in wanted:
+        seed = unit_seed(config, dataset, split, "Dropout")
+        torch.manual_seed(seed)
+        generator = torch.Generator().manual_seed(seed)
+        network = DropoutNetwork(_activated(config, input_dim, seed).network_like(seed),
+                                 config["dropout"])  # fmt: skip
+        train_network_stage(network, x_train, y_train, "mse", config["network_steps"], schedule,
+                            generator)  # fmt: skip
+        passes = config["dropout_passes"]
+        train_mean = dropout_passes(network, x_train, passes, seed).mean(0)  # [N]
+        noise = max(float(torch.mean((train_mean - y_train) ** 2)), 1e-6)
+        outputs = dropout_passes(network, x_test, passes, seed + 1)  # [T, N]
+        log_mixture = torch.logsumexp(gaussian_log_density(y_test, outputs, noise), 0)
+        density = log_mixture - math.log(passes)  # [N]
+        mse = float(torch.mean((outputs.mean(0) - y_test) ** 2))
+        results["Dropout"] = scored(mse, float(density.mean()))
+    if "DGP" in wanted:
+        from gpytorch.likelihoods import GaussianLikelihood
+
+        seed = unit_seed(config, dataset, split, "DGP")
+        torch.manual_seed(seed)
+        generator = torch.Generator().manual_seed(seed)
+        model = build_inducing_point_dgp(
+            x_train, config["num_layers"], GaussianLikelihood().to(torch.float64),
+            num_inducing=config["num_inducing"], hidden_width=input_dim, mean=config["mean"],
+            seed=seed, inner_scale=config["dgp_inner_scale"],
+        )  # fmt: skip
+        train_elbo(model, x_train, y_train, config["dgp_steps"], schedule, generator,
+                   num_samples=config["train_samples"])  # fmt: skip
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed + 1)
+            metrics = regression_metrics(model, x_test, y_test, config["eval_samples"])
+        results["DGP"] = scored(metrics["mse"], metrics["tll"])
+    return {model: results[model] for model in config["models"]}
+
+
+def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Mean and standard error over splits of RMSE and NLPD per (dataset, model)."""
+    summary = []
+    for dataset, model in sorted({(r["dataset"], r["model"]) for r in rows}):
+        found = [r for r in rows if (r["dataset"], r["model"]) == (dataset, model)]
+        entry: dict[str, Any] = {"dataset": dataset, "model": model, "splits": len(found)}
+        for metric in ("rmse", "nlpd"):
+            values = [r[metric] for r in found]
+            entry[metric] = statistics.fmean(values)
+            entry[f"{metric}_se"] = (
+                statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else math.nan
+            )
+        summary.append(entry)
+    return summary
+
+
+@register_experiment(
+    "uci-adgp-protocol",
+    summary="seed 001's UCI protocol: 3-layer ADGP (128 Softplus inducing functions, width = "
+    "input dimension) against its network (Vanilla), MC dropout and the inducing-point DGP: "
+    "RMSE and NLPD",
+    quick=QUICK,
+    full=FULL,
+    paper=PAPER,
+)
+def run_uci_adgp_protocol(config: dict[str, Any], run_dir: RunDirectory) -> dict[str, Any]:
+    """Every (dataset, split), checkpointed after each; summary, figure."""
+    from zonal.experiments.uci_dgp import load_regression, split_data
+
+    unknown = sorted(set(config["models"]) - set(MODELS))
+    if unknown:
+        raise ValueError(f"unknown models {unknown}; use some of {list(MODELS)}")
+    state = run_dir.load_checkpoint() or {"rows": []}
+    rows: list[dict[str, Any]] = list(state["rows"])
+    done = {(r["dataset"], r["split"]) for r in rows}
+    todo = [(d, s) for d in config["datasets"] for s in range(config["num_splits"])]
+    pending = [unit for unit in todo if unit not in done]
+    loaded: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
+    for dataset, split in run_dir.progress(
+        pending, total=len(todo), initial=len(todo) - len(pending), unit="split"
+    ):
+        if dataset not in loaded:
+            loaded[dataset] = load_regression(dataset)
+        data = split_data(*loaded[dataset], split, config)
+        for model, metrics in fit_split(config, data, dataset, split).items():
+            rows.append({"dataset": dataset, "split": split, "model": model, **metrics})
+        run_dir.save_checkpoint({"rows": rows})
+    summary = summarise(rows)
+    run_dir.save_table("results.csv", rows)
+    run_dir.save_table("summary.csv", summary)
+    _plot(run_dir, summary)
+    metrics: dict[str, Any] = {}
+    for entry in summary:
+        metrics.setdefault(entry["dataset"], {})[entry["model"]] = {
+            "rmse": entry["rmse"], "nlpd": entry["nlpd"], "splits": entry["splits"],
+        }  # fmt: skip
+    return metrics
+
+
+def _plot(run_dir: RunDirectory, summary: list[dict[str, Any]]) -> None:
+    """RMSE and NLPD per dataset, one marker per model with standard-error bars."""
+    try:
+        from matplotlib.figure import Figure
+    except ImportError:
+        return
+    names = sorted({e["dataset"] for e in summary})
+    figure = Figure(figsize=(8, 0.6 + 0.5 * len(names) * len(MODELS) / 2))
+    axes = figure.subplots(1, 2, sharey=True)
+    for axis, metric in zip(axes, ("rmse", "nlpd"), strict=True):
+        for offset, model in enumerate(MODELS):
+            found = {e["dataset"]: e for e in summary if e["model"] == model}
+            rows = [i + 0.15 * (offset - 1.5) for i, name in enumerate(names) if name in found]
+            values = [found[name][metric] for name in names if name in found]
+            errors = [found[name][f"{metric}_se"] for name in names if name in found]
+            errors = [0.0 if math.isnan(e) else e for e in errors]
+            axis.errorbar(values, rows, xerr=errors, fmt="o", markersize=4, label=model)
+        axis.set_xlabel(metric.upper() + " (standardised)")
+        axis.set_yticks(range(len(names)), names)
+    axes[0].legend(frameon=False, fontsize=7)
+    run_dir.save_figure("uci_protocol.png", figure)
+
+
+__all__ = ["MODELS", "QUICK", "DropoutNetwork", "run_uci_adgp_protocol", "summarise"]

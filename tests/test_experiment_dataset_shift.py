@@ -1,0 +1,121 @@
+"""The dataset-shift experiment in a tiny configuration on synthetic 8 x 8 images: every model is
+evaluated at every shift level (the clean set reported under each family), the ADGP starts at its
+network, the summaries are the level averages, and the verdicts are paired differences."""
+
+from __future__ import annotations
+
+import csv
+import math
+
+import pytest
+import torch
+
+from zonal.experiments import dataset_shift as shift_module
+from zonal.experiments import run_experiment
+from zonal.experiments.dataset_shift import summarise, verdicts
+
+TINY = {
+    "rotation_datasets": ["digits-like"],
+    "rotation_angles": [0, 90],
+    "corruption_dataset": "digits-like",
+    "corruptions": ["contrast"],
+    "intensities": [2, 5],
+    "num_train": 40,
+    "num_test": 12,
+    "channels": [2, 3],
+    "feature_dim": 4,
+    "hidden_width": 2,
+    "num_inducing": 6,
+    "network_epochs": 1,
+    "elbo_epochs": 1,
+    "batch_size": 20,
+    "dropout_passes": 3,
+    "ensemble_size": 2,
+    "posterior_samples": 2,
+    "softmax_samples": 2,
+}
+
+
+def _synthetic_images(name, config, seed):
+    """Bright squares whose row encodes one of 10 classes (a stand-in for MNIST)."""
+    generator = torch.Generator().manual_seed(seed)
+    parts = []
+    for count in (config["num_train"], config["num_test"]):
+        labels = torch.randint(0, 10, (count,), generator=generator)
+        images = 0.1 * torch.rand(count, 1, 8, 8, generator=generator)
+        for index, label in enumerate(labels.tolist()):
+            images[index, 0, label % 7, 2 + label // 7 * 3 : 5 + label // 7 * 3] = 1.0
+        parts += [images, labels]
+    return tuple(parts)
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    monkeypatch = pytest.MonkeyPatch()
+    monkeypatch.setattr(shift_module, "load_images", _synthetic_images)
+    try:
+        yield run_experiment(
+            "dataset-shift", overrides=TINY, runs_root=tmp_path_factory.mktemp("shift")
+        )
+    finally:
+        monkeypatch.undo()
+
+
+def _read_csv(path):
+    with path.open() as handle:
+        return list(csv.DictReader(handle))
+
+
+def test_every_model_is_evaluated_at_every_level(tiny_run):
+    """5 models x (rotation: 0, 90; contrast: 0, 2, 5) rows; the clean row is the same numbers
+    under both families; the ADGP's copy reproduces the network's logits to 1e-8."""
+    rows = _read_csv(tiny_run.path / "results.csv")
+    cells = {(r["model"], r["shift"], float(r["level"])) for r in rows}
+    expected = {
+        (model, shift, level)
+        for model in shift_module.MODELS
+        for shift, levels in (("rotation", (0, 90)), ("contrast", (0, 2, 5)))
+        for level in levels
+    }
+    assert cells == expected and len(rows) == len(expected)
+    clean = {(r["model"], r["shift"]): (r["tll"], r["ece"]) for r in rows if float(r["level"]) == 0}
+    for model in shift_module.MODELS:
+        assert clean[(model, "rotation")] == clean[(model, "contrast")]
+    assert tiny_run.metrics["adgp_copy_error_max"] < 1e-8
+    speed = {r["model"]: r for r in _read_csv(tiny_run.path / "speed.csv")}
+    assert float(speed["network"]["ratio_to_network"]) == pytest.approx(1.0)
+    assert int(speed["ensemble"]["head_bytes"]) == 2 * int(speed["network"]["head_bytes"])
+    files = {p.name for p in tiny_run.path.iterdir()}
+    assert {"summary.csv", "reliability.csv", "report.md"} <= files
+    pytest.importorskip("matplotlib")
+    assert {"shift_digits-like_rotation.png", "reliability_digits-like.png"} <= files
+
+
+def test_summary_averages_levels_and_verdicts_are_paired_differences():
+    """Two repeats: the summary is the mean over levels then over repeats with the standard error
+    of the per-repeat means; the verdict is the paired difference (ECE: lower is better)."""
+    rows = []
+    values = {("adgp", 0): (-1.0, -0.5), ("adgp", 1): (-0.8, -0.6), ("network", 0): (-1.5, -1.0),
+              ("network", 1): (-1.1, -0.9)}  # fmt: skip
+    for (model, repeat), (at_zero, at_ninety) in values.items():
+        for level, tll in ((0.0, at_zero), (90.0, at_ninety)):
+            rows.append({"dataset": "d", "repeat": repeat, "model": model, "shift": "rotation",
+                         "level": level, "accuracy": 0.5, "tll": tll, "ece": -tll / 10,
+                         "entropy": 1.0})  # fmt: skip
+    summary = {entry["model"]: entry for entry in summarise(rows)}
+    assert summary["adgp"]["tll"] == pytest.approx((-0.75 - 0.7) / 2)
+    assert summary["adgp"]["tll_se"] == pytest.approx(abs(-0.75 + 0.7) / 2)
+    verdict = verdicts(rows)["d.rotation"]["vs_network"]
+    gains = [-0.75 + 1.25, -0.7 + 1.0]  # paired per repeat
+    mean, error = sum(gains) / 2, abs(gains[0] - gains[1]) / 2
+    assert f"tll better by {mean:.3g} +- {error:.3g}" in verdict
+    assert f"ece better by {mean / 10:.3g}" in verdict
+    assert verdict.endswith("accuracy equal")
+    assert math.isnan(summarise(rows[:2])[0]["tll_se"])
+
+
+def test_bad_config_is_refused_by_name(tmp_path):
+    with pytest.raises(ValueError, match="unknown corruptions"):
+        run_experiment("dataset-shift", overrides={"corruptions": ["fog"]}, runs_root=tmp_path)
+    with pytest.raises(ValueError, match="unknown models"):
+        run_experiment("dataset-shift", overrides={"models": ["svm"]}, runs_root=tmp_path)
