@@ -9,6 +9,8 @@ errors that keep (and save) the state so far."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -57,7 +59,7 @@ def run(budget: int, **kwargs) -> BOState:
         3,
         budget,
         optimum_value=smooth_sphere.optimum_value,
-        settings=FAST,
+        settings=kwargs.pop("settings", FAST),
         progress=False,
         **kwargs,
     )
@@ -76,26 +78,30 @@ def test_the_regret_trace_is_the_distance_of_the_running_minimum_to_the_optimum(
 
 
 def test_a_resumed_run_evaluates_nothing_twice_and_ends_like_an_uninterrupted_one(tmp_path):
+    """Cold fits (``warm_start=False``): a resumed process has no previous model to start from,
+    so only then are the two runs the same computation."""
     path = tmp_path / "state.pt"
     counter = Counting()
-    run(7, seed=2, state_path=path, objective=counter)
+    cold = replace(FAST, warm_start=False)
+    run(7, seed=2, state_path=path, objective=counter, settings=cold)
     assert counter.points == 7
-    resumed = run(8, seed=2, state_path=path, objective=counter)
+    resumed = run(8, seed=2, state_path=path, objective=counter, settings=cold)
     assert counter.points == 8  # one more evaluation, nothing repeated
-    uninterrupted = run(8, seed=2)
-    torch.testing.assert_close(resumed.X[:7], uninterrupted.X[:7], atol=0, rtol=0)
-    torch.testing.assert_close(resumed.X, uninterrupted.X, atol=1e-6, rtol=0)
+    uninterrupted = run(8, seed=2, settings=cold)
+    torch.testing.assert_close(resumed.X, uninterrupted.X, atol=0, rtol=0)
+    torch.testing.assert_close(resumed.Y, uninterrupted.Y, atol=0, rtol=0)
     assert BOState.load(path).num_evaluations == 8
     with pytest.raises(ValueError, match="belongs to another run"):
         run(9, seed=3, state_path=path)
 
 
 def test_a_switch_run_follows_the_shallow_run_then_uses_the_deep_model():
-    shallow = run(8, seed=4)
-    switch = run(8, seed=4, model="switch", switch_after=2)
-    assert switch.sources[5:] == ["shallow", "shallow", "deep"]
-    assert switch.switched_at == 2
-    torch.testing.assert_close(switch.X[:7], shallow.X[:7], atol=0, rtol=0)
+    shallow = run(7, seed=4)
+    switch = run(7, seed=4, model="switch", switch_after=1)
+    assert switch.sources[5:] == ["shallow", "deep"]
+    assert switch.switched_at == 1
+    torch.testing.assert_close(switch.X[:6], shallow.X[:6], atol=0, rtol=0)
+    assert not torch.equal(switch.X[6], shallow.X[6])
     assert float((switch.X.norm(dim=-1) - 1).abs().max()) <= 1e-12
 
 
