@@ -82,7 +82,8 @@ def test_bad_settings_are_refused_by_name(tmp_path):
 
 def test_convolutional_architecture_runs_the_resnet_stack_on_whitened_digits(tmp_path):
     """architecture = conv: a 7-layer ResNet-like stack (one block per stage) with 4 / 4 / 4
-    inducing points, global average pooling, ZCA-whitened 8x8 digits; finite test metrics."""
+    inducing points, global average pooling, ZCA-whitened 8x8 digits with random crops, a Gaussian
+    likelihood on one-hot labels; finite test metrics."""
     overrides = {
         **TINY,
         "architecture": "conv",
@@ -90,6 +91,8 @@ def test_convolutional_architecture_runs_the_resnet_stack_on_whitened_digits(tmp
         "conv_blocks": 1,
         "nus": ["1"],
         "epochs": 1,
+        "crop_padding": 1,
+        "likelihood": "gaussian",
     }
     result = run_experiment("dkm-mnist", overrides=overrides, runs_root=tmp_path)
     assert result.metrics["model"] == "convolutional DKM"

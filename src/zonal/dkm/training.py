@@ -39,13 +39,16 @@ def fit_dkm(
     epoch_callback: Callable[[int, float], None] | None = None,
     checkpoint: Callable[[dict[str, Any]], None] | None = None,
     resume: dict[str, Any] | None = None,
+    augment: Callable[[torch.Tensor, torch.Generator], torch.Tensor] | None = None,
 ) -> list[float]:
     """Maximise eq. 76 for ``epochs`` epochs; returns the objective (to maximise) of every step.
 
     ``milestones``: epochs after which the learning rate is multiplied by ``gamma``;
     ``epoch_callback(epoch, mean objective)`` runs after every epoch (evaluations);
     ``checkpoint(state)`` saves, and ``resume=state`` restores, the training state (module
-    docstring). A tqdm bar (``progress``) shows the objective and the points per second.
+    docstring); ``augment(rows, generator)`` transforms each minibatch's inputs (e.g. random crops,
+    ``zonal.dkm.augmentation``), drawing from the batch generator (so it resumes too). A tqdm bar
+    (``progress``) shows the objective and the points per second.
     """
     from tqdm.auto import tqdm
 
@@ -82,7 +85,8 @@ def fit_dkm(
         started = time.monotonic()
         for step, index in enumerate(minibatch_indices(num_train, batch_size, per_epoch, batches)):
             optimiser.zero_grad()
-            objective = model.objective(x[index], y[index], num_train, draws)
+            inputs = x[index] if augment is None else augment(x[index], batches)
+            objective = model.objective(inputs, y[index], num_train, draws)
             (-objective).backward()
             optimiser.step()
             history.append(float(objective.detach()))

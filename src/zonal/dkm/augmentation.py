@@ -1,0 +1,35 @@
+"""Data augmentation for image DKMs (seed 003 sec. 5: random crops, and horizontal flips where the
+data allow, e.g. CIFAR but not digits).
+
+A random crop of the image zero-padded by p pixels on every side is a translation by (dy, dx),
+|dy|, |dx| <= p, with zeros shifted in. Each image of the batch gets its own translation (and flip);
+all randomness comes from the ``generator`` given, so a resumed run repeats the same crops.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as functional
+
+
+def random_crops(
+    images: torch.Tensor, padding: int, generator: torch.Generator, *, flips: bool = False
+) -> torch.Tensor:
+    """Randomly translated (and, with ``flips``, mirrored) copies [P, C, H, W] of images
+    [P, C, H, W]: crops of size H x W of the images zero-padded by ``padding``."""
+    if isinstance(padding, bool) or not isinstance(padding, int) or padding < 0:
+        raise ValueError(f"padding must be an int >= 0, got {padding!r}")
+    count, _, height, width = images.shape
+    padded = functional.pad(images, (padding, padding, padding, padding))  # [P, C, H + 2p, W + 2p]
+    offsets = torch.randint(0, 2 * padding + 1, (count, 2), generator=generator)  # [P, 2]
+    rows = offsets[:, :1] + torch.arange(height)  # [P, H]
+    cols = offsets[:, 1:] + torch.arange(width)  # [P, W]
+    index = torch.arange(count).reshape(-1, 1, 1)
+    cropped = padded.permute(0, 2, 3, 1)[
+        index, rows.unsqueeze(-1), cols.unsqueeze(1)
+    ]  # [P, H, W, C]
+    cropped = cropped.permute(0, 3, 1, 2)
+    if flips:
+        mirror = torch.rand(count, generator=generator) < 0.5  # [P]
+        cropped = torch.where(mirror.reshape(-1, 1, 1, 1), cropped.flip(-1), cropped)
+    return cropped
