@@ -248,3 +248,32 @@ def test_convolutional_dkm_learns_digits():
     assert sum(history[-3:]) / 3 > sum(history[:3]) / 3 + 0.5
     predicted = model.class_log_probabilities(whitened[test]).argmax(-1)
     assert float((predicted == labels[test]).double().mean()) >= 0.7
+
+
+def test_gradient_checkpointing_gives_the_same_objective_and_gradients():
+    images = torch.randn(4, 1, 6, 6, generator=generator(11), dtype=torch.float64)
+    labels = torch.tensor([0, 1, 2, 1])
+
+    def gradients(checkpointing):
+        model = ConvDKM(
+            (1, 6, 6),
+            [
+                ConvLayerSpec(4),
+                ConvLayerSpec(4, skip_from=0),
+                ConvLayerSpec(5, ConvGeometry((3, 3), 2, 1)),
+            ],
+            SoftmaxLikelihood(num_classes=3, mixing_weights=False),
+            inducing_patches=images[:4, :, :3, :3].clone(),
+            normalisation={},
+            likelihood_samples=4,
+            gradient_checkpointing=checkpointing,
+        )
+        value = model.objective(images.flatten(1), labels, 10, generator(12))
+        value.backward()
+        return value.detach(), {name: p.grad.clone() for name, p in model.named_parameters()}
+
+    plain, plain_grads = gradients(False)
+    checked, checked_grads = gradients(True)
+    torch.testing.assert_close(checked, plain, rtol=1e-13, atol=0)
+    for name, gradient in plain_grads.items():
+        torch.testing.assert_close(checked_grads[name], gradient, rtol=1e-10, atol=1e-13, msg=name)

@@ -1,6 +1,7 @@
-"""Deep kernel machines: Gram-matrix layers, the DKM objective, sparse fully connected DKMs
-(seed 003)."""
+"""Deep kernel machines (seed 003): Gram-matrix kernels and the DKM objective, sparse fully
+connected and convolutional DKMs (inter-domain inducing points), their training."""
 
+from zonal.dkm.augmentation import random_crops
 from zonal.dkm.conditional import ConditionalBlocks, conditional_blocks
 from zonal.dkm.conv_model import ConvDKM, ConvLayerSpec, resnet_layers
 from zonal.dkm.convolution import ConvGeometry
@@ -43,5 +44,6 @@ __all__ = [
     "gram_kernel",
     "input_gram",
     "nngp_grams",
+    "random_crops",
     "resnet_layers",
 ]

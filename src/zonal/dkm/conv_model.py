@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import torch
+import torch.utils.checkpoint
 from gpytorch.distributions import MultitaskMultivariateNormal, MultivariateNormal
 from gpytorch.likelihoods import Likelihood
 from linear_operator.operators import DiagLinearOperator
@@ -130,6 +131,8 @@ class ConvDKM(DeepKernelMachine):
             ``inducing_scale``, ``train_test_scale``); ``None`` for no normalisation layer at all.
         skip_weight: w of the skip connections' convex combinations.
         likelihood_samples, seed: Monte Carlo draws of the categorical likelihood, their seed.
+        gradient_checkpointing: recompute each layer in the backward pass instead of keeping its
+            intermediates (for large batches and feature maps).
     """
 
     def __init__(
@@ -145,6 +148,7 @@ class ConvDKM(DeepKernelMachine):
         normalisation: dict[str, str] | None = None,
         skip_weight: float = 0.5,
         likelihood_samples: int = 1000,
+        gradient_checkpointing: bool = False,
         seed: int = 0,
     ) -> None:
         super().__init__()
@@ -162,6 +166,7 @@ class ConvDKM(DeepKernelMachine):
         self.nu = check_nu(nu, len(layers))
         self.top = top
         self.skip_weight = float(skip_weight)
+        self.gradient_checkpointing = bool(gradient_checkpointing)
         self.likelihood = likelihood
         self._num_outputs = likelihood_outputs(likelihood)
         self.input_dim = math.prod(self.image_shape)
@@ -266,44 +271,60 @@ class ConvDKM(DeepKernelMachine):
         omega_ti = self.kernel.cross(cross, diagonal, gram_ii.diagonal())  # [P, H, W, M]
         return self.kernel(gram_ii), omega_ti, self.kernel.diagonal(diagonal)
 
+    def _layer(
+        self, index: int, images: torch.Tensor, *blocks: torch.Tensor
+    ) -> tuple[torch.Tensor, ...]:
+        """Layer ``index``: (G_ii, G_ti, diag G_tt, K_ii, KL) from the blocks of the layer below
+        (none for the first layer, which reads the images)."""
+        spec = self.layer_specs[index]
+        if not blocks:
+            kernel_ii, kernel_ti, kernel_tt = input_patch_blocks(
+                images, self.inducing_patches, spec.geometry
+            )
+        else:
+            omega_ii, omega_ti, omega_tt = self._omega(index - 1, blocks)
+            mixing = self.mixing[index - 1]
+            kernel_ii = convolve_inducing(omega_ii, mixing)
+            kernel_ti = convolve_cross(omega_ti, mixing, spec.geometry)
+            kernel_tt = convolve_diagonal(omega_tt, spec.geometry)
+        if str(index) not in self.grams:  # an NNGP layer
+            return kernel_ii, kernel_ti, kernel_tt, kernel_ii, kernel_ii.new_zeros(())
+        chol = cholesky(kernel_ii, name=f"K_ii of convolutional layer {index + 1}")
+        root = self.grams[str(index)].root  # [M, M]
+        images_count, height, width, size = kernel_ti.shape
+        cross, diagonal, _ = conditional_blocks(
+            chol,
+            kernel_ti.reshape(images_count, height * width, size),
+            kernel_tt.reshape(images_count, height * width),
+            root,
+        )
+        return (
+            root @ root.mT,
+            cross.reshape(kernel_ti.shape),
+            diagonal.reshape(kernel_tt.shape),
+            kernel_ii,
+            gaussian_kl_from_roots(root, chol),
+        )
+
     def _propagate(
         self, images: torch.Tensor
     ) -> tuple[list[torch.Tensor], torch.Tensor, tuple[torch.Tensor, torch.Tensor], torch.Tensor]:
         """(K_ii of every layer, the Cholesky factor of the output K_ii, the output kernel's
-        (K_ti [P, M], diag K_tt [P]), the layer KLs [L]) for images [P, C, H, W]."""
+        (K_ti [P, M], diag K_tt [P]), the layer KLs [L]) for images [P, C, H, W]. With
+        ``gradient_checkpointing`` each layer's intermediates are recomputed in the backward pass
+        instead of kept (less memory, about one more forward pass of time)."""
         priors, kls, saved = [], [], []
-        blocks: Blocks | None = None
+        blocks: tuple[torch.Tensor, ...] = ()
         for index, spec in enumerate(self.layer_specs):
-            if blocks is None:
-                kernel_ii, kernel_ti, kernel_tt = input_patch_blocks(
-                    images, self.inducing_patches, spec.geometry
+            if self.gradient_checkpointing and torch.is_grad_enabled():
+                outputs = torch.utils.checkpoint.checkpoint(
+                    self._layer, index, images, *blocks, use_reentrant=False
                 )
             else:
-                omega_ii, omega_ti, omega_tt = self._omega(index - 1, blocks)
-                mixing = self.mixing[index - 1]
-                kernel_ii = convolve_inducing(omega_ii, mixing)
-                kernel_ti = convolve_cross(omega_ti, mixing, spec.geometry)
-                kernel_tt = convolve_diagonal(omega_tt, spec.geometry)
-            priors.append(kernel_ii)
-            if str(index) in self.grams:
-                chol = cholesky(kernel_ii, name=f"K_ii of convolutional layer {index + 1}")
-                root = self.grams[str(index)].root  # [M, M]
-                images_count, height, width, size = kernel_ti.shape
-                cross, diagonal, _ = conditional_blocks(
-                    chol,
-                    kernel_ti.reshape(images_count, height * width, size),
-                    kernel_tt.reshape(images_count, height * width),
-                    root,
-                )
-                blocks = (
-                    root @ root.mT,
-                    cross.reshape(kernel_ti.shape),
-                    diagonal.reshape(kernel_tt.shape),
-                )
-                kls.append(gaussian_kl_from_roots(root, chol))
-            else:  # an NNGP layer
-                blocks = (kernel_ii, kernel_ti, kernel_tt)
-                kls.append(kernel_ii.new_zeros(()))
+                outputs = self._layer(index, images, *blocks)
+            blocks, prior, kl = outputs[:3], outputs[3], outputs[4]
+            priors.append(prior)
+            kls.append(kl)
             if spec.skip_from is not None:
                 weight, earlier = self.skip_weight, saved[spec.skip_from]
                 blocks = tuple(
