@@ -394,6 +394,8 @@ def _predict(args: argparse.Namespace) -> int:
     with _user_errors():
         check_new_output(output, force=args.force)
         fitted = load_model(args.checkpoint)
+        if args.latent and fitted.target.is_classification:
+            raise CommandError("--latent is for regression models; this one classifies")
         table = read_table(args.data)
         columns = predict_table(
             fitted, table, include_noise=not args.latent, samples=args.samples, seed=args.seed

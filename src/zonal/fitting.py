@@ -307,6 +307,11 @@ def fit_data(
     those of ``zonal.recipes.resolve_spec`` (kernel, num_inducing, steps, learning_rate, ...).
     """
     x = np.asarray(x, dtype=np.float64)
+    if x.ndim != 2 or len(y) != len(x) or x.shape[1] != len(feature_columns):
+        raise ValueError(
+            f"x must be [N, D] with D = {len(feature_columns)} named columns and y [N]; got "
+            f"x {x.shape}, y of length {len(y)}"
+        )
     num_rows = len(x)
     if num_rows < 2:
         raise TableError(f"{source or 'the data'}: {num_rows} row; fitting needs at least 2")
@@ -349,7 +354,8 @@ def fit_data(
     trained = Trained(fit.spec, fit.model, fit.objective,
                       sum(score["seconds"] for score in scores.values()), fit.candidates)  # fmt: skip
     scores = {name: _in_target_units(score, target, y_scaler) for name, score in scores.items()}
-    validation = {key: value for key, value in scores[chosen].items() if key != "seconds"}
+    validation = {key: value for key, value in scores[chosen].items()
+                  if key not in ("seconds", "objective")}  # fmt: skip
     return TabularModel(trained, tuple(feature_columns), target_column, x_scaler, y_scaler,
                         num_rows, source, target, validation if len(valid_rows) else {},
                         scores, len(valid_rows), interrupted)  # fmt: skip
@@ -557,7 +563,9 @@ def validation_metrics(
     }
 
 
-def _in_target_units(score: dict[str, float], target: Target, y_scaler: Standardizer):
+def _in_target_units(
+    score: dict[str, float], target: Target, y_scaler: Standardizer
+) -> dict[str, float]:
     """Regression metrics back in the target's units: mse * std^2, log likelihood - log std."""
     if target.is_classification:
         return dict(score)
