@@ -177,3 +177,16 @@ def test_bad_input_raises_named_errors():
     with pytest.raises(ValueError, match="dropout rate"):
         model.network_like(dropout=1.0)
     assert math.isfinite(float(model.log_predictive_density(images, labels).sum()))
+
+
+def test_mc_dropout_fast_path_equals_full_passes():
+    """Features once + T dropout passes of the head equals T passes of the whole network with the
+    same seed (the extractor draws no dropout masks): to 1e-12."""
+    images, _ = _data(count=5)
+    network = _model().network_like(seed=3, dropout=0.3)
+    fast = MCDropoutClassifier(network, num_passes=4, seed=5).predict_proba(images)
+    network.train()
+    with torch.no_grad(), torch.random.fork_rng():
+        torch.manual_seed(5)
+        naive = torch.stack([torch.softmax(network(images), dim=-1) for _ in range(4)]).mean(0)
+    assert (fast - naive).abs().max() < 1e-12

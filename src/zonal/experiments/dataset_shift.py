@@ -19,7 +19,7 @@ two layers of ``num_inducing`` units / inducing functions (``hidden_width`` outp
 
 Shifts (``zonal.shifts``): the test images of each ``rotation_datasets`` entry rotated by every
 angle of ``rotation_angles``; those of ``corruption_dataset`` under each of ``corruptions`` at
-``intensities`` (level 0: clean). The report's CIFAR-10-C cannot be obtained here (no internet,
+``intensities`` (level 0: clean; ``corruption_dataset=""`` skips the corruptions). The report's CIFAR-10-C cannot be obtained here (no internet,
 no registry ships it): the four corruptions on Fashion-MNIST stand in for it.
 
 Metrics (``zonal.calibration``) per (dataset, repeat, model, shift, level): accuracy, test log
@@ -64,8 +64,8 @@ QUICK: dict[str, Any] = {
     "hidden_width": 8,
     "num_inducing": 128,
     "truncation_level": 20,
-    "network_epochs": 2,
-    "elbo_epochs": 1,
+    "network_epochs": 4,
+    "elbo_epochs": 3,
     "joint_epochs": 0,
     "batch_size": 128,
     "network_lr": 3e-3,

@@ -4,7 +4,8 @@ deep GP with inducing points on the extracted features.
 
 * MC dropout (Gal and Ghahramani, 2016): dropout of rate p (0.1 in the report) before every head
   layer at training *and* test time; p(y | x) = (1/T) sum_t softmax(logits_t(x)) over T = 100
-  passes with independent masks (seeded).
+  passes with independent masks (seeded). The extractor has no dropout, so its features are
+  computed once per image and only the head runs T times.
 * Deep ensemble (Lakshminarayanan et al., 2017): E networks trained from different seeds (5 in
   the protocol), p(y | x) = (1/E) sum_e softmax(logits_e(x)).
 * Inducing-point DGP: seed 000's DGP (``zonal.models.inducing_point_dgp``: arc-cosine layers,
@@ -43,14 +44,16 @@ class MCDropoutClassifier(ImageClassifier):
         self.network, self.num_passes, self.seed = network, int(num_passes), int(seed)
 
     def _probabilities(self, images: torch.Tensor) -> torch.Tensor:
-        self.network.train()  # dropout on; the extractor has no train-time behaviour of its own
-        total = 0.0
+        """The extractor has no dropout: its features are computed once, the head T times."""
+        features = extract_frozen(self.network.extractor, images)  # [n, D]
+        self.network.train()  # dropout on in the head
+        total = torch.zeros((), dtype=features.dtype, device=features.device)
         with torch.random.fork_rng(devices=[images.device] if images.is_cuda else []):
             torch.manual_seed(self.seed)
             for _ in range(self.num_passes):
-                total = total + torch.softmax(self.network(images), dim=-1)  # [n, C]
+                total = total + torch.softmax(self.network.head_logits(features), dim=-1)
         self.network.eval()
-        return total / self.num_passes
+        return total / self.num_passes  # [n, C]
 
 
 class DeepEnsembleClassifier(ImageClassifier):

@@ -237,7 +237,11 @@ class HybridNetwork(ImageClassifier):
         self.feature_dim = _check_extractor(extractor, self.image_shape, expected)
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
-        h = extract(self.extractor, images)  # [N, D]
+        return self.head_logits(extract(self.extractor, images))
+
+    def head_logits(self, features: torch.Tensor) -> torch.Tensor:
+        """The head (with dropout in training mode) at features [N, D]: logits [N, C]."""
+        h = features
         for layer in self.head:
             if self.dropout > 0:
                 h = nn.functional.dropout(h, self.dropout, training=self.training)
