@@ -19,8 +19,9 @@ two layers of ``num_inducing`` units / inducing functions (``hidden_width`` outp
 
 Shifts (``zonal.shifts``): the test images of each ``rotation_datasets`` entry rotated by every
 angle of ``rotation_angles``; those of ``corruption_dataset`` under each of ``corruptions`` at
-``intensities`` (level 0: clean; ``corruption_dataset=""`` skips the corruptions). The report's CIFAR-10-C cannot be obtained here (no internet,
-no registry ships it): the four corruptions on Fashion-MNIST stand in for it.
+``intensities`` (level 0: clean; ``corruption_dataset=""`` skips the corruptions). The report's
+CIFAR-10-C cannot be obtained here (no internet, no registry ships it): the four corruptions on
+Fashion-MNIST stand in for it.
 
 Metrics (``zonal.calibration``) per (dataset, repeat, model, shift, level): accuracy, test log
 likelihood, ECE (15 bins), mean predictive entropy. Summaries average over the shift levels of a
@@ -399,7 +400,11 @@ def _check_config(config: dict[str, Any]) -> None:
     quick=QUICK,
     full=FULL,
     paper=PAPER,
-    headline=("verdicts",),
+    headline=(
+        "adgp_copy_error_max",
+        "verdicts.mnist.rotation.vs_network",
+        "verdicts.fashion-mnist.gaussian-noise.vs_network",
+    ),
 )
 def run_dataset_shift(config: dict[str, Any], run_dir: RunDirectory) -> dict[str, Any]:
     """Train and evaluate every (dataset, repeat), checkpointing after each; summarise, plot."""
