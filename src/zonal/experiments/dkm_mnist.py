@@ -246,7 +246,8 @@ def targets_for(y: torch.Tensor, config: dict[str, Any]) -> torch.Tensor:
 
 @register_experiment(
     "dkm-mnist",
-    summary="Fully connected deep kernel machines on MNIST: the nu sweep of seed 003 tables 1 and 4",
+    summary="Deep kernel machines on MNIST, fully connected (quick) or convolutional (--full): "
+    "the nu sweep of seed 003 tables 1 and 4",
     quick=QUICK,
     full=FULL,
     paper=PAPER,
