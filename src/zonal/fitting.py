@@ -535,12 +535,17 @@ def class_probabilities(
     return torch.cat(chunks)  # [N, C]
 
 
+@torch.no_grad()
 def validation_score(
     model: ZonalModel, target: Target, x_valid: torch.Tensor, y_valid: torch.Tensor
 ) -> float:
     """Mean log predictive density of the validation rows (standardised units): what early
     stopping and the model choice maximise."""
-    return validation_metrics(model, target, x_valid, y_valid)["log_likelihood"]
+    if target.is_classification:
+        probabilities = class_probabilities(model, x_valid, target)  # [N, C]
+        picked = probabilities.gather(-1, y_valid.long().unsqueeze(-1)).squeeze(-1)  # [N]
+        return float(torch.log(picked).mean())
+    return float(model.log_predictive_density(x_valid, y_valid).mean())
 
 
 @torch.no_grad()
@@ -549,18 +554,13 @@ def validation_metrics(
 ) -> dict[str, float]:
     """``log_likelihood`` (mean log p(y | x)) and ``mse`` (regression, of the predictive mean) or
     ``accuracy`` (classification, of the most probable class), in standardised units."""
+    log_likelihood = validation_score(model, target, x_valid, y_valid)
     if target.is_classification:
         probabilities = class_probabilities(model, x_valid, target)  # [N, C]
-        picked = probabilities.gather(-1, y_valid.long().unsqueeze(-1)).squeeze(-1)  # [N]
-        return {
-            "log_likelihood": float(torch.log(picked).mean()),
-            "accuracy": float((probabilities.argmax(-1) == y_valid).double().mean()),
-        }
+        accuracy = (probabilities.argmax(-1) == y_valid).double().mean()
+        return {"log_likelihood": log_likelihood, "accuracy": float(accuracy)}
     mean, _ = model.predict(x_valid)
-    return {
-        "log_likelihood": float(model.log_predictive_density(x_valid, y_valid).mean()),
-        "mse": float(torch.mean((mean - y_valid) ** 2)),
-    }
+    return {"log_likelihood": log_likelihood, "mse": float(torch.mean((mean - y_valid) ** 2))}
 
 
 def _in_target_units(

@@ -239,7 +239,8 @@ class TrainingControl:
 
 class StageWatch:
     """The step callback of one training stage (``callback(step, loss)``): it updates the progress
-    bar (objective, validation score, seconds of budget left; tqdm's ETA is the step count's),
+    bar (objective, validation score, seconds of budget left; the ETA is to the deadline or the
+    last step, whichever comes first),
     evaluates the validation score at adaptive intervals (their cost kept near
     1 / ``EVALUATION_RATIO`` of the stage), copies the best state, and raises ``StopTraining`` at
     the stage deadline or after ``patience`` evaluations without improvement.
@@ -260,6 +261,7 @@ class StageWatch:
         from tqdm.auto import tqdm
 
         self.control, self.module, self.deadline, self.score = control, module, deadline, score
+        self.steps = steps
         self.best_score = -math.inf
         self.best_state: dict[str, torch.Tensor] | None = None
         self.best_step = -1
@@ -309,11 +311,21 @@ class StageWatch:
         self.next_evaluation = step + self.interval
         return value
 
+    def _fit_total_to_deadline(self, step: int) -> None:
+        """Shrink the bar's total to the steps the deadline leaves at the current rate, so that
+        tqdm's ETA is the time to whichever ends the stage first."""
+        if self.deadline is None or step < 1:
+            return
+        per_step = (time.monotonic() - self.started) / (step + 1)
+        reachable = step + 1 + max(0.0, self.deadline - time.monotonic()) / per_step
+        self.bar.total = min(self.steps, math.ceil(reachable))
+
     def __call__(self, step: int, loss: float) -> None:
         if self.score is not None and step >= self.next_evaluation:
             self.evaluate(step)
         self.bar.update(1)
         if self.control.progress:
+            self._fit_total_to_deadline(step)
             postfix = {"objective": f"{-loss:.4g}"}
             if self.score is not None:
                 postfix["validation"] = f"{self.last_score:.4g}"
