@@ -56,9 +56,8 @@ from zonal.dkm.top import global_average_pooling_top, linear_top
 from zonal.linalg import cholesky
 
 TOPS = ("gap", "linear")
-Blocks = tuple[
-    torch.Tensor, torch.Tensor, torch.Tensor
-]  # G_ii [M, M], G_ti [P, H, W, M], [P, H, W]
+#: a layer's Gram blocks: G_ii [M, M], G_ti [P, H, W, M], diag G_tt [P, H, W]
+Blocks = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 
 
 @dataclass(frozen=True)
