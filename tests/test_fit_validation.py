@@ -62,6 +62,18 @@ def test_early_stopping_keeps_the_best_validation_state():
     assert float(module.value) == best_value
 
 
+def test_a_stage_shorter_than_one_evaluation_interval_keeps_its_final_state():
+    """Ten steps (fewer than the twenty between evaluations) that improve the score: leaving the
+    stage scores the final state, which beats the starting one and stays."""
+    module = _quadratic_module()
+    control = TrainingControl(score=lambda watched: -float((watched.value - 1.0) ** 2))
+    with control.watch(module, 10, stage="short") as watch:
+        adam_on_minibatches(lambda index: ((module.value - 1.0) ** 2).sum(), module.parameters(),
+                            1, num_steps=10, batch_size=1, lr=0.1, seed=0,
+                            callback=watch)  # fmt: skip
+    assert float(module.value) < 4.0 - 0.5  # ten steps of 0.1 towards 1, not the start
+
+
 def test_the_deadline_and_the_patience_end_a_stage():
     module = _quadratic_module()
 

@@ -245,8 +245,9 @@ class StageWatch:
     1 / ``EVALUATION_RATIO`` of the stage), copies the best state, and raises ``StopTraining`` at
     the stage deadline or after ``patience`` evaluations without improvement.
 
-    Use it as a context manager: leaving it (normally, by ``StopTraining`` or by Ctrl-C) loads the
-    best state seen into the module.
+    Use it as a context manager: entering it scores the starting state; leaving it normally (or by
+    ``StopTraining``) scores the final state too, and leaving it in any way (Ctrl-C included) loads
+    the best state seen into the module.
     """
 
     def __init__(
@@ -266,6 +267,7 @@ class StageWatch:
         self.best_state: dict[str, torch.Tensor] | None = None
         self.best_step = -1
         self.last_score = math.nan
+        self.last_step = self.evaluated_step = -1
         self.evaluations_without_gain = 0
         self.interval = MIN_EVALUATION_INTERVAL
         self.next_evaluation = 0
@@ -281,6 +283,8 @@ class StageWatch:
 
     def __exit__(self, kind, error, trace) -> None:
         self.bar.close()
+        if kind is None and self.score is not None and self.last_step > self.evaluated_step:
+            self.evaluate(self.last_step)  # the final state competes too
         self.restore_best()
 
     def restore_best(self) -> None:
@@ -295,7 +299,7 @@ class StageWatch:
         value = float(self.score(self.module))
         self.module.train(was_training)
         spent = time.monotonic() - started
-        self.last_score = value
+        self.last_score, self.evaluated_step = value, step
         if value > self.best_score:
             self.best_score, self.best_step = value, step
             self.best_state = {
@@ -321,6 +325,7 @@ class StageWatch:
         self.bar.total = min(self.steps, math.ceil(reachable))
 
     def __call__(self, step: int, loss: float) -> None:
+        self.last_step = step
         if self.score is not None and step >= self.next_evaluation:
             self.evaluate(step)
         self.bar.update(1)
