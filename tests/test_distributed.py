@@ -198,3 +198,22 @@ def test_wrong_column_count_is_named_with_its_partition() -> None:
         statistics_map_reduce(
             make_model(), da.from_array(x.numpy(), chunks=(CHUNK, 3)), y[:10], scheduler="sync"
         )
+
+
+def test_missing_dask_is_a_named_error(monkeypatch) -> None:
+    """Without Dask the pass says which extra to install (not a bare ImportError deep inside)."""
+    import importlib
+
+    from zonal import distributed as module
+
+    real_import = importlib.import_module
+
+    def no_dask(name, *args):
+        if name == "dask":
+            raise ImportError("No module named 'dask'")
+        return real_import(name, *args)
+
+    monkeypatch.setattr(module.importlib, "import_module", no_dask)
+    x, y = data()
+    with pytest.raises(module.DistributedExtraMissingError, match=r"zonal\[distributed\]"):
+        statistics_map_reduce(make_model(), x, y)
