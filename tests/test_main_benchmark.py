@@ -53,7 +53,7 @@ TINY = {
     "svgp_batch_size": 32,
     "eval_samples": 4,
     "trace_every": 2,
-    "trace_samples": 2,
+    "trace_samples": 4,
     "target_mse": {"synthetic": TARGET},
 }
 TABLE_HEADER = (
@@ -143,7 +143,9 @@ def test_summary_metrics_and_table_are_mean_and_std_over_the_splits(tiny_run):
 
 def test_each_rows_time_to_target_is_read_from_its_own_trace(tiny_run):
     """results.csv's seconds_to_target of every fit is the training seconds of the first
-    evaluation in traces.csv (in order) whose test MSE is at most the target; empty if none."""
+    evaluation in traces.csv (in order) whose test MSE is at most the target; empty if none. With
+    as many trace as final samples, the last evaluation of every fit is its final test MSE and
+    its seconds the fit's training seconds (to the moment the clock stops after it)."""
     _, results = read_csv(tiny_run.path / RESULTS_FILE)
     _, traces = read_csv(tiny_run.path / TRACES_FILE)
     for row in results:
@@ -155,6 +157,8 @@ def test_each_rows_time_to_target_is_read_from_its_own_trace(tiny_run):
         ]
         expected = next((p["seconds"] for p in points if p["test_mse"] <= TARGET), None)
         assert optional_float(row["seconds_to_target"]) == expected
+        assert points[-1]["test_mse"] == pytest.approx(float(row["mse"]), rel=1e-12)
+        assert points[-1]["seconds"] == pytest.approx(float(row["seconds"]), abs=0.05)
 
 
 def test_seconds_to_target_of_a_known_trace():
