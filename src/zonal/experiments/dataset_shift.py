@@ -11,7 +11,8 @@ two layers of ``num_inducing`` units / inducing functions (``hidden_width`` outp
   time, ``dropout_passes`` passes (Gal and Ghahramani);
 * ``ensemble``: ``ensemble_size`` networks from different seeds, the plain network the first;
 * ``adgp``: the plain network copied into the activated DGP head (its posterior mean is then the
-  network: ``copy_error`` records max |DGP mean - network logits| on the test set), the head
+  network: ``copy_error`` records max |DGP mean - network logits| on the test set; every layer's
+  arc-cosine variance ``head_kernel_variance``, q(u) scale ``head_initial_scale``), the head
   trained by the ELBO on the frozen features (``elbo_epochs``), optionally all jointly
   (``joint_epochs``);
 * ``dgp``: seed 000's DGP with inducing points (arc-cosine, first-layer points at training
@@ -72,6 +73,8 @@ QUICK: dict[str, Any] = {
     "network_lr": 3e-3,
     "elbo_lr": 1e-2,
     "elbo_samples": 3,
+    "head_kernel_variance": 1e-3,
+    "head_initial_scale": 1e-2,
     "dropout": 0.1,
     "dropout_passes": 100,
     "ensemble_size": 3,
@@ -224,7 +227,8 @@ def train_models(
         models["ensemble"] = DeepEnsembleClassifier(members)
     if "adgp" in wanted:
         model = fresh_model(config, shape, seed)
-        model.from_network(network)
+        model.from_network(network, kernel_variance=config["head_kernel_variance"],
+                           variational_scale=config["head_initial_scale"])  # fmt: skip
         network.eval()
         with torch.no_grad():
             logits = torch.cat([network(test[s : s + 256]) for s in range(0, len(test), 256)])
