@@ -543,9 +543,14 @@ def validation_score(
     stopping and the model choice maximise."""
     if target.is_classification:
         probabilities = class_probabilities(model, x_valid, target)  # [N, C]
-        picked = probabilities.gather(-1, y_valid.long().unsqueeze(-1)).squeeze(-1)  # [N]
-        return float(torch.log(picked).mean())
+        return _mean_log_probability(probabilities, y_valid)
     return float(model.log_predictive_density(x_valid, y_valid).mean())
+
+
+def _mean_log_probability(probabilities: torch.Tensor, labels: torch.Tensor) -> float:
+    """mean_i log p_i(y_i) for probabilities [N, C] and class indices [N]."""
+    picked = probabilities.gather(-1, labels.long().unsqueeze(-1)).squeeze(-1)  # [N]
+    return float(torch.log(picked).mean())
 
 
 @torch.no_grad()
@@ -554,13 +559,16 @@ def validation_metrics(
 ) -> dict[str, float]:
     """``log_likelihood`` (mean log p(y | x)) and ``mse`` (regression, of the predictive mean) or
     ``accuracy`` (classification, of the most probable class), in standardised units."""
-    log_likelihood = validation_score(model, target, x_valid, y_valid)
     if target.is_classification:
         probabilities = class_probabilities(model, x_valid, target)  # [N, C]
         accuracy = (probabilities.argmax(-1) == y_valid).double().mean()
-        return {"log_likelihood": log_likelihood, "accuracy": float(accuracy)}
+        return {"log_likelihood": _mean_log_probability(probabilities, y_valid),
+                "accuracy": float(accuracy)}  # fmt: skip
     mean, _ = model.predict(x_valid)
-    return {"log_likelihood": log_likelihood, "mse": float(torch.mean((mean - y_valid) ** 2))}
+    return {
+        "log_likelihood": validation_score(model, target, x_valid, y_valid),
+        "mse": float(torch.mean((mean - y_valid) ** 2)),
+    }
 
 
 def _in_target_units(
