@@ -489,7 +489,7 @@ def _plot(run_dir: RunDirectory, rows: list[dict[str, Any]], bins: list[dict[str
         return
     for dataset, shift in sorted({(r["dataset"], r["shift"]) for r in rows}):
         subset = [r for r in rows if (r["dataset"], r["shift"]) == (dataset, shift)]
-        figure = Figure(figsize=(13, 3.0))
+        figure = Figure(figsize=(13, 3.0), layout="constrained")
         axes = figure.subplots(1, len(METRICS))
         for axis, metric in zip(axes, METRICS, strict=True):
             for model in [m for m in MODELS if any(r["model"] == m for r in subset)]:
