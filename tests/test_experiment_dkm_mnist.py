@@ -97,7 +97,6 @@ def test_convolutional_architecture_runs_the_resnet_stack_on_whitened_digits(tmp
     result = run_experiment("dkm-mnist", overrides=overrides, runs_root=tmp_path)
     assert result.metrics["model"] == "convolutional DKM"
     assert math.isfinite(result.metrics["test_log_likelihood"]["nu=1"])
-    assert 0 <= result.metrics["accuracy_percent"]["nu=1"] <= 100
 
 
 def test_zca_whitening_whitens_the_training_images():
