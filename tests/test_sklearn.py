@@ -14,7 +14,8 @@ from sklearn.pipeline import make_pipeline  # noqa: E402
 from sklearn.preprocessing import FunctionTransformer  # noqa: E402
 from sklearn.utils.estimator_checks import parametrize_with_checks  # noqa: E402
 
-from zonal.sklearn import ZonalClassifier, ZonalRegressor  # noqa: E402
+from zonal.sklearn import ZonalClassifier, ZonalRegressor, expected_failed_checks  # noqa: E402
+from zonal.tabular import TableError  # noqa: E402
 
 #: fast settings for the checks: a small SVGP, six Adam steps, no validation split (the checks fit
 #: tables of 10 to 30 rows, where 10% of a class rounds to no row: a named error by design)
@@ -22,10 +23,26 @@ CHECKED = {"num_inducing": 8, "steps": 6, "budget": None, "validation_fraction":
 
 
 @parametrize_with_checks(
-    [ZonalRegressor("svgp-activated", **CHECKED), ZonalClassifier("svgp-activated", **CHECKED)]
+    [ZonalRegressor("svgp-activated", **CHECKED), ZonalClassifier("svgp-activated", **CHECKED)],
+    expected_failed_checks=expected_failed_checks,
 )
 def test_scikit_learn_estimator_checks(estimator, check):
     check(estimator)
+
+
+def test_the_checks_expected_to_fail_meet_the_empty_validation_split():
+    """With the default validation fraction, the two listed checks fit classes of 3 to 5 rows:
+    each fails on the named empty-split error, and nothing else is listed."""
+    from sklearn.utils import estimator_checks
+
+    classifier = ZonalClassifier("svgp-activated", num_inducing=8, steps=6, budget=None)
+    expected = expected_failed_checks(classifier)
+    assert sorted(expected) == ["check_estimators_nan_inf", "check_n_features_in_after_fitting"]
+    for name in expected:
+        with pytest.raises(TableError, match="the validation split is empty"):
+            getattr(estimator_checks, name)("ZonalClassifier", clone(classifier))
+    assert expected_failed_checks(ZonalRegressor()) == {}
+    assert expected_failed_checks(clone(classifier).set_params(validation_fraction=0.0)) == {}
 
 
 def test_digits_round_trip_through_a_pipeline():

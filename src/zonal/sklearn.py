@@ -15,6 +15,12 @@ drop into pipelines, grid searches and cross-validation::
 
 A fit whose ``budget`` binds is not reproducible to the bit (the wall clock decides where it
 stops); give ``steps`` small enough for the budget when it must be.
+
+scikit-learn's ``check_estimator`` (scikit-learn 1.9) passes every check for both estimators with
+``validation_fraction=0`` (``check_array_api_input`` is skipped without ``SCIPY_ARRAY_API``). With
+the default ``validation_fraction=0.1`` the classifier fails the checks that fit 10 to 15 rows of
+3 classes, where 10% of each class rounds to no validation row and ``fit`` refuses the empty split
+by name (``expected_failed_checks`` lists them, for ``parametrize_with_checks``).
 """
 
 from __future__ import annotations
@@ -34,6 +40,17 @@ from zonal.fitting import DEFAULT_VALIDATION_FRACTION, TabularModel, Target, fit
 
 #: default wall-clock budget of one ``fit``, seconds (the command line's default)
 DEFAULT_BUDGET = 60.0
+
+
+def expected_failed_checks(estimator: BaseEstimator) -> dict[str, str]:
+    """The scikit-learn checks ``estimator`` fails by design, with the reason (module docstring)."""
+    if not isinstance(estimator, ZonalClassifier) or estimator.validation_fraction == 0:
+        return {}
+    reason = (
+        "fits 3 classes of 3 to 5 rows: 10% of each class rounds to no validation row, and an "
+        "empty validation split is refused by name"
+    )
+    return {"check_n_features_in_after_fitting": reason, "check_estimators_nan_inf": reason}
 
 
 class _ZonalEstimator(BaseEstimator):
@@ -167,4 +184,4 @@ class ZonalClassifier(ClassifierMixin, _ZonalEstimator):
         return self.classes_[np.argmax(probabilities, axis=1)]
 
 
-__all__ = ["ZonalClassifier", "ZonalRegressor"]
+__all__ = ["ZonalClassifier", "ZonalRegressor", "expected_failed_checks"]
