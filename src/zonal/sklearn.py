@@ -25,6 +25,7 @@ by name (``expected_failed_checks`` lists them, for ``parametrize_with_checks``)
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
@@ -117,6 +118,12 @@ class _ZonalEstimator(BaseEstimator):
             batch_size=self.batch_size,
             num_layers=self.num_layers,
         )
+        if self.fitted_.interrupted:
+            warnings.warn(
+                f"fit interrupted (Ctrl-C): kept the best {self.fitted_.spec['model']} so far",
+                RuntimeWarning,
+                stacklevel=3,
+            )
 
     def _predict_columns(self, X: Any) -> dict[str, np.ndarray]:
         check_is_fitted(self, "fitted_")
