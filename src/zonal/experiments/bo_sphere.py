@@ -281,7 +281,7 @@ def _plot(run_dir: RunDirectory, summary: list[dict[str, Any]], config: dict[str
     except ImportError:
         return
     functions = config["functions"]
-    figure = Figure(figsize=(3.6 * len(functions), 3.2))
+    figure = Figure(figsize=(3.8 * len(functions), 3.2), layout="constrained")
     axes = figure.subplots(1, len(functions), squeeze=False)[0]
     for axis, function in zip(axes, functions, strict=True):
         for strategy, colour in zip(STRATEGIES, ("C1", "C0", "C2"), strict=True):
