@@ -1,12 +1,21 @@
 """Models: SVGP, the one-pass collapsed SGPR, doubly-stochastic DGPs, activated DGPs and residual
-DGPs on hyperspheres (Gaussian vector fields composed through the exponential map).
+DGPs on hyperspheres (Gaussian vector fields composed through the exponential map), and activated
+DGP heads on convolutional features with their baselines (MC dropout, deep ensembles).
 
 Every model is a ``ZonalModel`` (``zonal.models.contract``): a BoTorch ``Model`` that owns its
 likelihood and answers ``posterior``, ``predict`` and ``log_predictive_density``.
 """
 
 from zonal.models.activated_dgp import ActivatedDGP, train_network, two_stage_fit
+from zonal.models.baselines import DeepEnsembleClassifier, MCDropoutClassifier, inducing_point_head
 from zonal.models.contract import ZonalModel
+from zonal.models.conv_head import (
+    ConvActivatedDGP,
+    ConvDGPClassifier,
+    ConvFeatures,
+    HybridNetwork,
+    fit_conv_adgp,
+)
 from zonal.models.dgp import DGP, DGPLayer, fit_dgp, inducing_point_dgp
 from zonal.models.kmeans import kmeans
 from zonal.models.residual_dgp import ResidualDGP, hybrid_dgp, residual_dgp
@@ -26,19 +35,27 @@ __all__ = [
     "SGPR",
     "SVGP",
     "ActivatedDGP",
+    "ConvActivatedDGP",
+    "ConvDGPClassifier",
+    "ConvFeatures",
     "DGPLayer",
+    "DeepEnsembleClassifier",
     "FrameSingularityError",
     "FrameVectorField",
     "GaussianVectorField",
+    "HybridNetwork",
+    "MCDropoutClassifier",
     "NotTangentError",
     "ProjectedVectorField",
     "ResidualDGP",
     "ZonalModel",
     "check_targets",
+    "fit_conv_adgp",
     "fit_dgp",
     "fit_svgp",
     "hybrid_dgp",
     "inducing_point_dgp",
+    "inducing_point_head",
     "kmeans",
     "residual_dgp",
     "train_network",
