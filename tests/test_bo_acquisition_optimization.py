@@ -28,7 +28,7 @@ from zonal.bo import (
     sobol_sphere,
     sphere_objective,
 )
-from zonal.bo.acquisition_optimization import perturb
+from zonal.bo.acquisition_optimization import acquisition_device, perturb
 from zonal.geometry import geodesic_distance
 
 
@@ -144,6 +144,16 @@ def test_the_sphere_optimiser_does_at_least_as_well_as_optimize_acqf_on_the_norm
     assert float((candidate.norm(dim=-1) - 1).abs().max()) <= 1e-12
     assert float((ambient.norm(dim=-1) - 1).abs().max()) <= 1e-12
     assert float(value) >= float(ambient_value) - 1e-6
+
+
+def test_candidates_are_created_on_the_acquisitions_device():
+    """Without ``device`` the candidates follow the acquisition's parameters (its model's), as
+    BoTorch's ``optimize_acqf`` follows its bounds: a parameter on the meta device moves the
+    default there; an acquisition without tensors stays on the CPU."""
+    function, _, _ = quadratic(3)
+    assert acquisition_device(function) == torch.device("cpu")
+    function.register_parameter("scale", nn.Parameter(torch.ones(1, device="meta")))
+    assert acquisition_device(function) == torch.device("meta")
 
 
 def test_bad_input_is_refused_by_name():

@@ -42,7 +42,7 @@ def perturb(
 ) -> torch.Tensor:
     """``count`` points [count, d] near the anchors [A, d] (cycled): exp_a(s u), u a uniform
     unit tangent direction at a, s geometric from scales[0] to scales[1] radians."""
-    rows = anchors[torch.arange(count) % len(anchors)]  # [count, d]
+    rows = anchors[torch.arange(count, device=anchors.device) % len(anchors)]  # [count, d]
     noise = torch.randn(rows.shape, generator=generator, dtype=torch.float64).to(rows)
     direction = project_to_tangent(rows, noise)
     direction = direction / direction.norm(dim=-1, keepdim=True).clamp(min=1e-300)
@@ -70,8 +70,17 @@ def raw_candidates(
     points = [design.to(device)]
     if near:
         generator = torch.Generator().manual_seed(seed)
-        points.append(perturb(anchors.to(dtype), near * q, perturbation_scales, generator))
+        anchors = anchors.to(dtype=dtype, device=device)
+        points.append(perturb(anchors, near * q, perturbation_scales, generator))
     return torch.cat(points).reshape(raw_samples, q, ambient_dim)
+
+
+def acquisition_device(acq_function: AcquisitionFunction) -> torch.device:
+    """The device of the acquisition's first parameter or buffer (its model's), the CPU if it
+    has none: where ``optimize_acqf_sphere`` puts its candidates when no device is given."""
+    for tensor in (*acq_function.parameters(), *acq_function.buffers()):
+        return tensor.device
+    return torch.device("cpu")
 
 
 @torch.no_grad()
@@ -115,6 +124,8 @@ def optimize_acqf_sphere(
         perturbation_scales: smallest and largest geodesic radius of the perturbations.
         optimizer: ``"riemannian"`` (zonal's steepest ascent) or ``"geoopt"`` (Riemannian Adam).
         seed: seed of the Sobol scrambling, the perturbations and the restart choice.
+        dtype: dtype of the candidates (float64 by default).
+        device: device of the candidates; by default the acquisition's (``acquisition_device``).
     """
     ambient_dim = check_ambient_dim(ambient_dim)
     if optimizer not in OPTIMIZERS:
@@ -122,7 +133,7 @@ def optimize_acqf_sphere(
     if q < 1 or num_restarts < 1:
         raise ValueError(f"q and num_restarts must be >= 1, got q={q}, {num_restarts=}")
     ascent_options = AscentOptions.from_dict(options)
-    device = torch.device("cpu") if device is None else torch.device(device)
+    device = acquisition_device(acq_function) if device is None else torch.device(device)
     if batch_initial_conditions is not None:
         start = batch_initial_conditions.to(dtype=dtype, device=device)
         if start.dim() != 3 or start.shape[-2:] != (q, ambient_dim):
@@ -162,4 +173,10 @@ def optimize_acqf_sphere(
     return points[best], values[best]
 
 
-__all__ = ["OPTIMIZERS", "optimize_acqf_sphere", "perturb", "raw_candidates"]
+__all__ = [
+    "OPTIMIZERS",
+    "acquisition_device",
+    "optimize_acqf_sphere",
+    "perturb",
+    "raw_candidates",
+]

@@ -14,6 +14,7 @@ from botorch.optim import optimize_acqf
 from torch import nn
 
 from zonal._validation import check_ambient_dim
+from zonal.bo.acquisition_optimization import acquisition_device
 
 #: smallest norm divided by (the box's corner points are far from it; x = 0 has no direction)
 SMALLEST_NORM = 1e-12
@@ -41,11 +42,10 @@ def optimize_acqf_normalised(
     dtype: torch.dtype = torch.float64,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(candidates [q, d] on the sphere, a at them []): ``optimize_acqf`` on the box [-1, 1]^d
-    of a(x / ||x||), the result normalised."""
+    of a(x / ||x||), the result normalised (on the acquisition's device, ``dtype``)."""
     ambient_dim = check_ambient_dim(ambient_dim)
-    bounds = torch.stack(
-        [-torch.ones(ambient_dim, dtype=dtype), torch.ones(ambient_dim, dtype=dtype)]
-    )
+    ones = torch.ones(ambient_dim, dtype=dtype, device=acquisition_device(acq_function))
+    bounds = torch.stack([-ones, ones])  # [2, d]
     candidate, value = optimize_acqf(
         NormalisedInput(acq_function),
         bounds=bounds,
