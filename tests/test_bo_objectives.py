@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from zonal.bo import OBJECTIVES, sobol_sphere, sphere_objective
-from zonal.bo.objectives import ackley, normal_coordinates, tangent_basis_at
+from zonal.bo.objectives import _singular_centres, ackley, normal_coordinates, tangent_basis_at
 from zonal.geometry import exp_map, geodesic_distance, log_map, project_to_tangent
 
 
@@ -43,8 +43,14 @@ def test_the_stated_optimum_is_attained_at_the_minimiser_and_nowhere_lower(name)
     assert float(function(torch.cat([design, near])).min()) > function.optimum_value
 
 
-def test_the_closed_form_optimum_of_the_singular_function():
-    assert sphere_objective("singular-s2").optimum_value == pytest.approx(-math.cos(0.5), abs=0)
+def test_the_singular_function_is_minus_cos_half_at_its_tip():
+    """The basin's centre m lies 0.5 rad from the tip x*, so f(x*) = (1 - cos 0.5) - 1 exactly:
+    the function evaluated (not the stored constant) against the closed form."""
+    function = sphere_objective("singular-s2")
+    tip = function.minimiser_tensor()
+    _, centre = _singular_centres(tip)
+    assert float(geodesic_distance(tip, centre)) == pytest.approx(0.5, abs=1e-14)
+    assert float(function(tip.unsqueeze(0))) == pytest.approx(-math.cos(0.5), abs=1e-14)
 
 
 def test_ackley_coordinates_are_those_of_the_logarithm_map():
