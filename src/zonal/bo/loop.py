@@ -93,7 +93,7 @@ def step_seed(seed: int, step: int) -> int:
 def standardise(values: torch.Tensor, minimize: bool) -> torch.Tensor:
     """Targets for a maximising model: (t - mean) / std of t = -y (minimise) or y, [n]."""
     targets = -values if minimize else values
-    scale = targets.std() if len(targets) > 1 else torch.ones((), dtype=targets.dtype)
+    scale = targets.std() if len(targets) > 1 else targets.new_ones(())
     scale = scale if float(scale) > 0 else torch.ones_like(scale)
     return (targets - targets.mean()) / scale
 
