@@ -36,6 +36,7 @@ from zonal.features import SphericalHarmonicFeatures
 from zonal.geometry import OnSphere, exp_map, project_to_tangent
 from zonal.models import SGPR, SVGP, inducing_point_dgp
 from zonal.models.vector_field import sphere_kernel
+from zonal.sampling import draw_posterior_paths
 
 NOISE = 0.05
 
@@ -226,12 +227,20 @@ def test_every_acquisition_of_every_model_is_maximised_on_the_sphere(models, nam
 
 
 def test_deep_thompson_sampling_sums_one_fixed_whole_function_draw_per_point(models):
-    acquisition = thompson_sampling(models["ResidualDGP"])
+    """a(X_b) = sum_j F_j(x_bj) with F_1..F_q zonal's own whole-function draws of the deep
+    posterior (``draw_posterior_paths`` from the same random state, evaluated point by point),
+    fixed across calls: BoTorch's q-batch Thompson convention, with no ensemble member chosen."""
+    model = models["ResidualDGP"]
+    acquisition = thompson_sampling(model)
     x = sobol_sphere(6, 3, seed=8).reshape(3, 2, 3)  # 3 q-batches of 2 points
-    values = acquisition(x)
-    draws = acquisition.samples  # BoTorch's path model: draw j evaluated at point j
-    per_point = draws(x.unsqueeze(-2)).squeeze(-1).squeeze(-1)  # [3, 2]
-    torch.testing.assert_close(values, per_point.sum(-1), atol=1e-12, rtol=0)
+    torch.manual_seed(3)
+    values = acquisition(x)  # the first call draws q = 2 functions
+    torch.manual_seed(3)
+    draws = draw_posterior_paths(model, torch.Size([2]))
+    with torch.no_grad():
+        at_every_point = draws(x.reshape(6, 3)).reshape(2, 3, 2)  # [draw, batch, point]
+    expected = at_every_point[0, :, 0] + at_every_point[1, :, 1]  # draw j at point j
+    torch.testing.assert_close(values, expected, atol=1e-12, rtol=0)
     torch.testing.assert_close(acquisition(x), values, atol=0, rtol=0)
     probe = x.clone().requires_grad_(True)
     acquisition(probe).sum().backward()
