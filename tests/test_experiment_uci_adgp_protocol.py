@@ -18,6 +18,7 @@ from zonal.experiments.uci_adgp_protocol import (
     _activated,
     dropout_passes,
     gaussian_log_density,
+    mixture_log_density,
 )
 
 TINY = {
@@ -47,6 +48,19 @@ def test_gaussian_density_matches_scipy():
     mean = torch.tensor([0.0, -1.0, 1.5], dtype=torch.float64)
     expected = stats.norm.logpdf(y.numpy(), mean.numpy(), math.sqrt(0.7))
     assert torch.allclose(gaussian_log_density(y, mean, 0.7), torch.as_tensor(expected))
+
+
+def test_the_dropout_density_is_the_log_of_the_mixture_of_its_passes():
+    """log((1/T) sum_t N(y | f_t, s^2)) from scipy's pdfs, summed before the log; it exceeds the
+    mean of the passes' log densities (Jensen) where the passes disagree, so a mean of logs fails."""
+    y = torch.tensor([0.3, -1.2, 2.0], dtype=torch.float64)
+    means = torch.tensor([[0.0, -1.0, 1.5], [1.5, -3.0, 3.0]], dtype=torch.float64)  # [T, N]
+    pdfs = stats.norm.pdf(y.numpy(), means.numpy(), math.sqrt(0.4))  # [T, N]
+    expected = torch.as_tensor(pdfs.mean(0)).log()
+    density = mixture_log_density(y, means, 0.4)
+    torch.testing.assert_close(density, expected, atol=1e-12, rtol=0)
+    mean_of_logs = gaussian_log_density(y, means, 0.4).mean(0)
+    assert bool((density - mean_of_logs > 0.1).all())
 
 
 def test_dropout_passes_without_dropout_are_the_network():

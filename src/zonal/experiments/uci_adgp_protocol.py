@@ -92,6 +92,13 @@ def gaussian_log_density(y: torch.Tensor, mean: torch.Tensor, variance: float) -
     return -0.5 * (math.log(2 * math.pi * variance) + (y - mean) ** 2 / variance)
 
 
+def mixture_log_density(y: torch.Tensor, means: torch.Tensor, variance: float) -> torch.Tensor:
+    """log p(y_i) [N] of the equal-weight mixture (1/T) sum_t N(y_i | means[t, i], variance)
+    over passes t = 1..T (means [T, N]): a log-mean-exp over the passes, not a mean of logs."""
+    log_densities = gaussian_log_density(y, means, variance)  # [T, N]
+    return torch.logsumexp(log_densities, dim=0) - math.log(means.shape[0])
+
+
 @torch.no_grad()
 def dropout_passes(
     network: DropoutNetwork, x: torch.Tensor, passes: int, seed: int
@@ -185,8 +192,7 @@ def fit_split(
         train_mean = dropout_passes(network, x_train, passes, seed).mean(0)  # [N]
         noise = max(float(torch.mean((train_mean - y_train) ** 2)), 1e-6)
         outputs = dropout_passes(network, x_test, passes, seed + 1)  # [T, N]
-        log_mixture = torch.logsumexp(gaussian_log_density(y_test, outputs, noise), 0)
-        density = log_mixture - math.log(passes)  # [N]
+        density = mixture_log_density(y_test, outputs, noise)  # [N]
         mse = float(torch.mean((outputs.mean(0) - y_test) ** 2))
         results["Dropout"] = scored(mse, float(density.mean()))
     if "DGP" in wanted:
@@ -291,4 +297,11 @@ def _plot(run_dir: RunDirectory, summary: list[dict[str, Any]]) -> None:
     run_dir.save_figure("uci_protocol.png", figure)
 
 
-__all__ = ["MODELS", "QUICK", "DropoutNetwork", "run_uci_adgp_protocol", "summarise"]
+__all__ = [
+    "MODELS",
+    "QUICK",
+    "DropoutNetwork",
+    "mixture_log_density",
+    "run_uci_adgp_protocol",
+    "summarise",
+]
