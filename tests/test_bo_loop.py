@@ -26,6 +26,7 @@ from zonal.bo import (
     smooth_sphere,
 )
 from zonal.bo import loop as loop_module
+from zonal.bo.loop import standardise
 
 FAST = LoopSettings(
     num_restarts=2,
@@ -135,6 +136,16 @@ def test_the_shallow_held_out_density_is_the_exact_gps_gaussian_predictive_densi
         expected = torch.distributions.Normal(predictive.mean, predictive.variance.sqrt())
         expected = expected.log_prob((test - mean) / scale).sum()
     assert score == pytest.approx(float(expected), abs=1e-8)
+
+
+def test_the_deep_surrogate_takes_the_dtype_of_the_points():
+    """The residual DGP is built in the dtype (and on the device) of the points it is fitted to:
+    float32 points give float32 parameters and a float32 predictive mean."""
+    x = torch.nn.functional.normalize(torch.randn(8, 3, generator=torch.Generator().manual_seed(1)))
+    targets = standardise(smooth_sphere(x.double()), minimize=True).float()
+    model = loop_module.fit_surrogate("deep", x, targets, FAST, seed=0)
+    assert {p.dtype for p in model.parameters()} == {torch.float32}
+    assert model.predict(x)[0].dtype == torch.float32
 
 
 def test_an_objective_returning_nan_is_a_named_error_that_keeps_the_state(tmp_path):

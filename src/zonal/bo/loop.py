@@ -124,6 +124,8 @@ def fit_surrogate(
         posterior_samples=settings.posterior_samples,
         posterior_seed=seed,
         seed=seed,
+        dtype=X.dtype,
+        device=X.device,
     )
     if previous is not None:
         model.load_state_dict(previous.state_dict())

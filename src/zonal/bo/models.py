@@ -85,15 +85,16 @@ def residual_deep_gp(
     initial_noise: float = 1e-2,
     seed: int = 0,
     dtype: torch.dtype = torch.float64,
+    device: torch.device | str | None = None,
 ) -> ResidualDGP:
     """A residual DGP on S^{d-1} (``OnSphere`` inputs) with ``num_hidden_layers`` projected vector
     fields, every layer's ``num_inducing`` inducing points fixed on ``sobol_sphere`` (scrambled
     by ``seed``); its posterior mixes ``posterior_samples`` inner draws from ``posterior_seed``
-    (fixed: an acquisition function of it is deterministic)."""
-    inducing = sobol_sphere(num_inducing, ambient_dim, seed=seed, dtype=dtype)
-    model = residual_dgp(ambient_dim, num_hidden_layers, inducing, input_map=OnSphere(), nu=nu).to(
-        dtype
-    )
+    (fixed: an acquisition function of it is deterministic); parameters of ``dtype`` on
+    ``device`` (those of the training inputs, in ``zonal.bo.loop``)."""
+    inducing = sobol_sphere(num_inducing, ambient_dim, seed=seed, dtype=dtype, device=device)
+    model = residual_dgp(ambient_dim, num_hidden_layers, inducing, input_map=OnSphere(), nu=nu)
+    model = model.to(dtype=dtype, device=inducing.device)
     model.num_posterior_samples = int(posterior_samples)
     model.posterior_seed = int(posterior_seed)
     model.likelihood.noise = initial_noise
