@@ -184,7 +184,8 @@ def test_time_to_target_summary_and_verdicts_name_whoever_wins():
     on every split while zonal's ADGP-3 reaches it sooner on two of three: the summary counts and
     averages only the splits that reached it, the table cell says so, a model that never got there
     says "never", and the verdict names GPyTorch's SVGP for MSE (with zonal's best beside) and
-    the SVGP as first to the target (most splits first), with the others' ratios."""
+    the SVGP as first to the target (most splits first), with the others' ratios, marking a
+    ratio whose means are closer than their spreads."""
     config = {"datasets": ["yacht"], "models": list(MODELS), "target_mse": {"yacht": 0.01}}
 
     def row(model, split, mse, tll, seconds, to_target):
@@ -215,8 +216,13 @@ def test_time_to_target_summary_and_verdicts_name_whoever_wins():
     assert "lowest test MSE GPyTorch SVGP (0.0020), zonal's best ADGP-3 0.0040" in line
     assert "highest TLL GPyTorch SVGP (1.800), zonal's best ADGP-3 1.500" in line
     assert "first to the target GPyTorch SVGP (6.0 s, 3/3 splits)" in line
-    assert "zonal ADGP-3 0.5x" in line  # 3.0 s against 6.0 s, on fewer splits
+    assert "zonal ADGP-3 0.5x, " in line  # 3.0 s against 6.0 s, on fewer splits
     assert "zonal DGP-3 never, > 2.0x" in line  # trained 12 s without reaching it
+    rows += [row("gpytorch-dgp", 3 + s, 0.03, 0.1, 20.0, t) for s, t in enumerate([3.0, 11.0])]
+    summary = {entry["model"]: entry for entry in summarise(rows, config)}
+    (line,) = verdicts(list(summary.values()))
+    # 7.0 ± 5.7 s (2 of 5 splits) against the SVGP's 6.0 ± 0.0 s: closer than their spreads
+    assert "GPyTorch DeepGP-3 1.2x (within the spread)" in line
 
 
 def test_report_and_table_put_seed_000_beside_our_counterparts(tmp_path):

@@ -560,7 +560,8 @@ def _best(group, key: str, choose: Callable, what: str, number: str) -> str:
 
 def _fastest(group, reached) -> str:
     """The first to the target (most splits reached, then fewest seconds), with the ratio of
-    every other model's seconds to its own (a bound for those that never got there)."""
+    every other model's seconds to its own (a bound for those that never got there), marked
+    "within the spread" when the two means are less than their standard deviations apart."""
     best = min(reached, key=lambda entry: (-entry["reached"], entry["seconds_to_target"]))
     others = []
     for entry in group:
@@ -568,6 +569,9 @@ def _fastest(group, reached) -> str:
             continue
         if entry["reached"]:
             ratio = f"{entry['seconds_to_target'] / best['seconds_to_target']:.1f}x"
+            gap = abs(entry["seconds_to_target"] - best["seconds_to_target"])
+            if gap < entry["seconds_to_target_std"] + best["seconds_to_target_std"]:
+                ratio += " (within the spread)"
         else:
             ratio = f"never, > {entry['seconds'] / best['seconds_to_target']:.1f}x"
         others.append(f"{_short(entry['model'])} {ratio}")
