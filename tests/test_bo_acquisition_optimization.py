@@ -156,6 +156,35 @@ def test_candidates_are_created_on_the_acquisitions_device():
     assert acquisition_device(function) == torch.device("meta")
 
 
+class NaNBelowEquator(AcquisitionFunction):
+    """a(X) = x_1 on the upper half-sphere x_1 > 0, NaN below (a broken model's acquisition)."""
+
+    def __init__(self) -> None:
+        nn.Module.__init__(self)
+
+    def forward(self, X: torch.Tensor) -> torch.Tensor:
+        first = X[..., 0].sum(-1)  # [b]
+        return torch.where(first > 0, first, torch.full_like(first, float("nan")))
+
+
+def test_restarts_with_nan_values_are_never_the_best_and_all_nan_is_a_named_error():
+    """torch's argmax ranks NaN highest; the optimiser must return a finite restart (here the
+    one started nearest the pole e_1, which reaches it) and refuse an all-NaN result by name."""
+    start = torch.tensor([[[0.6, 0.8, 0.0]], [[-0.6, 0.8, 0.0]], [[0.0, -0.6, -0.8]]])
+    start = start.double()
+    candidate, value = optimize_acqf_sphere(
+        NaNBelowEquator(), 3, q=1, num_restarts=3, batch_initial_conditions=start
+    )
+    assert float(value) == pytest.approx(1.0, abs=1e-9)
+    torch.testing.assert_close(
+        candidate, torch.tensor([[1.0, 0.0, 0.0]], dtype=torch.float64), atol=1e-5, rtol=0
+    )
+    with pytest.raises(ValueError, match="NaN at all 2 restarts"):
+        optimize_acqf_sphere(
+            NaNBelowEquator(), 3, q=1, num_restarts=2, batch_initial_conditions=start[1:]
+        )
+
+
 def test_bad_input_is_refused_by_name():
     function, _, _ = quadratic(3)
     with pytest.raises(ValueError, match="optimizer must be one of"):

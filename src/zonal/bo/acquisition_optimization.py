@@ -10,7 +10,8 @@ Candidates are q-batches of unit vectors X [q, d]. The steps (seed 004 sec. 4.1 
    (Boltzmann sampling on the standardised acquisition values), or ``batch_initial_conditions``.
 3. Multi-start Riemannian ascent (``riemannian.riemannian_ascent``; ``optimizer="geoopt"``:
    geoopt's Riemannian Adam), every restart in one t-batch.
-4. The best restart (``return_best_only``), or all of them.
+4. The best restart (``return_best_only``; restarts where the acquisition is NaN are passed
+   over, and NaN at every restart is a ``ValueError``), or all of them.
 
 The candidates lie on the sphere to rounding (|1 - ||x||| <= 1e-12 is tested). The return is
 BoTorch's: (candidates [q, d], acquisition value []) or ([R, q, d], [R]).
@@ -167,9 +168,14 @@ def optimize_acqf_sphere(
             torch.manual_seed(seed)
             start, _ = initialize_q_batch(raw, values, num_restarts)
     points, values = OPTIMIZERS[optimizer](acq_function, start, ascent_options)
+    if torch.isnan(values).all():
+        raise ValueError(
+            f"the acquisition function is NaN at all {len(values)} restarts: check the model "
+            "(its posterior variance) and the acquisition's inputs"
+        )
     if not return_best_only:
         return points, values
-    best = int(values.argmax())
+    best = int(values.nan_to_num(nan=-math.inf).argmax())  # a NaN restart is never the best
     return points[best], values[best]
 
 
