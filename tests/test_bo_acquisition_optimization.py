@@ -179,6 +179,25 @@ def test_restarts_with_nan_values_are_never_the_best_and_all_nan_is_a_named_erro
     torch.testing.assert_close(
         candidate, torch.tensor([[1.0, 0.0, 0.0]], dtype=torch.float64), atol=1e-5, rtol=0
     )
+    pytest.importorskip("geoopt")
+    candidate, value = optimize_acqf_sphere(
+        NaNBelowEquator(), 3, q=1, num_restarts=3, batch_initial_conditions=start,
+        optimizer="geoopt", options={"max_iterations": 5},
+    )  # fmt: skip
+    assert float(value) == pytest.approx(float(NaNBelowEquator()(candidate.unsqueeze(0))))
+    assert float(value) >= 0.6
+
+    # geoopt's Adam from a NaN start whose gradient (of x_1, the where's other input) leads
+    # out of the NaN region: the first finite value is recorded as that restart's best
+    def nan_then_finite(X):
+        return X[..., 0].sum(-1) + torch.where(X[..., 0].sum(-1) > 0, 0.0, float("nan"))
+
+    inside = torch.nn.functional.normalize(torch.tensor([[[-0.05, 1.0, 0.0]]]).double(), dim=-1)
+    points, values = geoopt_ascent(
+        nan_then_finite, inside, AscentOptions(max_iterations=30, learning_rate=0.1)
+    )
+    assert float(values[0]) > 0
+    assert float(values[0]) == pytest.approx(float(nan_then_finite(points)[0]), abs=1e-12)
     with pytest.raises(ValueError, match="NaN at all 2 restarts"):
         optimize_acqf_sphere(
             NaNBelowEquator(), 3, q=1, num_restarts=2, batch_initial_conditions=start[1:]

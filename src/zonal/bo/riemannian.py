@@ -170,15 +170,21 @@ def geoopt_ascent(
         value = function(point)  # [R], at the point before this step
         (-value.sum()).backward()
         with torch.no_grad():
-            better = value.detach() > best_value
+            better = _improves(value.detach(), best_value)
             best_x[better], best_value[better] = point.detach()[better], value.detach()[better]
         optimiser.step()
     with torch.no_grad():
         final = point.detach()
         value = function(final)
-        better = value > best_value
+        better = _improves(value, best_value)
         best_x[better], best_value[better] = final[better], value[better]
     return best_x, best_value
+
+
+def _improves(value: torch.Tensor, best: torch.Tensor) -> torch.Tensor:
+    """[R]: value > best, or a number where the best so far is NaN (NaN > x is False, so a
+    restart starting at a NaN would otherwise never record a finite value)."""
+    return (value > best) | (torch.isnan(best) & ~torch.isnan(value))
 
 
 __all__ = [
