@@ -28,6 +28,7 @@ class NormalisedInput(AcquisitionFunction):
         self.acq_function = acq_function
 
     def forward(self, X: torch.Tensor) -> torch.Tensor:
+        """a(X / ||X||) [b] for X [b, q, d] (norms floored at ``SMALLEST_NORM``)."""
         return self.acq_function(X / X.norm(dim=-1, keepdim=True).clamp(min=SMALLEST_NORM))
 
 

@@ -32,6 +32,8 @@ from zonal.models.vector_field import sphere_kernel
 
 
 def _check_training_data(train_X: torch.Tensor, train_Y: torch.Tensor) -> None:
+    """train_X a tensor [N, d] of unit vectors and train_Y with N rows; a ``ValueError``
+    naming the problem otherwise."""
     if not isinstance(train_X, torch.Tensor) or train_X.dim() != 2:
         raise ValueError("train_X must be a tensor [N, d] of unit vectors")
     check_unit_vectors(train_X, train_X.shape[-1], "train_X")

@@ -20,6 +20,7 @@
 
 from __future__ import annotations
 
+import torch
 from botorch.sampling.pathwise import SamplePath
 from botorch.sampling.pathwise.features.generators import GenKernelFeatures
 from botorch.sampling.pathwise.posterior_samplers import DrawMatheronPaths
@@ -57,10 +58,14 @@ class DeepSamplePath(SamplePath):
         super().__init__()
         self.draws = draws
 
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """F_s(x) [*S, *b, N] at inputs x [*b, N, D], draw s of every layer reading draw s of
+        the layer before."""
         return self.draws(x)
 
     def set_ensemble_as_batch(self, ensemble_as_batch: bool) -> None:
+        """BoTorch's switch for ensemble models; only ``False`` (the default) is meaningful here,
+        ``True`` is a ``ValueError``."""
         if ensemble_as_batch:
             raise ValueError(
                 "a pathwise draw of a deep zonal model is one function: it has no ensemble "
