@@ -168,6 +168,8 @@ def test_bad_input_raises_named_errors():
         model.log_predictive_density(images, labels + 3)
     with pytest.raises(ValueError, match="outputs 4 features but the head expects 5"):
         HybridNetwork(_user_extractor(), model.head.to_torch_module(), IMAGE_SHAPE, NUM_CLASSES)
+    with pytest.raises(ValueError, match="outputs 4 features but the head expects 5"):
+        HybridNetwork(_user_extractor(), nn.Sequential(nn.Linear(5, 3)), IMAGE_SHAPE, NUM_CLASSES)
     wrong = ConvActivatedDGP.build(IMAGE_SHAPE, NUM_CLASSES, extractor=_user_extractor(),
                                    hidden_width=2, num_inducing=4)  # fmt: skip
     with pytest.raises(ValueError, match="outputs 5 features but the head expects 4"):

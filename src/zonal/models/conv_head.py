@@ -233,7 +233,9 @@ class HybridNetwork(ImageClassifier):
             raise ValueError(
                 f"the head must be an nn.Sequential of layers, got {type(head).__name__}"
             )
-        expected = getattr(head[0], "input_dim", None) if len(head) else None
+        first = head[0] if len(head) else None
+        # ActivatedNetwork layers name their width input_dim, torch's Linear in_features
+        expected = getattr(first, "input_dim", getattr(first, "in_features", None))
         self.feature_dim = _check_extractor(extractor, self.image_shape, expected)
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
