@@ -48,7 +48,8 @@ class MCDropoutClassifier(ImageClassifier):
         features = extract_frozen(self.network.extractor, images)  # [n, D]
         self.network.train()  # dropout on in the head
         total = torch.zeros((), dtype=features.dtype, device=features.device)
-        with torch.random.fork_rng(devices=[images.device] if images.is_cuda else []):
+        # the masks are drawn where the head runs: the features' device, not the images'
+        with torch.random.fork_rng(devices=[features.device] if features.is_cuda else []):
             torch.manual_seed(self.seed)
             for _ in range(self.num_passes):
                 total = total + torch.softmax(self.network.head_logits(features), dim=-1)
