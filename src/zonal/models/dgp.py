@@ -201,17 +201,26 @@ class DGP(DeepGP, ZonalModel):
         inner draws wherever it sits in the batch, as BoTorch's fixed base samples do.
         """
         samples = self.num_posterior_samples
-        h = X.unsqueeze(-3).expand(*X.shape[:-2], samples, *X.shape[-2:])  # [*b, S, q, D]
         generator = None
         if self.posterior_seed is not None:
             generator = torch.Generator(device=X.device).manual_seed(self.posterior_seed)
-        for layer in self.layers[:-1]:
-            output = layer(h, are_samples=True)  # [*b, S, q, D_l]
+        if len(self.layers) == 1:
+            h = X.unsqueeze(-3).expand(*X.shape[:-2], samples, *X.shape[-2:])  # [*b, S, q, D]
+            return self.layers[0](h, are_samples=True)
+        # the first layer's marginals at the deterministic X are the same for every draw: computed
+        # once and broadcast against the S draws
+        output = self.layers[0](X, are_samples=True)  # [*b, q, D_1]
+        mean = output.mean.unsqueeze(-3)  # [*b, 1, q, D_1]
+        std = output.variance.sqrt().unsqueeze(-3)  # [*b, 1, q, D_1]
+        last = len(self.layers) - 1
+        for index, layer in enumerate(self.layers[1:], start=1):
             noise = torch.randn(
-                output.mean.shape[-3:], generator=generator, dtype=X.dtype, device=X.device
+                (samples, *mean.shape[-2:]), generator=generator, dtype=X.dtype, device=X.device
             )  # [S, q, D_l]
-            h = output.mean + output.variance.sqrt() * noise
-        return self.layers[-1](h, are_samples=True)
+            output = layer(mean + std * noise, are_samples=True)  # [*b, S, q, D_{l+1}]
+            if index < last:
+                mean, std = output.mean, output.variance.sqrt()
+        return output
 
     def set_variational_scale(self, scale: float) -> None:
         """Every layer's q covariance to scale^2 I (whitened: relative to the prior)."""
