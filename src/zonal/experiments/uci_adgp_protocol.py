@@ -71,6 +71,9 @@ FULL: dict[str, Any] = {
     "eval_samples": 100,
 }
 PAPER: dict[str, dict[str, Any]] = {"seed 001 sec. 4.2 (UCI regression)": {}}
+#: floor of the networks' predictive variance (their training MSE), on the standardised scale: a
+#: network that interpolates its training rows would otherwise give log 0 and 0 / 0 densities
+MIN_NOISE = 1e-6
 
 
 class DropoutNetwork(torch.nn.Module):
@@ -166,7 +169,7 @@ def fit_split(
         train_network_stage(network, x_train, y_train, "mse", config["network_steps"], schedule,
                             generator)  # fmt: skip
         with torch.no_grad():
-            train_mse = float(torch.mean((network(x_train) - y_train) ** 2))
+            train_mse = max(float(torch.mean((network(x_train) - y_train) ** 2)), MIN_NOISE)
             mean = network(x_test)
         density = gaussian_log_density(y_test, mean, train_mse)
         results["Vanilla"] = scored(float(torch.mean((mean - y_test) ** 2)), float(density.mean()))
@@ -190,7 +193,7 @@ def fit_split(
                             generator)  # fmt: skip
         passes = config["dropout_passes"]
         train_mean = dropout_passes(network, x_train, passes, seed).mean(0)  # [N]
-        noise = max(float(torch.mean((train_mean - y_train) ** 2)), 1e-6)
+        noise = max(float(torch.mean((train_mean - y_train) ** 2)), MIN_NOISE)
         outputs = dropout_passes(network, x_test, passes, seed + 1)  # [T, N]
         density = mixture_log_density(y_test, outputs, noise)  # [N]
         mse = float(torch.mean((outputs.mean(0) - y_test) ** 2))
