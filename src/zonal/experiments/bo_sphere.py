@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from zonal.experiments.registry import register_experiment
+from zonal.experiments.residual_dgp_sphere import quartiles
 from zonal.experiments.run_directory import RunDirectory
 
 QUICK: dict[str, Any] = {
@@ -141,14 +142,6 @@ def run_strategy(config: dict[str, Any], function: str, repeat: int, strategy: s
         settings=loop_settings(config),
         progress=False,
     )
-
-
-def quartiles(values: list[float]) -> tuple[float, float, float]:
-    """(first quartile, median, third quartile), linear interpolation (one value: itself)."""
-    if len(values) == 1:
-        return values[0], values[0], values[0]
-    first, median, third = statistics.quantiles(values, n=4, method="inclusive")
-    return first, median, third
 
 
 def log_regret(regret: float) -> float:

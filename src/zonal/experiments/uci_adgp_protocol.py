@@ -27,12 +27,12 @@ splits), ``uci_protocol.png``; a checkpoint after every (dataset, split, model).
 from __future__ import annotations
 
 import math
-import statistics
 import zlib
 from typing import Any
 
 import torch
 
+from zonal.experiments.dataset_shift import mean_and_error
 from zonal.experiments.registry import register_experiment
 from zonal.experiments.run_directory import RunDirectory
 
@@ -225,11 +225,7 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         found = [r for r in rows if (r["dataset"], r["model"]) == (dataset, model)]
         entry: dict[str, Any] = {"dataset": dataset, "model": model, "splits": len(found)}
         for metric in ("rmse", "nlpd"):
-            values = [r[metric] for r in found]
-            entry[metric] = statistics.fmean(values)
-            entry[f"{metric}_se"] = (
-                statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else math.nan
-            )
+            entry[metric], entry[f"{metric}_se"] = mean_and_error([r[metric] for r in found])
         summary.append(entry)
     return summary
 
