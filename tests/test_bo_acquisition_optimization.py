@@ -13,6 +13,7 @@ import sys
 import pytest
 import torch
 from botorch.acquisition import AcquisitionFunction, qLogExpectedImprovement
+from botorch.optim import optimize_acqf
 from botorch.sampling import SobolQMCNormalSampler
 from torch import nn
 
@@ -202,6 +203,30 @@ def test_restarts_with_nan_values_are_never_the_best_and_all_nan_is_a_named_erro
         optimize_acqf_sphere(
             NaNBelowEquator(), 3, q=1, num_restarts=2, batch_initial_conditions=start[1:]
         )
+
+
+def test_the_return_follows_botorchs_optimize_acqf():
+    """As ``optimize_acqf``: all restarts ([R, q, d], [R]) without ``return_best_only``, else the
+    best restart ([q, d], []); the values are the acquisition at the returned points."""
+    function, _, _ = quadratic(3)
+    start = sobol_sphere(8, 3, seed=6).reshape(4, 2, 3)  # R = 4 restarts, q = 2
+    ones = torch.ones(3, dtype=torch.float64)
+    theirs, their_values = optimize_acqf(
+        function, torch.stack([-ones, ones]), q=2, num_restarts=4,
+        batch_initial_conditions=start, return_best_only=False, options={"maxiter": 3},
+    )  # fmt: skip
+    everything, values = optimize_acqf_sphere(
+        function, 3, q=2, num_restarts=4, batch_initial_conditions=start, return_best_only=False
+    )
+    assert everything.shape == theirs.shape == (4, 2, 3)
+    assert values.shape == their_values.shape == (4,)
+    torch.testing.assert_close(values, function(everything), atol=1e-12, rtol=0)
+    best, best_value = optimize_acqf_sphere(
+        function, 3, q=2, num_restarts=4, batch_initial_conditions=start
+    )
+    assert best.shape == (2, 3) and best_value.shape == ()
+    torch.testing.assert_close(best, everything[values.argmax()], atol=0, rtol=0)
+    torch.testing.assert_close(best_value, values.max(), atol=0, rtol=0)
 
 
 def test_bad_input_is_refused_by_name():
