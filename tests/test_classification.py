@@ -15,21 +15,13 @@ from gpytorch.likelihoods import BernoulliLikelihood, SoftmaxLikelihood
 
 from zonal import recipes
 from zonal.cli import main
-from zonal.fitting import (
-    LabelError,
-    Target,
-    class_probabilities,
-    detect_target,
-    fit_data,
-    label_texts,
-    predict_data,
-    predict_table,
-)
+from zonal.fitting import class_probabilities, fit_data, predict_data, predict_table
 from zonal.models import SVGP, ActivatedDGP
 from zonal.models.training import TrainingControl
 from zonal.recipes import UnsupportedLikelihoodError, resolve_spec
 from zonal.saved_model import load_model, save_model
 from zonal.tabular import TableError, read_table
+from zonal.targets import LabelError, Target, detect_target, label_texts
 
 FAST = ["--model", "svgp-activated", "--num-inducing", "16", "--steps", "60", "--quiet"]
 

@@ -12,10 +12,11 @@ import torch
 
 from zonal import recipes
 from zonal.cli import main
-from zonal.fitting import Target, fit_data, validation_split
+from zonal.fitting import fit_data, validation_split
 from zonal.models.training import TrainingControl, adam_on_minibatches
 from zonal.recipes import auto_candidates, harmonic_layout
 from zonal.saved_model import load_model
+from zonal.targets import Target
 
 
 def test_the_validation_split_is_seeded_stratified_and_disjoint():

@@ -3,12 +3,8 @@
 ``fit_table`` reads the input and target columns of a table; ``fit_data`` (shared with
 ``zonal.sklearn``) does the rest:
 
-1. **The task** (``detect_target``): a target of text labels, or of at most ``MAX_AUTO_CLASSES``
-   integer values (and no more than one class per 5 rows), is a classification target: two
-   classes train a Bernoulli (probit) likelihood, more a softmax over one latent GP per class;
-   any other numeric target is regression (Gaussian likelihood). ``likelihood=`` overrides.
-   Labels are kept as text (``"3"`` for the number 3.0) in a fixed order (numeric labels by
-   value, text labels alphabetically): class c is the c-th label.
+1. **The task** (``zonal.targets.detect_target``): text labels or a few integer values are
+   classes (Bernoulli or softmax likelihood), any other numeric target is regression.
 2. **The validation split**: ``validation_fraction`` of the rows (stratified by class, seeded by
    ``seed``) is held out; inputs (and a regression target) are standardised with the training
    rows' statistics. Training keeps the state with the best validation log likelihood (early
@@ -43,7 +39,6 @@ from zonal.models import ZonalModel
 from zonal.models.training import TrainingControl
 from zonal.recipes import (
     ARD_MODELS,
-    LIKELIHOODS,
     RECIPES,
     TrainingInterrupted,
     auto_candidates,
@@ -51,12 +46,16 @@ from zonal.recipes import (
     resolve_spec,
     train,
 )
-from zonal.tabular import MISSING_TOKENS, Table, TableError
+from zonal.tabular import Table, TableError
+from zonal.targets import (
+    REGRESSION,
+    LabelError,
+    Target,
+    detect_target,
+    encode_labels,
+    label_texts,
+)
 
-#: a numeric target with at most this many distinct integer values is read as class labels
-MAX_AUTO_CLASSES = 10
-#: ... and with at least this many rows per class
-MIN_ROWS_PER_AUTO_CLASS = 5
 DEFAULT_VALIDATION_FRACTION = 0.1
 #: ``--model auto`` runs the Adam recipes for this many times their default steps (the budget
 #: and early stopping end them sooner)
@@ -67,32 +66,6 @@ MONITORED_VALIDATION_ROWS = 2000
 SOFTMAX_DRAWS = 256
 #: rows per chunk when class probabilities are computed
 PROBABILITY_CHUNK = 512
-
-
-class LabelError(TableError):
-    """A classification target that cannot be used: a single class, a class the model never saw,
-    missing labels, or a likelihood that does not fit the labels."""
-
-
-@dataclass(frozen=True)
-class Target:
-    """What the target column is: ``likelihood`` (``zonal.recipes.LIKELIHOODS``) and, for
-    classification, the class labels as text in class order."""
-
-    likelihood: str
-    classes: tuple[str, ...] = ()
-
-    @property
-    def is_classification(self) -> bool:
-        """True for a Bernoulli or softmax likelihood."""
-        return self.likelihood != "gaussian"
-
-    def describe(self) -> str:
-        """E.g. ``regression`` or ``classification (3 classes: a, b, c)``."""
-        if not self.is_classification:
-            return "regression"
-        shown = ", ".join(self.classes[:6]) + (", ..." if len(self.classes) > 6 else "")
-        return f"classification ({len(self.classes)} classes: {shown})"
 
 
 @dataclass
@@ -122,7 +95,7 @@ class TabularModel:
     y_scaler: Standardizer
     num_rows: int
     source: str = ""
-    target: Target = Target("gaussian")
+    target: Target = REGRESSION
     validation: dict[str, float] = field(default_factory=dict)
     scores: dict[str, dict[str, float]] = field(default_factory=dict)
     num_validation_rows: int = 0
@@ -142,95 +115,6 @@ class TabularModel:
         layers = getattr(self.trained.model, "layers", None)
         depth = f", {len(layers)} layers" if layers is not None else ""
         return f"{spec['model']} ({spec['kernel']} kernel, {size} {kind}{depth})"
-
-
-# ------------------------------------------------------------------------------------ targets
-
-
-def label_texts(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(labels as text [N], 0-based rows of missing cells): numbers are written without a
-    trailing ``.0`` when integer-valued (3.0 -> ``"3"``), text is stripped."""
-    values = np.asarray(values)
-    if values.dtype.kind in "biuf":
-        numbers = values.astype(np.float64)
-        missing = np.flatnonzero(np.isnan(numbers))
-        texts = [_number_text(value) for value in numbers]
-        return np.array(texts, dtype=object), missing
-    texts = np.array([str(cell).strip() for cell in values.reshape(-1)], dtype=object)
-    missing = np.flatnonzero([text.lower() in MISSING_TOKENS for text in texts])
-    return texts, missing
-
-
-def _number_text(value: float) -> str:
-    if math.isfinite(value) and value == round(value) and abs(value) < 2**53:
-        return str(int(value))
-    return repr(float(value))
-
-
-def _as_number(text: str) -> float | None:
-    if "_" in text:
-        return None
-    try:
-        return float(text)
-    except ValueError:
-        return None
-
-
-def detect_target(labels: np.ndarray, likelihood: str | None, name: str = "target") -> Target:
-    """The task of a target column (module docstring, step 1) from its cells (``label_texts``
-    of the non-missing rows); ``likelihood`` forces it. ``LabelError`` for a classification
-    target with a single class, or a Bernoulli likelihood asked for more than two."""
-    if likelihood is not None and likelihood not in LIKELIHOODS:
-        raise ValueError(
-            f"unknown likelihood {likelihood!r}; choose one of {', '.join(LIKELIHOODS)}"
-        )
-    distinct = sorted(set(labels.tolist()))
-    numbers = {text: _as_number(text) for text in distinct}
-    numeric = all(value is not None and math.isfinite(value) for value in numbers.values())
-    if likelihood is None:
-        if not numeric:
-            share = np.mean([numbers[text] is not None for text in labels.tolist()])
-            if share > 0.5:  # a numeric column with some bad cells: regression reports them
-                return Target("gaussian")
-        elif not _looks_like_classes(numbers, len(labels)):
-            return Target("gaussian")
-        likelihood = "bernoulli" if len(distinct) == 2 else "softmax"
-    if likelihood == "gaussian":
-        return Target("gaussian")
-    if numeric:
-        distinct.sort(key=lambda text: numbers[text])
-    if len(distinct) < 2:
-        shown = f" ({distinct[0]!r})" if distinct else ""
-        raise LabelError(
-            f"the {name} has a single class{shown}: classification needs at least two classes"
-        )
-    if likelihood == "bernoulli" and len(distinct) != 2:
-        raise LabelError(
-            f"a Bernoulli likelihood needs two classes but the {name} has {len(distinct)}; "
-            "use the softmax likelihood"
-        )
-    return Target(likelihood, tuple(distinct))
-
-
-def _looks_like_classes(numbers: dict[str, float | None], num_rows: int) -> bool:
-    values = [value for value in numbers.values() if value is not None]
-    integral = all(value == round(value) for value in values)
-    limit = min(MAX_AUTO_CLASSES, num_rows // MIN_ROWS_PER_AUTO_CLASS)
-    return integral and 2 <= len(values) <= limit
-
-
-def encode_labels(target: Target, labels: np.ndarray, where: str) -> np.ndarray:
-    """Class indices [N] (int64) of text labels; a ``LabelError`` naming the labels the model
-    never saw (``where`` says whose labels they are)."""
-    index = {label: position for position, label in enumerate(target.classes)}
-    unknown = sorted({label for label in labels.tolist() if label not in index})
-    if unknown:
-        shown = ", ".join(map(repr, unknown[:5])) + (" ..." if len(unknown) > 5 else "")
-        raise LabelError(
-            f"{where} has classes the model never saw: {shown}; it knows "
-            f"{', '.join(map(repr, target.classes))}"
-        )
-    return np.array([index[label] for label in labels.tolist()], dtype=np.int64)
 
 
 # ------------------------------------------------------------------------------------ tables

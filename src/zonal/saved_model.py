@@ -37,8 +37,9 @@ import torch
 import zonal
 from zonal._files import write_new_file
 from zonal.datasets import Standardizer
-from zonal.fitting import TabularModel, Target, Trained
+from zonal.fitting import TabularModel, Trained
 from zonal.recipes import LIKELIHOODS, RECIPES, get_recipe
+from zonal.targets import Target
 
 FORMAT = "zonal.tabular-model"
 FORMAT_VERSION = 3

@@ -37,7 +37,8 @@ try:
 except ImportError as error:  # pragma: no cover - the optional extra is missing
     raise ImportError("zonal.sklearn needs scikit-learn: pip install 'zonal[sklearn]'") from error
 
-from zonal.fitting import DEFAULT_VALIDATION_FRACTION, TabularModel, Target, fit_data, predict_data
+from zonal.fitting import DEFAULT_VALIDATION_FRACTION, TabularModel, fit_data, predict_data
+from zonal.targets import REGRESSION, Target
 
 #: default wall-clock budget of one ``fit``, seconds (the command line's default)
 DEFAULT_BUDGET = 60.0
@@ -150,7 +151,7 @@ class ZonalRegressor(RegressorMixin, _ZonalEstimator):
     def fit(self, X: Any, y: Any) -> ZonalRegressor:
         """Fit inputs X [N, D] and real targets y [N]."""
         x, y = validate_data(self, X, y, dtype=np.float64, y_numeric=True, ensure_min_samples=2)
-        self._fit_arrays(x, np.asarray(y, dtype=np.float64), Target("gaussian"))
+        self._fit_arrays(x, np.asarray(y, dtype=np.float64), REGRESSION)
         return self
 
     def predict(self, X: Any, return_std: bool = False) -> np.ndarray | tuple[np.ndarray, ...]:
