@@ -12,7 +12,7 @@ import torch
 from scipy import stats
 
 from zonal.experiments import run_experiment
-from zonal.experiments.uci_adgp_protocol import (
+from zonal.experiments.uci_report import (
     QUICK,
     DropoutNetwork,
     _activated,
@@ -76,7 +76,7 @@ def test_dropout_passes_without_dropout_are_the_network():
 
 
 def test_every_model_has_a_row_per_split(tmp_path):
-    result = run_experiment("uci-adgp-protocol", overrides=TINY, runs_root=tmp_path)
+    result = run_experiment("uci-report", overrides=TINY, runs_root=tmp_path)
     with (result.path / "results.csv").open() as handle:
         rows = list(csv.DictReader(handle))
     assert {(r["model"], r["split"]) for r in rows} == {
@@ -85,4 +85,4 @@ def test_every_model_has_a_row_per_split(tmp_path):
     assert all(math.isfinite(float(r["nlpd"])) and float(r["rmse"]) > 0 for r in rows)
     assert result.metrics["synthetic"]["ADGP"]["splits"] == 2
     with pytest.raises(ValueError, match="unknown models"):
-        run_experiment("uci-adgp-protocol", overrides={"models": ["SVM"]}, runs_root=tmp_path)
+        run_experiment("uci-report", overrides={"models": ["SVM"]}, runs_root=tmp_path)

@@ -231,7 +231,7 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 @register_experiment(
-    "uci-adgp-protocol",
+    "uci-report",
     summary="seed 001's UCI protocol: 3-layer ADGP (128 Softplus inducing functions, width = "
     "input dimension) against its network (Vanilla), MC dropout and the inducing-point DGP: "
     "RMSE and NLPD",
@@ -239,7 +239,7 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     full=FULL,
     paper=PAPER,
 )
-def run_uci_adgp_protocol(config: dict[str, Any], run_dir: RunDirectory) -> dict[str, Any]:
+def run_uci_report(config: dict[str, Any], run_dir: RunDirectory) -> dict[str, Any]:
     """Every (dataset, split), checkpointed after each; summary, figure."""
     from zonal.experiments.uci_dgp import load_regression, split_data
 
@@ -301,6 +301,6 @@ __all__ = [
     "QUICK",
     "DropoutNetwork",
     "mixture_log_density",
-    "run_uci_adgp_protocol",
+    "run_uci_report",
     "summarise",
 ]
