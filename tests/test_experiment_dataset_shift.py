@@ -119,3 +119,25 @@ def test_bad_config_is_refused_by_name(tmp_path):
         run_experiment("dataset-shift", overrides={"corruptions": ["fog"]}, runs_root=tmp_path)
     with pytest.raises(ValueError, match="unknown models"):
         run_experiment("dataset-shift", overrides={"models": ["svm"]}, runs_root=tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("shift-mnist", (["mnist"], [])),
+        ("shift-fashion", (["fashion-mnist"], ["gaussian-noise", "contrast"])),
+    ],
+)
+@pytest.mark.parametrize("full", [False, True])
+def test_the_per_dataset_experiments_train_on_their_dataset_only(name, expected, full):
+    from zonal.experiments.config import resolve_config
+    from zonal.experiments.registry import get_experiment
+
+    config = resolve_config(get_experiment(name), full=full)
+    datasets, quick_corruptions = expected
+    assert shift_module.datasets(config) == datasets
+    corrupted = config["corruptions"] if config["corruption_dataset"] else []
+    if full and quick_corruptions:
+        assert corrupted == ["gaussian-noise", "gaussian-blur", "contrast", "impulse-noise"]
+    else:
+        assert corrupted == quick_corruptions
