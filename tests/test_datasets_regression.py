@@ -11,8 +11,8 @@ from zonal.datasets import DatasetUnavailableError, get_spec, load_dataset
 from zonal.datasets.loaders_regression import (
     DEVELOPMENT_REGRESSION,
     UNSEEN_REGRESSION,
+    load_compactiv,
     parse_delimited_table,
-    parse_keel,
 )
 
 KEEL = b"""@relation toy
@@ -27,24 +27,25 @@ KEEL = b"""@relation toy
 """
 
 
-def test_keel_parser_reads_names_and_rows():
-    table, names = parse_keel(KEEL)
-    assert names == ["a", "b", "y"]
-    np.testing.assert_array_equal(table, [[0.5, 1.0, -1.0], [2.5, 3.0, 0.25]])
+def test_compactiv_loader_reads_a_keel_file_with_a_numeric_output():
+    dataset = load_compactiv({"data": KEEL})
+    assert dataset.feature_names == ("a", "b")
+    np.testing.assert_array_equal(dataset.X, [[0.5, 1.0], [2.5, 3.0]])
+    np.testing.assert_array_equal(dataset.y, [-1.0, 0.25])
 
 
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        (KEEL.replace(b"integer[1,3]", b"{red, blue}"), "only numeric attributes"),
-        (KEEL.replace(b"@data", b"@nodata"), "no @data section"),
-        (KEEL.replace(b"2.5,3,0.25", b"2.5,3"), "row 9 has 2 fields"),
-        (KEEL.replace(b"@attribute y real[-1.0,1.0]\n", b""), "declares 2 attributes"),
+        (KEEL.replace(b"0.25", b"high"), "non-numeric usr value"),
+        (KEEL.replace(b"2.5,3,0.25", b"2.5,3"), "line 9 has 2 fields"),
+        (KEEL.replace(b"@inputs a, b", b"@inputs a"), "@inputs names 1 attributes"),
+        (KEEL.replace(b"0.5,1,-1.0\n2.5,3,0.25\n", b""), "no data rows"),
     ],
 )
 def test_malformed_keel_files_are_named(text, message):
     with pytest.raises(ValueError, match=message):
-        parse_keel(text)
+        load_compactiv({"data": text})
 
 
 def test_delimited_parser_reads_quoted_names_and_drops_columns():

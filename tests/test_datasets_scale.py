@@ -31,8 +31,8 @@ from zonal.datasets.loaders_scale import (
     load_dataframe_pickle,
     load_flights,
     load_magic,
-    parse_keel_dat,
 )
+from zonal.datasets.parsers import parse_keel_dat
 
 KEEL_TEXT = b"""@relation toy
 @attribute a real [0.0, 10.0]

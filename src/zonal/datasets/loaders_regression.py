@@ -16,7 +16,7 @@ import numpy as np
 
 from zonal.datasets.dataset import Dataset
 from zonal.datasets.loaders import Blobs, regression_dataset
-from zonal.datasets.parsers import _float_rows, _text_lines, parse_whitespace_table
+from zonal.datasets.parsers import _float_rows, _text_lines, parse_keel_dat, parse_whitespace_table
 
 #: regression tables never used to develop or tune zonal (``benchmarks/fit_default.py``)
 UNSEEN_REGRESSION = ("airfoil", "wine-white", "compactiv", "grid-stability")
@@ -55,32 +55,6 @@ def parse_delimited_table(
     return _float_rows(body, first_line=2), [names[i] for i in keep]
 
 
-def parse_keel(data: bytes) -> tuple[np.ndarray, list[str]]:
-    """A numeric KEEL ``.dat`` file: ``@attribute NAME real[lo,hi]`` (or integer) lines, then
-    ``@data`` and comma-separated rows. Returns the table [N, C] and the attribute names."""
-    names: list[str] = []
-    lines = _text_lines(data)
-    for number, line in enumerate(lines):
-        stripped = line.strip()
-        lowered = stripped.lower()
-        if lowered.startswith("@attribute"):
-            parts = stripped.split(None, 2)
-            kind = parts[2].split("[", 1)[0].strip().lower() if len(parts) == 3 else ""
-            if kind not in ("real", "integer", "numeric"):
-                raise ValueError(f"KEEL line {number + 1}: only numeric attributes are supported")
-            names.append(parts[1])
-        elif lowered.startswith("@data"):
-            body = [row for row in lines[number + 1 :] if row.strip()]
-            rows = [[field.strip() for field in row] for row in csv.reader(body)]
-            table = _float_rows(rows, first_line=number + 2)
-            if table.shape[1] != len(names):
-                raise ValueError(
-                    f"KEEL declares {len(names)} attributes, rows have {table.shape[1]}"
-                )
-            return table, names
-    raise ValueError("no @data section in the KEEL file")
-
-
 def _named_target(name: str, table: np.ndarray, names: list[str], target: str) -> Dataset:
     if target not in names:
         raise ValueError(f"{name}: no column {target!r} in {names}")
@@ -106,8 +80,13 @@ def load_wine_white(blobs: Blobs) -> Dataset:
 def load_compactiv(blobs: Blobs) -> Dataset:
     """Computer activity (Delve comp-activ, KEEL ``compactiv.dat``): 21 system counters -> the
     percentage of time the CPUs run in user mode, ``usr`` (last)."""
-    table, names = parse_keel(blobs["data"])
-    return _named_target("compactiv", table, names, "usr")
+    keel = parse_keel_dat(blobs["data"])
+    try:
+        target = np.array(keel.labels, dtype=np.float64)  # [N]: the last attribute, usr
+    except ValueError as error:
+        raise ValueError(f"compactiv: non-numeric usr value: {error}") from error
+    table = np.column_stack([keel.features, target])  # [N, 22]
+    return regression_dataset("compactiv", table, -1, keel.names, "usr")
 
 
 def load_grid_stability(blobs: Blobs) -> Dataset:

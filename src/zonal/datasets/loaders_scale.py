@@ -1,8 +1,7 @@
 """Loaders of the large stand-ins of seed 002 sec. 6: MAGIC (KEEL .dat) and NYC flights (pandas
 pickles), with the two formats' parsers.
 
-- ``parse_keel_dat``: KEEL's text format, optional ``@relation`` / ``@attribute`` / ``@inputs`` /
-  ``@outputs`` / ``@data`` header lines, then comma-separated rows whose last field is the class.
+- MAGIC's KEEL ``.dat`` file is read by ``zonal.datasets.parsers.parse_keel_dat``.
 - ``load_dataframe_pickle``: the columns of a pickled ``pandas.DataFrame``, *without pandas and
   without running any code the pickle names*. The unpickler extends ``safe_pickle``'s numpy
   allow-list with six pandas globals (``DataFrame``, ``BlockManager``, ``_unpickle_block``,
@@ -33,6 +32,7 @@ import numpy as np
 
 from zonal.datasets.dataset import Dataset
 from zonal.datasets.errors import UnsafePickleError
+from zonal.datasets.parsers import parse_keel_dat
 from zonal.datasets.safe_pickle import NumpyUnpickler
 
 Blobs = Mapping[str, bytes]
@@ -48,72 +48,6 @@ FLIGHT_FEATURES = (
 )  # fmt: skip
 FLIGHTS_YEAR = 2013
 XZ_MAGIC = b"\xfd7zXZ\x00"
-
-
-# ------------------------------------------------------------------------------------ KEEL .dat
-@dataclass(frozen=True)
-class KeelTable:
-    """A parsed KEEL file: numeric inputs [N, D], the class label of each row, attribute names
-    (empty where the file has no ``@attribute`` lines) and the ``@relation`` name."""
-
-    features: np.ndarray
-    labels: tuple[str, ...]
-    names: tuple[str, ...] = ()
-    relation: str = ""
-
-
-def parse_keel_dat(data: bytes) -> KeelTable:
-    """Read a KEEL ``.dat`` file: ``@`` header lines (optional), then rows ``x_1, ..., x_D, class``.
-
-    The ``@inputs`` line, when present, fixes D and the order of the names; otherwise every
-    attribute but the last is an input. Missing values (``?``), ragged rows and non-numeric
-    inputs raise ``ValueError`` naming the line.
-    """
-    relation, names, inputs = "", [], None
-    rows: list[list[str]] = []
-    first_data_line = 0
-    for number, line in enumerate(data.decode("utf-8-sig").splitlines(), start=1):
-        text = line.strip()
-        if not text or text.startswith("%"):
-            continue
-        if text.startswith("@"):
-            keyword, _, rest = text.partition(" ")
-            keyword = keyword.lower()
-            if keyword == "@relation":
-                relation = rest.strip()
-            elif keyword == "@attribute":
-                names.append(rest.strip().split()[0])
-            elif keyword == "@inputs":
-                inputs = [name.strip() for name in rest.split(",") if name.strip()]
-            continue
-        if not rows:
-            first_data_line = number
-        rows.append([field.strip() for field in text.split(",")])
-    if not rows:
-        raise ValueError("the KEEL file has no data rows")
-    width = len(rows[0])
-    for offset, row in enumerate(rows):
-        if len(row) != width:
-            raise ValueError(
-                f"KEEL row at line {first_data_line + offset} has {len(row)} fields, "
-                f"the first row has {width}"
-            )
-        if "?" in row:
-            raise ValueError(f"KEEL row at line {first_data_line + offset} has a missing value")
-    if inputs is not None and len(inputs) != width - 1:
-        raise ValueError(f"@inputs names {len(inputs)} attributes, the rows have {width - 1}")
-    if names and inputs is None and len(names) != width:
-        raise ValueError(f"{len(names)} @attribute lines for rows of {width} fields")
-    try:
-        features = np.array([row[:-1] for row in rows], dtype=np.float64)
-    except ValueError as error:
-        raise ValueError(f"non-numeric input in the KEEL file: {error}") from error
-    return KeelTable(
-        features=features,
-        labels=tuple(row[-1] for row in rows),
-        names=tuple(inputs if inputs is not None else names[:-1]),
-        relation=relation,
-    )
 
 
 def load_magic(blobs: Blobs) -> Dataset:
@@ -301,11 +235,9 @@ def load_flights(blobs: Blobs) -> Dataset:
 
 __all__ = [
     "DataFrameUnpickler",
-    "KeelTable",
     "clock_minutes",
     "day_of_week",
     "load_dataframe_pickle",
     "load_flights",
     "load_magic",
-    "parse_keel_dat",
 ]

@@ -1,7 +1,7 @@
 """Parsers of the original file formats, bytes in, float64 tables out.
 
 Each parser reads the format as its authors wrote it (whitespace text, CSV, Excel, libsvm, IDX,
-ARFF) and raises ``ValueError`` naming the line or field it cannot read. None of them knows which
+ARFF, KEEL) and raises ``ValueError`` naming the line or field it cannot read. None of them knows which
 dataset it reads: column roles are the loaders' business (``zonal.datasets.loaders``).
 """
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import gzip
 import io
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -171,3 +172,68 @@ def parse_arff(data: bytes) -> tuple[np.ndarray, list[str]]:
                 )
             return table, names
     raise ValueError("no @data section in the ARFF file")
+
+
+@dataclass(frozen=True)
+class KeelTable:
+    """A parsed KEEL file: numeric inputs [N, D], the class label of each row, attribute names
+    (empty where the file has no ``@attribute`` lines) and the ``@relation`` name."""
+
+    features: np.ndarray
+    labels: tuple[str, ...]
+    names: tuple[str, ...] = ()
+    relation: str = ""
+
+
+def parse_keel_dat(data: bytes) -> KeelTable:
+    """Read a KEEL ``.dat`` file: ``@`` header lines (optional), then rows ``x_1, ..., x_D, class``.
+
+    The ``@inputs`` line, when present, fixes D and the order of the names; otherwise every
+    attribute but the last is an input. Missing values (``?``), ragged rows and non-numeric
+    inputs raise ``ValueError`` naming the line.
+    """
+    relation, names, inputs = "", [], None
+    rows: list[list[str]] = []
+    first_data_line = 0
+    for number, line in enumerate(data.decode("utf-8-sig").splitlines(), start=1):
+        text = line.strip()
+        if not text or text.startswith("%"):
+            continue
+        if text.startswith("@"):
+            keyword, _, rest = text.partition(" ")
+            keyword = keyword.lower()
+            if keyword == "@relation":
+                relation = rest.strip()
+            elif keyword == "@attribute":
+                names.append(rest.strip().split()[0])
+            elif keyword == "@inputs":
+                inputs = [name.strip() for name in rest.split(",") if name.strip()]
+            continue
+        if not rows:
+            first_data_line = number
+        rows.append([field.strip() for field in text.split(",")])
+    if not rows:
+        raise ValueError("the KEEL file has no data rows")
+    width = len(rows[0])
+    for offset, row in enumerate(rows):
+        if len(row) != width:
+            raise ValueError(
+                f"KEEL row at line {first_data_line + offset} has {len(row)} fields, "
+                f"the first row has {width}"
+            )
+        if "?" in row:
+            raise ValueError(f"KEEL row at line {first_data_line + offset} has a missing value")
+    if inputs is not None and len(inputs) != width - 1:
+        raise ValueError(f"@inputs names {len(inputs)} attributes, the rows have {width - 1}")
+    if names and inputs is None and len(names) != width:
+        raise ValueError(f"{len(names)} @attribute lines for rows of {width} fields")
+    try:
+        features = np.array([row[:-1] for row in rows], dtype=np.float64)
+    except ValueError as error:
+        raise ValueError(f"non-numeric input in the KEEL file: {error}") from error
+    return KeelTable(
+        features=features,
+        labels=tuple(row[-1] for row in rows),
+        names=tuple(inputs if inputs is not None else names[:-1]),
+        relation=relation,
+    )
