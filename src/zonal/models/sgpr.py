@@ -62,6 +62,16 @@ from zonal.models.svgp import resolve_input_map
 from zonal.variational.root_difference import RootDifferenceLinearOperator
 
 
+def _chunk_tensor(chunk: torch.Tensor | np.ndarray) -> torch.Tensor:
+    """A chunk of rows as a tensor: tensors as they are (any device), arrays shared with torch; a
+    read-only array (a memmap opened with mode "r") is copied, one chunk at a time, since torch
+    cannot share memory it may not write."""
+    if isinstance(chunk, torch.Tensor):
+        return chunk
+    array = np.asarray(chunk)
+    return torch.as_tensor(array if array.flags.writeable else array.copy())
+
+
 def _take_rows(values: torch.Tensor | np.ndarray, rows: np.ndarray) -> torch.Tensor:
     """values[rows] as a tensor (a numpy array, e.g. a memmap, is indexed before conversion)."""
     if isinstance(values, np.ndarray):
@@ -211,9 +221,7 @@ class SGPR(ZonalModel):
         rows = 0
         for x_chunk, y_chunk in chunks:
             parts = self.chunk_statistics(
-                torch.as_tensor(np.asarray(x_chunk)),
-                torch.as_tensor(np.asarray(y_chunk)),
-                first_row=rows,
+                _chunk_tensor(x_chunk), _chunk_tensor(y_chunk), first_row=rows
             )
             totals = (
                 list(parts)
