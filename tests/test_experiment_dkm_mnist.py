@@ -112,3 +112,31 @@ def test_zca_whitening_whitens_the_training_images():
     whitened, _ = prepare_inputs(config, pixels, pixels[:3])
     covariance = whitened.mT @ whitened / len(whitened)
     torch.testing.assert_close(covariance, torch.eye(6, dtype=torch.float64), rtol=0, atol=1e-8)
+
+
+@pytest.mark.parametrize(
+    ("name", "dataset", "architecture"),
+    [
+        ("dkm-digits", "digits", "fc"),
+        ("cdkm-mnist", "mnist", "conv"),
+        ("cdkm-fashion", "fashion-mnist", "conv"),
+    ],
+)
+@pytest.mark.parametrize("full", [False, True])
+def test_the_named_presets_run_their_dataset_and_architecture(name, dataset, architecture, full):
+    from zonal.experiments.config import resolve_config
+    from zonal.experiments.registry import get_experiment
+
+    config = resolve_config(get_experiment(name), full=full)
+    assert (config["dataset"], config["architecture"]) == (dataset, architecture)
+    if architecture == "conv" and full:  # the seed's protocol: 128/256/512, 100 epochs, 60k images
+        assert (config["conv_inducing"], config["epochs"], config["num_train"]) == (
+            [128, 256, 512],
+            100,
+            60000,
+        )
+
+
+def test_an_unknown_dataset_is_refused_by_name(tmp_path):
+    with pytest.raises(Exception, match="dataset must be 'mnist', 'fashion-mnist' or 'digits'"):
+        run_experiment("dkm-mnist", overrides={"dataset": "cifar10"}, runs_root=tmp_path)
