@@ -381,7 +381,7 @@ def optimize(
     bar = tqdm(
         total=budget,
         initial=state.num_evaluations,
-        disable=not progress,
+        disable=None if progress else True,  # None: hidden when stderr is not a terminal
         desc=f"BO {model}",
         unit="eval",
     )

@@ -48,7 +48,7 @@ def fit_dkm(
     ``checkpoint(state)`` saves, and ``resume=state`` restores, the training state (module
     docstring); ``augment(rows, generator)`` transforms each minibatch's inputs (e.g. random crops,
     ``zonal.dkm.augmentation``), drawing from the batch generator (so it resumes too). A tqdm bar
-    (``progress``) shows the objective and the points per second.
+    (``progress``, on a terminal) shows the objective and the points per second.
     """
     from tqdm.auto import tqdm
 
@@ -77,9 +77,12 @@ def fit_dkm(
     num_train = len(x)
     per_epoch = max(1, math.ceil(num_train / batch_size))
     bar = tqdm(
-        total=epochs * per_epoch, initial=start * per_epoch, disable=not progress, leave=False,
+        total=epochs * per_epoch,
+        initial=start * per_epoch,
+        disable=None if progress else True,  # None: hidden when stderr is not a terminal
+        leave=False,
         file=sys.stderr,
-    )  # fmt: skip
+    )
     model.train()
     for epoch in range(start, epochs):
         started = time.monotonic()
