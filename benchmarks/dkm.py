@@ -41,7 +41,6 @@ import resource
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 
@@ -49,6 +48,7 @@ import torch
 import torch.nn.functional as functional
 from gpytorch.likelihoods import SoftmaxLikelihood
 
+from kernels import best_seconds  # benchmarks/kernels.py: one timing helper for the benchmarks
 from zonal._files import write_json_atomic
 from zonal.dkm.conv_model import ConvDKM, resnet_layers
 from zonal.dkm.convolution import (
@@ -115,20 +115,6 @@ def naive_diagonal(omega_tt: torch.Tensor, geometry: ConvGeometry) -> torch.Tens
     for offset in offsets(geometry):
         total = total + strided_window(padded, offset, out_shape, geometry.stride)
     return total / geometry.patch_size
-
-
-# ---------------------------------------------------------------------- timing
-def best_seconds(*functions: Callable[[], object], repeats: int) -> list[float]:
-    """Best wall-clock seconds of each function over ``repeats`` alternating runs after a warm-up."""
-    for function in functions:
-        function()
-    times: list[list[float]] = [[] for _ in functions]
-    for _ in range(repeats):
-        for function, record in zip(functions, times, strict=True):
-            start = time.perf_counter()
-            function()
-            record.append(time.perf_counter() - start)
-    return [min(record) for record in times]
 
 
 def algebra_case(size: tuple[int, ...], repeats: int, seed: int) -> dict:

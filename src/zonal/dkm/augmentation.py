@@ -21,15 +21,17 @@ def random_crops(
         raise ValueError(f"padding must be an int >= 0, got {padding!r}")
     count, _, height, width = images.shape
     padded = functional.pad(images, (padding, padding, padding, padding))  # [P, C, H + 2p, W + 2p]
-    offsets = torch.randint(0, 2 * padding + 1, (count, 2), generator=generator)  # [P, 2]
-    rows = offsets[:, :1] + torch.arange(height)  # [P, H]
-    cols = offsets[:, 1:] + torch.arange(width)  # [P, W]
-    index = torch.arange(count).reshape(-1, 1, 1)
+    device = images.device
+    # drawn from the (CPU) generator, so that a seed gives the same crops on any device
+    offsets = torch.randint(0, 2 * padding + 1, (count, 2), generator=generator).to(device)
+    rows = offsets[:, :1] + torch.arange(height, device=device)  # [P, H]
+    cols = offsets[:, 1:] + torch.arange(width, device=device)  # [P, W]
+    index = torch.arange(count, device=device).reshape(-1, 1, 1)
     cropped = padded.permute(0, 2, 3, 1)[
         index, rows.unsqueeze(-1), cols.unsqueeze(1)
     ]  # [P, H, W, C]
     cropped = cropped.permute(0, 3, 1, 2)
     if flips:
-        mirror = torch.rand(count, generator=generator) < 0.5  # [P]
+        mirror = (torch.rand(count, generator=generator) < 0.5).to(device)  # [P]
         cropped = torch.where(mirror.reshape(-1, 1, 1, 1), cropped.flip(-1), cropped)
     return cropped
