@@ -326,9 +326,9 @@ class StageWatch:
 
     def __call__(self, step: int, loss: float) -> None:
         self.last_step = step
-        if self.score is not None and step >= self.next_evaluation:
+        evaluated = self.score is not None and step >= self.next_evaluation
+        if evaluated:
             self.evaluate(step)
-        self.bar.update(1)
         if self.control.progress:
             self._fit_total_to_deadline(step)
             postfix = {"objective": f"{-loss:.4g}"}
@@ -336,7 +336,10 @@ class StageWatch:
                 postfix["validation"] = f"{self.last_score:.4g}"
             if self.deadline is not None:
                 postfix["budget"] = f"{max(0.0, self.deadline - time.monotonic()):.0f}s"
-            self.bar.set_postfix(postfix, refresh=False)
+            # Redraw at once on the first step and after each validation pass, so that the
+            # figures show however fast the stage runs; otherwise tqdm's own rate limit decides.
+            self.bar.set_postfix(postfix, refresh=step == 0 or evaluated)
+        self.bar.update(1)
         if self.deadline is not None and time.monotonic() >= self.deadline:
             raise StopTraining("the stage's time budget is spent")
         if self.evaluations_without_gain >= self.control.patience:
