@@ -18,13 +18,13 @@ Printed: the SGPR's time and RMSE, each SVGP's time to match (or its best RMSE a
 stopped) and the ratio SVGP time / SGPR time, all in one run on the same data and threads. Times
 are CPU seconds of the process (``time.process_time``, one thread: on a shared machine the wall
 clock measures the neighbours), except the Dask passes (wall clock: the work is in the workers). JSON
-goes to ``benchmarks/results/large_n.json``. ``--stream 1000000 10000000`` adds the streamed
+goes to ``benchmarks/results/sgpr_large_n.json``. ``--stream 1000000 10000000`` adds the streamed
 statistics pass (time and peak resident memory of a process that only does that pass; the rows are
 never all in memory), and ``--dask-workers 1 2`` the same pass as a Dask map-reduce
 (``zonal.distributed``) on a LocalCluster of that many single-threaded worker processes (for the
 streamed sizes up to ``--dask-max-rows``).
 
-    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/large_n.py [--quick] [--stream 1000000]
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/sgpr_large_n.py [--quick] [--stream 1000000]
         [--dask-workers 1 2]
 """
 
@@ -219,7 +219,7 @@ def main() -> None:
     parser.add_argument(
         "--dask-max-rows", type=int, default=200_000, help="largest streamed N on Dask"
     )
-    parser.add_argument("--output", type=Path, default=Path("benchmarks/results/large_n.json"))
+    parser.add_argument("--output", type=Path, default=Path("benchmarks/results/sgpr_large_n.json"))
     args = parser.parse_args()
     if args.quick:
         args.max_seconds = min(args.max_seconds, 60.0)
