@@ -1,6 +1,7 @@
 """The dkm-mnist experiment in a tiny configuration on the 8x8 digits: one row per nu, the seed's
 numbers beside ours in the report, a resumed run with the metrics of an uninterrupted one, and bad
-settings refused by name."""
+settings refused by name; the convolutional ablation sweeps (seed 003 tables 1, 2, 4-9) train the
+models they name, each shared configuration once, and resume configuration by configuration."""
 
 import csv
 import math
@@ -135,3 +136,176 @@ def test_the_named_presets_run_their_dataset_and_architecture(name, dataset, arc
             100,
             60000,
         )
+
+
+#: every sweep of the convolutional DKM on 100 digits, one epoch per configuration
+TINY_SWEEPS = {
+    **TINY,
+    "num_train": 100,
+    "num_test": 100,
+    "architecture": "conv",
+    "conv_inducing": [2, 3, 4],
+    "conv_blocks": 1,
+    "top": "linear",
+    "sweep": "all",
+    "nus": ["inf", "1"],
+    "inducing_sweep": [[2, 2, 3], [3, 4, 5]],
+    "epochs": 1,
+    "eval_samples": 16,
+}
+
+
+def _spy_on_models(monkeypatch, crash_at=None):
+    """Record (configuration, model) of every model the experiment builds; raise at the
+    ``crash_at``-th build."""
+    from zonal.experiments import dkm_mnist
+
+    built = []
+    original = dkm_mnist.build_model
+
+    def spy(x_train, configuration, config, image_shape):
+        if crash_at is not None and len(built) + 1 == crash_at:
+            raise SimulatedCrashError("killed")
+        model = original(x_train, configuration, config, image_shape)
+        built.append((configuration, model))
+        return model
+
+    monkeypatch.setattr(dkm_mnist, "build_model", spy)
+    return built
+
+
+@pytest.fixture(scope="module")
+def sweeps(tmp_path_factory):
+    monkeypatch = pytest.MonkeyPatch()
+    built = _spy_on_models(monkeypatch)
+    try:
+        result = run_experiment(
+            "cdkm-mnist", overrides=TINY_SWEEPS, runs_root=tmp_path_factory.mktemp("sweeps")
+        )
+    finally:
+        monkeypatch.undo()
+    with (result.path / "results.csv").open() as handle:
+        rows = list(csv.DictReader(handle))
+    models = {configuration.key: model for configuration, model in built}
+    return result, rows, models, built
+
+
+def _sweep(rows, models, name):
+    return [(row["setting"], models[_key(row)]) for row in rows if row["sweep"] == name]
+
+
+def _key(row):
+    from zonal.experiments.dkm_mnist import Configuration
+
+    return Configuration(
+        row["nu"],
+        tuple(row["normalisation"].split("/")),
+        tuple(row["rescaling"].split("/")),
+        row["top"],
+        row["likelihood"],
+        tuple(int(count) for count in row["inducing"].split("/")),
+    ).key
+
+
+def test_each_sweep_has_the_seed_settings_and_the_base_is_trained_once(sweeps):
+    """Rows: nu (2), normalisation (5), rescaling (6), top (2), likelihood (2), inducing (2); the
+    base model (nu = 1, batch / batch, linear top, categorical, 2/3/4) is in five sweeps and is
+    trained once, with the same metrics in each."""
+    result, rows, models, built = sweeps
+    settings = {}
+    for row in rows:
+        settings.setdefault(row["sweep"], []).append(row["setting"])
+    assert settings == {
+        "nu": ["inf", "1"],
+        "normalisation": ["batch/batch", "batch/location", "local/image", "local/local", "none/none"],
+        "rescaling": ["batch/batch", "batch/location", "local/batch", "local/location",
+                      "local/none", "none/none"],
+        "top": ["gap", "linear"],
+        "likelihood": ["gaussian", "categorical"],
+        "inducing": ["2/2/3", "3/4/5"],
+    }  # fmt: skip
+    assert len(built) == len(models) == 2 + 4 + 5 + 1 + 1 + 2  # distinct configurations
+    base = [row for row in rows if _key(row) == _key(rows[1])]  # nu = 1: the base
+    assert [row["sweep"] for row in base] == [
+        "nu",
+        "normalisation",
+        "rescaling",
+        "top",
+        "likelihood",
+    ]
+    assert len({(row["accuracy_percent"], row["test_log_likelihood"]) for row in base}) == 1
+    report = (result.path / "report.md").read_text()
+    assert "seed 003 tables 1 and 5 (MNIST, convolutional DKM): normalisation sweep" in report
+    assert "| accuracy_percent.normalisation=batch/location |" in report and "99.05" in report
+    assert "| test_log_likelihood.inducing=16/32/64 |" in report and "-0.0312" in report
+
+
+def test_nu_and_inducing_sweeps_build_those_layers(sweeps):
+    """nu sweep: nu_l of every layer is the setting's; inducing sweep: the ResNet stack with one
+    block per stage has M = (a, a, a, b, b, c, c) for the counts a/b/c, at nu = 10^-2."""
+    _, rows, models, _ = sweeps
+    for setting, model in _sweep(rows, models, "nu"):
+        assert model.nu == (float(setting),) * 7
+    for setting, model in _sweep(rows, models, "inducing"):
+        a, b, c = (int(count) for count in setting.split("/"))
+        assert [spec.num_inducing for spec in model.layer_specs] == [a, a, a, b, b, c, c]
+        assert model.nu == (0.01,) * 7
+
+
+def test_top_and_likelihood_sweeps_build_those_models(sweeps):
+    from gpytorch.likelihoods import MultitaskGaussianLikelihood, SoftmaxLikelihood
+
+    _, rows, models, _ = sweeps
+    assert [(setting, model.top) for setting, model in _sweep(rows, models, "top")] == [
+        ("gap", "gap"),
+        ("linear", "linear"),
+    ]
+    likelihoods = dict(_sweep(rows, models, "likelihood"))
+    assert isinstance(likelihoods["gaussian"].likelihood, MultitaskGaussianLikelihood)
+    assert isinstance(likelihoods["categorical"].likelihood, SoftmaxLikelihood)
+
+
+def test_normalisation_and_rescaling_sweeps_set_every_layer(sweeps):
+    """Normalisation a / A of every layer's GramNormalisation as named; rescaling psi / Psi of
+    shapes: batch one scalar, local one per inducing point, location one per location, none
+    absent (seed 003 app. C)."""
+    _, rows, models, _ = sweeps
+    for setting, model in _sweep(rows, models, "normalisation"):
+        pairs = {(layer.inducing, layer.train_test) for layer in model.normalisations}
+        assert pairs == {tuple(setting.split("/"))}
+    for setting, model in _sweep(rows, models, "rescaling"):
+        inducing_scale, train_test_scale = setting.split("/")
+        for layer, spec, spatial in zip(
+            model.normalisations, model.layer_specs, model.spatial_shapes, strict=True
+        ):
+            shape_i = {"batch": (1,), "local": (spec.num_inducing,), "none": None}[inducing_scale]
+            shape_t = {"batch": (1, 1), "location": spatial, "none": None}[train_test_scale]
+            for scale, shape in (
+                (layer.inducing_scale, shape_i),
+                (layer.train_test_scale, shape_t),
+            ):
+                assert (None if scale is None else tuple(scale.shape)) == shape
+
+
+def test_resumed_sweep_skips_the_finished_configurations(sweeps, tmp_path, monkeypatch):
+    """A run killed while building its fifth model resumes with the four finished ones from the
+    checkpoint (builds only the other eleven) and ends with the metrics of an uninterrupted run."""
+    reference, *_ = sweeps
+    _spy_on_models(monkeypatch, crash_at=5)
+    run = create_run("cdkm-mnist", overrides=TINY_SWEEPS, runs_root=tmp_path)
+    with pytest.raises(SimulatedCrashError):
+        execute_run(run)
+    monkeypatch.undo()
+    built = _spy_on_models(monkeypatch)
+    resumed = resume_experiment(run.directory.path)
+    assert len(built) == 15 - 4
+    assert _without_times(resumed.metrics) == _without_times(reference.metrics)
+
+
+def test_unknown_sweeps_and_convolutional_sweeps_of_the_fc_dkm_are_refused(tmp_path):
+    with pytest.raises(ValueError, match="unknown sweep 'depth'"):
+        run_experiment(
+            "cdkm-mnist", overrides={**TINY_SWEEPS, "sweep": "depth"}, runs_root=tmp_path
+        )
+    with pytest.raises(ValueError, match="the top sweep needs architecture 'conv'"):
+        run_experiment("dkm-mnist", overrides={**TINY, "sweep": "top"}, runs_root=tmp_path)
