@@ -5,6 +5,7 @@
               [--likelihood gaussian|bernoulli|softmax] [--budget SECONDS]
               [--validation-fraction F] [--steps N] [--output CHECKPOINT.pt] [--seed N]
               [--features A,B,...] [--kernel K] [--num-inducing M] [--force] [--quiet]
+    zonal fit DATA... --chunk-size ROWS --target COLUMN [--restart] [options as above]
     zonal predict CHECKPOINT.pt DATA.csv|DATA.npz [--output PRED.csv] [--latent] [--force]
     zonal experiment list
     zonal experiment run NAME [--full] [--output-dir DIR] [--seed N] [--set KEY=VALUE ...]
@@ -144,6 +145,15 @@ the sphere embedding (ARD: sgpr by the bound of 1024 rows, then one pass; --no-a
 
 A progress bar (objective, validation log likelihood, budget left) is shown on a terminal unless
 --quiet. Ctrl-C keeps the best model so far as a complete checkpoint (exit code 130).
+
+Tables too large for memory: --chunk-size ROWS reads DATA (one CSV file, several CSV / Parquet
+partitions, or a folder of them) ROWS rows at a time and fits the one-pass SGPR (regression only;
+--model auto means sgpr here, with ARD unless --no-ard): pass 1 checks every cell (a bad one names
+its partition, line and global row) and standardises, pass 2 sums the SGPR's statistics, then
+L-BFGS, then pass 3 scores the validation rows (each row held out with probability
+--validation-fraction by a seeded hash of its row number). Pass 2 saves its progress beside the
+checkpoint (CHECKPOINT.state): an interrupted fit resumes when the same command is run again, or
+starts again with --restart. --budget does not apply.
 """
 
 
@@ -157,7 +167,14 @@ def _add_fit_parser(commands: Any) -> None:
         description=FIT_DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    fit.add_argument("data", type=Path, metavar="DATA", help="the training table (.csv or .npz)")
+    fit.add_argument(
+        "data",
+        type=Path,
+        nargs="+",
+        metavar="DATA",
+        help="the training table (.csv or .npz); with --chunk-size, CSV / Parquet partitions or "
+        "a folder of them",
+    )
     fit.add_argument("--target", required=True, metavar="COLUMN", help="the column to predict")
     fit.add_argument(
         "--features",
@@ -256,6 +273,19 @@ def _add_fit_parser(commands: Any) -> None:
     fit.add_argument("--seed", type=int, default=0, metavar="N", help="random seed (default 0)")
     fit.add_argument("--force", action="store_true", help="replace an existing checkpoint")
     fit.add_argument("--quiet", action="store_true", help="no progress bar")
+    fit.add_argument(
+        "--chunk-size",
+        type=int,
+        default=None,
+        metavar="ROWS",
+        help="read DATA ROWS rows at a time and fit the SGPR (tables too large for memory; "
+        "--model auto means sgpr; see above)",
+    )
+    fit.add_argument(
+        "--restart",
+        action="store_true",
+        help="with --chunk-size: discard the saved progress of an interrupted fit",
+    )
     fit.set_defaults(handler=_fit)
 
 
@@ -328,6 +358,11 @@ def _fit(args: argparse.Namespace) -> int:
     from zonal.saved_model import save_model
     from zonal.tabular import read_table
 
+    if args.chunk_size is not None:
+        return _fit_streamed(args)
+    if len(args.data) > 1 or args.restart:
+        raise CommandError("several DATA partitions and --restart need --chunk-size ROWS")
+    args.data = args.data[0]
     output = args.output or args.data.with_name(f"{args.data.stem}.zonal.pt")
     _refuse_overwriting_inputs(output, args.data)
     features = None
@@ -383,6 +418,43 @@ def _fit(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_INTERRUPTED
+    return 0
+
+
+def _fit_streamed(args: argparse.Namespace) -> int:
+    from zonal.streamed_fit import state_path_for, streamed_fit
+
+    first = args.data[0]
+    output = args.output or first.with_name(f"{first.stem}.zonal.pt")
+    _refuse_overwriting_inputs(output, *args.data)
+    features = None
+    if args.features is not None:
+        features = [name.strip() for name in args.features.split(",") if name.strip()]
+    with _user_errors():
+        try:
+            fitted = streamed_fit(args.data, args.target, output=output,
+                                  chunk_size=args.chunk_size, features=features,
+                                  model=args.model, likelihood=args.likelihood,
+                                  validation_fraction=args.validation_fraction,
+                                  kernel=args.kernel, num_inducing=args.num_inducing,
+                                  steps=args.steps, learning_rate=args.learning_rate, ard=args.ard,
+                                  seed=args.seed, progress=not args.quiet and sys.stderr.isatty(),
+                                  restart=args.restart, force=args.force)  # fmt: skip
+        except KeyboardInterrupt:
+            state = state_path_for(output)
+            saved = f"progress saved in {state}; " if state.exists() else ""
+            print(f"zonal: interrupted; {saved}run the same command to resume", file=sys.stderr)
+            return EXIT_INTERRUPTED
+    metrics = ", ".join(f"{key} {value:.4g}" for key, value in fitted.validation.items())
+    where = f"validation ({fitted.num_validation_rows} rows): {metrics}" if metrics else \
+        "no validation split"  # fmt: skip
+    print(
+        f"zonal: fitted {fitted.describe()} for regression to "
+        f"{fitted.num_rows - fitted.num_validation_rows} rows x {len(fitted.feature_columns)} "
+        f"input columns of {fitted.source}, read {args.chunk_size} rows at a time, in "
+        f"{fitted.trained.seconds:.1f} s (objective per row {fitted.trained.objective:.4g}); "
+        f"{where} -> {output}"
+    )
     return 0
 
 
