@@ -130,6 +130,32 @@ def test_predictions_and_validation_equal_the_in_memory_sgpr_on_the_same_rows(ta
     np.testing.assert_allclose(saved.validation["log_likelihood"], log_likelihood, rtol=1e-6)
 
 
+def test_auto_learns_input_scales_on_a_hash_subsample_then_sums_at_them(table, tmp_path,
+                                                                        monkeypatch):  # fmt: skip
+    _, paths, x, y, _ = table
+    monkeypatch.setattr(streamed, "ARD_SUBSAMPLE", 50)
+    reader = streamed.PartitionReader(paths, "y", 64)
+    first = streamed.first_pass(reader, validation_fraction=0.1, seed=0, ard=True)
+    rows = np.flatnonzero(~held_out(np.arange(len(y)), 0, 0.1))
+    smallest = rows[np.argsort(streamed.row_uniforms(rows, 0, 1))[:50]]  # bottom-k of all at once
+    assert np.array_equal(first["subsample"][0], x[smallest])
+    output = tmp_path / "model.pt"
+    options = {**FAST, "model": "auto"}
+    fitted = streamed_fit(paths, "y", output=output, chunk_size=64, **options)
+    model = fitted.trained.model
+    assert fitted.spec["ard"] and not torch.allclose(model.input_map.input_scales,
+                                                     torch.ones(3, dtype=torch.float64))  # fmt: skip
+    memory = build_sgpr(fitted.spec)
+    memory.load_state_dict(model.state_dict())
+    memory.fit_statistics(torch.from_numpy(fitted.x_scaler.transform(x[rows])),
+                          torch.from_numpy(fitted.y_scaler.transform(y[rows])))  # fmt: skip
+    scale = float(model.stat_gram.abs().max())
+    torch.testing.assert_close(model.stat_gram, memory.stat_gram, rtol=1e-10, atol=1e-10 * scale)
+    queries = _data(20, seed=4)[0]
+    np.testing.assert_array_equal(predict_data(load_model(output), queries)["mean"],
+                                  predict_data(fitted, queries)["mean"])  # fmt: skip
+
+
 def _corrupt(path: Path, data_row: int, replace) -> None:
     lines = path.read_text().splitlines()
     lines[data_row + 1] = replace(lines[data_row + 1])
