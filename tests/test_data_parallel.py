@@ -20,6 +20,7 @@ from zonal.data_parallel import (
     DistributedNotInitialisedError,
     ShardError,
     SharedNoise,
+    UnsupportedModelError,
     WorldSizeMismatchError,
     data_parallel_step,
     shard_loss,
@@ -29,14 +30,15 @@ from zonal.data_parallel import (
 from zonal.features import SphericalHarmonicFeatures
 from zonal.kernels import ArcCosineKernel
 from zonal.models import SVGP, fit_svgp
-from zonal.models.dgp import inducing_point_dgp
+from zonal.models.activated_dgp import ActivatedDGP
+from zonal.models.dgp import DGP, inducing_point_dgp
 from zonal.models.residual_dgp import residual_dgp
 
 NUM_DATA = 40
 BATCH_SIZE = 13  # split 7 / 6 over two ranks, 5 / 4 / 4 over three
 NUM_SAMPLES = 3
 NOISE_SEED = 11
-CASES = ("svgp", "dgp", "residual")
+CASES = ("svgp", "dgp", "activated", "residual")
 TRAIN_STEPS = 4
 TRAIN_BATCH = 15  # batches 15, 15, 10, 15: shards 8 / 7 and 5 / 5
 TIMEOUT = datetime.timedelta(seconds=120)  # a rank left waiting fails instead of hanging
@@ -58,6 +60,10 @@ def build(name: str) -> torch.nn.Module:
         model = SVGP(kernel, SphericalHarmonicFeatures(3, num_inducing=9, kernel=kernel), 2)
     elif name == "dgp":
         model = inducing_point_dgp(x, [2, 2, 1], num_inducing=6, inner_scale=0.5)
+    elif name == "activated":
+        likelihood = gpytorch.likelihoods.GaussianLikelihood().double()
+        model = ActivatedDGP(2, [2], likelihood, num_inducing=6, mean="constant")
+        model.set_variational_scale(0.5)
     else:
         model = residual_dgp(2, 1, 9, max_degree=10, hidden_variance=0.3, hidden_scale=0.7)
     model.train()
@@ -143,6 +149,21 @@ def test_shared_noise_gives_a_row_the_same_draws_on_any_shard():
         assert torch.equal(piece, truth)
     with pytest.raises(ValueError, match="shard of 3 rows"):
         SharedNoise(0, shard_positions(batch_size, 0, world_size), batch_size)(torch.Size([4, 2]))
+
+
+def test_a_deep_model_with_its_own_forward_pass_is_refused_shared_draws():
+    """Shared draws reproduce ``DGP.forward``; a subclass that samples otherwise is named."""
+
+    class OwnSampling(DGP):
+        def forward(self, x, *, are_samples=False):
+            return super().forward(x, are_samples=are_samples)
+
+    x, y = data()
+    model = OwnSampling(list(build("dgp").layers))
+    positions = shard_positions(4, 0, 1)
+    with pytest.raises(UnsupportedModelError, match=r"OwnSampling overrides DGP\.forward"):
+        shard_loss(model, x[:4], y[:4], num_data=NUM_DATA, global_batch_size=4, world_size=1,
+                   noise=SharedNoise(NOISE_SEED, positions, 4))  # fmt: skip
 
 
 def test_without_a_process_group_the_error_is_named():
