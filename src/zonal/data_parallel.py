@@ -102,20 +102,16 @@ class StepLosses(NamedTuple):
 
 
 # ------------------------------------------------------------------------------------ process group
-def process_group(world_size: int | None = None) -> tuple[int, int]:
-    """(rank, world size) of the default process group; a named error without one, or when
-    ``world_size`` is given and differs from the group's."""
+def process_group() -> tuple[int, int]:
+    """(rank, world size) of the default process group; a named error without one. (A world size
+    the caller expects is compared on every rank at once, in ``data_parallel_step``: a check on one
+    rank alone would leave the others waiting.)"""
     if not torch.distributed.is_available() or not torch.distributed.is_initialized():
         raise DistributedNotInitialisedError(
             "torch.distributed is not initialised: call torch.distributed.init_process_group "
             "(e.g. 'gloo', launched by torchrun) before data-parallel training"
         )
-    rank, size = torch.distributed.get_rank(), torch.distributed.get_world_size()
-    if world_size is not None and world_size != size:
-        raise WorldSizeMismatchError(
-            f"expected a world size of {world_size} but the process group has {size} ranks"
-        )
-    return rank, size
+    return torch.distributed.get_rank(), torch.distributed.get_world_size()
 
 
 def shard_positions(global_batch_size: int, rank: int, world_size: int) -> torch.Tensor:
@@ -166,7 +162,9 @@ def average_gradients(
     for flag, parameter in zip(flags.tolist(), parameters, strict=True):
         size = parameter.numel()
         if flag > 0:
-            parameter.grad = buffer[offset : offset + size].view_as(parameter).to(parameter.dtype)
+            parameter.grad = (
+                buffer[offset : offset + size].reshape(parameter.shape).to(parameter.dtype)
+            )
         offset += size
     return buffer[offset:].tolist()
 
@@ -368,7 +366,7 @@ def data_parallel_step(
         noise: shared draws for a deep model (``SharedNoise``); None: each rank's global RNG.
         world_size: the number of ranks the caller split the batch for (checked if given).
     """
-    process_group()  # the expected world size is compared on every rank at once, below
+    process_group()
     likelihood = model.likelihood if likelihood is None else likelihood
     x_shard, y_shard = _check_shards(
         model, likelihood, x_shard, y_shard, num_data, global_batch_size, world_size
@@ -416,7 +414,7 @@ def train_data_parallel(
     """
     from tqdm.auto import tqdm
 
-    rank, size = process_group()  # ``world_size`` is checked on every rank at once, at step 0
+    rank, size = process_group()  # ``world_size`` is checked at the first step, on every rank
     likelihood = model.likelihood
     x = model.check_inputs(torch.as_tensor(x))
     y = check_targets(likelihood, y, len(x)).to(device=x.device)
