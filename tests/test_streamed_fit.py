@@ -188,6 +188,16 @@ def test_a_bad_row_in_partition_2_names_the_file_and_global_row_and_saves_nothin
     assert not output.exists() and not state_path_for(output).exists()
 
 
+def test_a_partition_whose_rows_all_have_an_extra_cell_is_named(tmp_path):
+    """pandas would read the first cells as an index; the first chunk is checked by the header."""
+    x, y = _data(200)
+    paths = _write_partitions(tmp_path, x, y, [100, 100])
+    lines = paths[1].read_text().splitlines()
+    paths[1].write_text("\n".join([lines[0], *(line + ",1.0" for line in lines[1:])]) + "\n")
+    with pytest.raises(PartitionError, match=r"part-1.csv\): line 2 \(global row 100\) has 5 "):
+        streamed_fit(paths, "y", output=tmp_path / "m.pt", chunk_size=64, **FAST)
+
+
 def test_a_parquet_partition_with_a_missing_value_names_its_row(tmp_path):
     pandas = pytest.importorskip("pandas")
     pytest.importorskip("pyarrow")
@@ -310,3 +320,5 @@ def test_cli_chunk_size_errors_are_one_line(tmp_path, capsys):
     assert "fits the one-pass SGPR" in capsys.readouterr().err.strip().splitlines()[-1]
     assert main(["fit", str(data), str(data), "--target", "y"]) == 1
     assert "need --chunk-size" in capsys.readouterr().err
+    assert main(["fit", str(data), str(data), "--target", "y", "--chunk-size", "10"]) == 1
+    assert "listed twice" in capsys.readouterr().err

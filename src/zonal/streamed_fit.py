@@ -106,7 +106,8 @@ class ResumeError(TableError):
 # ------------------------------------------------------------------------------------ partitions
 def list_partitions(sources: Sequence[str | os.PathLike[str]]) -> list[Path]:
     """The partition files of ``sources``: files as given, a folder's ``*.csv`` / ``*.parquet``
-    files in name order; a ``TableError`` for a missing path, an unknown suffix or no file."""
+    files in name order; a ``TableError`` for a missing path, an unknown suffix, a file listed
+    twice or none."""
     if isinstance(sources, str | os.PathLike):
         sources = [sources]
     partitions: list[Path] = []
@@ -128,6 +129,10 @@ def list_partitions(sources: Sequence[str | os.PathLike[str]]) -> list[Path]:
             partitions.append(source)
     if not partitions:
         raise TableError("no input: give a CSV file, several partitions or a folder of them")
+    resolved = [path.resolve() for path in partitions]
+    twice = sorted({str(path) for path in resolved if resolved.count(path) > 1})
+    if twice:
+        raise TableError(f"partitions listed twice (their rows would count twice): {twice}")
     return partitions
 
 
@@ -168,7 +173,10 @@ def partition_columns(path: Path) -> tuple[str, ...]:
     """The column names of a partition (a CSV header is checked as ``zonal.tabular`` does)."""
     if path.suffix.lower() == ".parquet":
         parquet = _module("pyarrow.parquet", "pyarrow")
-        return tuple(parquet.ParquetFile(path).schema_arrow.names)
+        try:
+            return tuple(parquet.ParquetFile(path).schema_arrow.names)
+        except Exception as error:  # pyarrow raises several types for damaged files
+            raise TableError(f"{path}: not a readable Parquet file ({error})") from error
     try:
         with open(path, newline="", encoding="utf-8-sig") as handle:
             header = next((row for row in csv.reader(handle) if row), None)
@@ -268,10 +276,10 @@ class PartitionReader:
                     frame = next(reader)
                 except StopIteration:
                     return
-                except pandas.errors.ParserError as error:  # a row with too many cells
+                except (pandas.errors.ParserError, UnicodeDecodeError) as error:
                     self._check_cell_counts(partition, partition_start, raw, rows, None)
                     raise PartitionError(
-                        f"{self._where(partition)}: not a readable CSV file ({error})"
+                        f"{self._where(partition)}: not a readable UTF-8 CSV file ({error})"
                     ) from error
                 frame.columns = [str(name).strip() for name in frame.columns]
                 rows += len(frame)
@@ -302,14 +310,16 @@ class PartitionReader:
         partition_start: int,
         raw: _RawRows | None,
     ) -> tuple[np.ndarray, np.ndarray]:
-        """(x [n, D], y [n]) of a chunk; an unusual one is checked cell by cell."""
+        """(x [n, D], y [n]) of a chunk. The first chunk of a CSV partition (pandas would read a
+        first column without header as an index), and any with a blank, non-numeric or non-finite
+        cell, are checked cell by cell."""
         names = [*self.features, self.target]
         values = None
         if all(frame[name].dtype.kind in "iuf" for name in names):
             values = frame[names].to_numpy(np.float64)  # [n, D + 1]
         clean = values is not None and bool(np.isfinite(values).all())
         chunk_global_row = partition_start + first_row
-        if raw is not None and not (clean and not frame.isna().to_numpy().any()):
+        if raw is not None and (first_row == 0 or not clean or frame.isna().to_numpy().any()):
             self._check_cell_counts(partition, partition_start, raw, first_row, len(frame))
         if not clean:
             cells = {name: frame[name].to_numpy(object) for name in names}
@@ -518,20 +528,25 @@ def _load_state(
             f"{path} belongs to the partitions {', '.join(entry['path'] for entry in saved)}, not "
             f"to {', '.join(entry['path'] for entry in inputs)}; {advice}"
         )
-    for old, new in zip(saved, inputs, strict=True):
-        changed = [key for key in ("size", "mtime_ns", "sha256") if old[key] != new[key]]
-        if changed:
-            raise ResumeError(
-                f"the partition {new['path']} changed since the interrupted fit ({', '.join(changed)}"
-                f" differ: size {old['size']} -> {new['size']} bytes), so its saved statistics "
-                f"in {path} cannot be resumed; {advice}"
-            )
+    _check_unchanged(saved, inputs, f"since the interrupted fit, so {path} cannot be resumed; "
+                     + advice)  # fmt: skip
     differ = sorted(key for key in settings if state["settings"].get(key) != settings[key])
     if differ:
         shown = ", ".join(f"{key} {state['settings'].get(key)!r} -> {settings[key]!r}"
                           for key in differ)  # fmt: skip
         raise ResumeError(f"{path} was saved with other settings ({shown}); {advice}")
     return state
+
+
+def _check_unchanged(saved: list[dict[str, Any]], current: list[dict[str, Any]], when: str) -> None:
+    """A ``ResumeError`` naming the first partition whose fingerprint changed ``when``."""
+    for old, new in zip(saved, current, strict=True):
+        changed = [key for key in ("size", "mtime_ns", "sha256") if old[key] != new[key]]
+        if changed:
+            raise ResumeError(
+                f"the partition {new['path']} changed ({', '.join(changed)} differ: size "
+                f"{old['size']} -> {new['size']} bytes) {when}"
+            )
 
 
 # ------------------------------------------------------------------------------------ passes
@@ -776,7 +791,8 @@ def streamed_fit(
                 "validation_fraction": float(validation_fraction), "seed": int(seed),
                 "likelihood": likelihood or "", "spec": spec}  # fmt: skip
     state_path = state_path_for(output)
-    state = _load_state(state_path, fingerprint(partitions), settings, restart)
+    inputs = fingerprint(partitions)
+    state = _load_state(state_path, inputs, settings, restart)
     names = ["arccos", "polynomial-decay"] if spec["kernel"] == "auto" else [spec["kernel"]]
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
@@ -790,11 +806,12 @@ def streamed_fit(
             for sgpr in models.values():
                 sgpr.fit_input_scales(x_sub, y_sub, subsample_size=ARD_SUBSAMPLE,
                                       max_iter=ARD_ITERATIONS, seed=seed)  # fmt: skip
-        state = _initial_state(fingerprint(partitions), settings, first, models)
+        state = _initial_state(inputs, settings, first, models)
         _save_state(state_path, state)
     else:
         for name, sgpr in models.items():
             sgpr.load_state_dict(state["models"][name])
+    _check_unchanged(state["inputs"], fingerprint(partitions), "during the fit; run it again")
     if not state["finished"]:
         state["totals"] = second_pass(reader, models, state, state_path,
                                       checkpoint_every=checkpoint_every, progress=progress)  # fmt: skip
@@ -802,6 +819,7 @@ def streamed_fit(
         _save_state(state_path, state)
     fitted = _optimise(models, state, spec, reader, partitions, started)
     if state["first_pass"]["num_validation_rows"]:
+        _check_unchanged(state["inputs"], fingerprint(partitions), "during the fit; run it again")
         metrics = third_pass(reader, fitted, seed=seed, validation_fraction=validation_fraction,
                              progress=progress)  # fmt: skip
         score = {"seconds": time.perf_counter() - started, "objective": fitted.trained.objective,
