@@ -322,3 +322,18 @@ def test_cli_chunk_size_errors_are_one_line(tmp_path, capsys):
     assert "need --chunk-size" in capsys.readouterr().err
     assert main(["fit", str(data), str(data), "--target", "y", "--chunk-size", "10"]) == 1
     assert "listed twice" in capsys.readouterr().err
+
+
+def test_cli_ctrl_c_saves_the_progress_and_the_same_command_resumes(tmp_path, capsys, monkeypatch):
+    x, y = _data(300)
+    data = _write_partitions(tmp_path, x, y, [300])[0]
+    command = ["fit", str(data), "--target", "y", "--chunk-size", "50", "--model", "sgpr",
+               "--kernel", "arccos", "--num-inducing", "40", "--steps", "15", "--quiet"]  # fmt: skip
+    monkeypatch.setattr(streamed, "accumulate_chunk", _StopAfter(2))
+    assert main(command) == 130
+    state = state_path_for(tmp_path / "part-0.zonal.pt")
+    assert f"progress saved in {state}; run the same command to resume" in capsys.readouterr().err
+    resumed = _StopAfter(None)
+    monkeypatch.setattr(streamed, "accumulate_chunk", resumed)
+    assert main(command) == 0
+    assert resumed.calls == 6 - 2 and not state.exists()  # 300 rows in chunks of 50

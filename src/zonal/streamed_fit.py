@@ -77,7 +77,7 @@ from zonal.recipes import (
     resolve_spec,
 )
 from zonal.saved_model import save_model
-from zonal.tabular import Table, TableError, _check_header
+from zonal.tabular import Table, TableError, _check_header, _is_number
 from zonal.targets import (
     MAX_AUTO_CLASSES,
     MIN_ROWS_PER_AUTO_CLASS,
@@ -345,14 +345,6 @@ class PartitionReader:
         names = [*self.features, self.target]
         for batch in parquet.ParquetFile(path).iter_batches(self.chunk_size, columns=names):
             yield batch.to_pandas()
-
-
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
 
 
 # ------------------------------------------------------------------------------------ moments
