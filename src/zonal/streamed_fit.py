@@ -338,6 +338,11 @@ class PartitionReader:
                 )
                 where = self._where(partition)
                 raise PartitionError(f"{where}: {str(error).split(': ', 1)[-1]}{note}") from error
+            bad = np.flatnonzero(~np.isfinite(values).all(axis=1))  # e.g. a "-nan" cell
+            if len(bad):
+                raise PartitionError(
+                    f"{self._where(partition)}: a NaN value at {table.row_label(int(bad[0]))}"
+                )
         return values[:, :-1], values[:, -1]
 
     def _parquet_frames(self, path: Path) -> Iterator[Any]:
