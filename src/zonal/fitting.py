@@ -15,7 +15,9 @@
    (each candidate may use the time left divided by the candidates left; the one-pass SGPR comes
    first and uses little), are compared by validation log likelihood (by their training objective
    per row when there is no validation split). A named model trains alone. Under ``auto`` the
-   SGPR and SVGP candidates learn one scale per input column (ARD, ``zonal.recipes.ARD_MODELS``).
+   SGPR and SVGP candidates learn one scale per input column (ARD, ``zonal.recipes.ARD_MODELS``),
+   except the SGPR when a deep candidate follows it (``auto_uses_ard``: the scales would cost the
+   deep model a third of the budget).
 
 ``predict_table`` / ``predict_data`` answer new rows: the predictive mean, variance and interval in
 the target's units (regression), or one probability column per class (``prob_<label>``) and the
@@ -309,7 +311,7 @@ def _train_candidates(
         spec = resolve_spec(split.x_train.shape[1], model=name, seed=seed,
                             likelihood=target.likelihood,
                             num_classes=len(target.classes) or None,
-                            **_recipe_options(name, options, automatic))  # fmt: skip
+                            **_recipe_options(name, options, automatic, names))  # fmt: skip
         share_deadline = None
         if deadline is not None:
             share_deadline = time.monotonic() + (deadline - time.monotonic()) / (
@@ -351,15 +353,20 @@ def _train_candidates(
     return fits, scores, False
 
 
-def _recipe_options(name: str, options: dict[str, Any], automatic: bool) -> dict[str, Any]:
+def _recipe_options(
+    name: str, options: dict[str, Any], automatic: bool, candidates: Sequence[str] = ()
+) -> dict[str, Any]:
     """The options a recipe takes: under ``auto`` a kernel or a layer count it does not use is
     left out, the Adam recipes run ``AUTO_STEP_FACTOR`` times their default steps, and ARD (input
-    scales) is on for the recipes that have it unless ``ard=False``; a named model has ARD only
-    with ``ard=True``."""
+    scales) is on for the recipes that have it unless ``ard=False``, except for the ``sgpr``
+    fallback when a deep model is among the ``candidates`` (``auto_uses_ard``); a named model has
+    ARD only with ``ard=True``."""
     recipe = RECIPES[name]
     chosen = {key: value for key, value in options.items() if value is not None}
     ard = chosen.pop("ard", None)
-    chosen["ard"] = bool(ard) if not automatic else ard is not False and name in ARD_MODELS
+    chosen["ard"] = (
+        bool(ard) if not automatic else ard is not False and auto_uses_ard(name, candidates)
+    )
     if automatic:
         if chosen.get("kernel") not in (None, "auto", *recipe.kernels):
             chosen.pop("kernel")
@@ -368,6 +375,17 @@ def _recipe_options(name: str, options: dict[str, Any], automatic: bool) -> dict
         if "steps" not in chosen and name != "sgpr":
             chosen["steps"] = AUTO_STEP_FACTOR * recipe.defaults["steps"]
     return chosen
+
+
+def auto_uses_ard(name: str, candidates: Sequence[str]) -> bool:
+    """Whether ``auto``'s candidate ``name`` learns input scales: the recipes of ``ARD_MODELS``,
+    but not the one-pass ``sgpr`` when a deep (layered) recipe follows it. The scales' L-BFGS
+    (``recipes.ARD_SUBSAMPLE`` rows, harmonic features re-evaluated at every step) took 10-35 s
+    on the 5-21 input tables of ``benchmarks/fit_default.py``, up to half of the default budget,
+    that the deep model (which won the validation choice there) uses to train longer."""
+    if name not in ARD_MODELS:
+        return False
+    return name != "sgpr" or not any(RECIPES[other].layered for other in candidates)
 
 
 def _selection_key(score: dict[str, float]) -> float:

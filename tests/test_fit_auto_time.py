@@ -1,0 +1,69 @@
+"""How ``zonal fit --model auto`` spends its budget: the ``sgpr`` fallback skips the input scales
+when a deep candidate follows (``zonal.fitting.auto_uses_ard``), and the activated DGP's network
+stage may use ``zonal.recipes.NETWORK_SHARE`` of its time."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import torch
+
+from zonal import fitting, recipes
+from zonal.fitting import auto_uses_ard, fit_data
+from zonal.models.training import TrainingControl
+
+
+def test_the_sgpr_fallback_learns_input_scales_only_without_a_deep_candidate():
+    assert not auto_uses_ard("sgpr", ["sgpr", "adgp"])
+    assert not auto_uses_ard("sgpr", ["sgpr", "dgp"])
+    assert auto_uses_ard("sgpr", ["sgpr", "svgp-activated"])
+    assert auto_uses_ard("sgpr", ["sgpr", "svgp"])
+    assert auto_uses_ard("svgp-activated", ["svgp-activated", "adgp"])
+    assert not auto_uses_ard("adgp", ["sgpr", "adgp"])  # no scales in the deep recipes
+
+
+def test_auto_trains_the_sgpr_without_scales_before_the_activated_dgp(monkeypatch):
+    """On 150 rows auto's candidates are sgpr then adgp: although ARD is on by default under auto,
+    the sgpr it trains has a plain embedding (no input scales); the adgp trains after it."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(150, 3))
+    y = np.sin(2 * x[:, 0]) + 0.05 * rng.normal(size=150)
+    trained: dict[str, tuple[bool, object]] = {}
+    train = fitting.train
+
+    def recording_train(spec, *args, **kwargs):
+        fit, seconds = train(spec, *args, **kwargs)
+        trained[spec["model"]] = (spec["ard"], getattr(fit.model, "input_map", None))
+        return fit, seconds
+
+    monkeypatch.setattr(fitting, "train", recording_train)
+    fit_data(x, y, feature_columns=list("abc"), num_inducing=16, steps=10)
+    assert set(trained) == {"sgpr", "adgp"}
+    ard, embedding = trained["sgpr"]
+    assert not ard and embedding.input_scales is None
+
+
+def test_the_network_stage_uses_its_share_of_the_activated_dgps_budget(monkeypatch):
+    """adgp with far more steps than a 2 s budget allows and no validation (no early stopping):
+    the network stage ends at ``NETWORK_SHARE`` of the budget, the ELBO stage at its end."""
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(64, 2, generator=generator, dtype=torch.float64)
+    y = torch.sin(2 * x[:, 0])
+    stage_ends: list[float] = []
+    train_network = recipes.train_network
+
+    def timed_network(*args, **kwargs):
+        losses = train_network(*args, **kwargs)
+        stage_ends.append(time.monotonic())
+        return losses
+
+    monkeypatch.setattr(recipes, "train_network", timed_network)
+    budget = 2.0
+    spec = recipes.resolve_spec(2, model="adgp", num_inducing=8, steps=10**6, batch_size=32)
+    started = time.monotonic()
+    recipes.train(spec, x, y, TrainingControl(deadline=started + budget))
+    ended = time.monotonic()
+    network_seconds = stage_ends[0] - started
+    assert abs(network_seconds - recipes.NETWORK_SHARE * budget) < 0.1 * budget
+    assert abs(ended - started - budget) < 0.1 * budget
