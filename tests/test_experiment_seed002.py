@@ -1,4 +1,4 @@
-"""seed002-magic (seed 002 table 1 on MAGIC) and seed002-regression (fig. 2 on protein and
+"""sparse-phases-magic (seed 002 table 1 on MAGIC) and sparse-phases-regression (fig. 2 on protein and
 flights) in tiny configurations on synthetic data: the AUC is the Mann-Whitney probability, the
 feature budgets are the docstrings', the runs write their tables beside the seed's numbers,
 metrics in original units transform as they must, and an interrupted run resumes with the metrics
@@ -97,7 +97,7 @@ def test_first_step_reaching() -> None:
 @pytest.fixture(scope="module")
 def magic_reference(tmp_path_factory):
     return run_experiment(
-        "seed002-magic", overrides=TINY_MAGIC, runs_root=tmp_path_factory.mktemp("magic")
+        "sparse-phases-magic", overrides=TINY_MAGIC, runs_root=tmp_path_factory.mktemp("magic")
     )
 
 
@@ -134,7 +134,7 @@ def test_magic_resumes_with_the_metrics_of_an_uninterrupted_run(
 
     monkeypatch.setattr(magic_module, "fit_one", crashing_fit)
     with pytest.raises(SimulatedCrashError):
-        run_experiment("seed002-magic", overrides=TINY_MAGIC, runs_root=tmp_path)
+        run_experiment("sparse-phases-magic", overrides=TINY_MAGIC, runs_root=tmp_path)
     monkeypatch.setattr(magic_module, "fit_one", real_fit)
     (run_path,) = list(tmp_path.iterdir())
     resumed = resume_experiment(run_path)
@@ -158,7 +158,7 @@ def test_regression_metrics_are_in_the_targets_units() -> None:
 def test_regression_run_writes_rows_summary_and_resumes(tmp_path, monkeypatch) -> None:
     """2 splits x 2 models; killed after 3 fits, the resumed run equals an uninterrupted one."""
     reference = run_experiment(
-        "seed002-regression", overrides=TINY_REGRESSION, runs_root=tmp_path / "reference"
+        "sparse-phases-regression", overrides=TINY_REGRESSION, runs_root=tmp_path / "reference"
     )
     with (reference.path / "results.csv").open() as handle:
         results = list(csv.DictReader(handle))
@@ -176,7 +176,7 @@ def test_regression_run_writes_rows_summary_and_resumes(tmp_path, monkeypatch) -
 
     monkeypatch.setattr(regression_module, "fit_one", crashing_fit)
     with pytest.raises(SimulatedCrashError):
-        run_experiment("seed002-regression", overrides=TINY_REGRESSION, runs_root=tmp_path / "run")
+        run_experiment("sparse-phases-regression", overrides=TINY_REGRESSION, runs_root=tmp_path / "run")
     monkeypatch.setattr(regression_module, "fit_one", real_fit)
     (run_path,) = list((tmp_path / "run").iterdir())
     resumed = resume_experiment(run_path)

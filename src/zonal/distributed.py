@@ -1,5 +1,5 @@
 """The SGPR's sufficient statistics as one map-reduce on Dask (the optional extra
-``zonal[distributed]``).
+``zonal[scale]``).
 
 The collapsed bound of ``zonal.models.SGPR`` (seed 000 sec. 3.3, seed 002 sec. 5) sees the data
 only through sums over rows,
@@ -45,7 +45,7 @@ SPLIT_EVERY = 8
 
 
 class DistributedExtraMissingError(ImportError):
-    """Dask is needed: ``pip install 'zonal[distributed]'``."""
+    """Dask is needed: ``pip install 'zonal[scale]'``."""
 
 
 class PartitionError(ValueError):
@@ -58,7 +58,7 @@ def _dask() -> Any:
         return importlib.import_module("dask")
     except ImportError as error:
         raise DistributedExtraMissingError(
-            "the distributed statistics pass needs Dask: pip install 'zonal[distributed]'"
+            "the distributed statistics pass needs Dask: pip install 'zonal[scale]'"
         ) from error
 
 

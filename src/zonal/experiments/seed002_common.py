@@ -1,4 +1,4 @@
-"""Pieces shared by seed 002's experiments (``seed002-magic``, ``seed002-regression``): the
+"""Pieces shared by seed 002's experiments (``sparse-phases-magic``, ``sparse-phases-regression``): the
 continuous-depth kernel, the two feature sets compared, the ROC AUC, the first step reaching a target.
 
 Seed 002 sec. 6 compares, under the continuous-depth kernel of eq. 15 (lambda_l = l^{-beta}, beta

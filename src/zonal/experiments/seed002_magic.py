@@ -251,7 +251,7 @@ def summarise(rows: list[dict[str, Any]], traces: list[dict[str, Any]], config) 
 
 
 @register_experiment(
-    "seed002-magic",
+    "sparse-phases-magic",
     summary="seed 002 table 1 on MAGIC (stand-in for SUSY): sparse vs complete harmonic features "
     "(continuous-depth kernel, Bernoulli SVGP) vs a 5-layer network; AUC, TLL, steps to the "
     "complete features' AUC",

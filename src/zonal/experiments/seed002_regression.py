@@ -168,7 +168,7 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 @register_experiment(
-    "seed002-regression",
+    "sparse-phases-regression",
     summary="seed 002 fig. 2 on protein and flights (stand-ins): sparse (15 x 100 phases) vs "
     "complete (5 frequencies) harmonic features, polynomial-decay kernel; RMSE and NLL",
     quick=QUICK,
