@@ -217,3 +217,30 @@ def test_missing_dask_is_a_named_error(monkeypatch) -> None:
     x, y = data()
     with pytest.raises(module.DistributedExtraMissingError, match=r"zonal\[distributed\]"):
         statistics_map_reduce(make_model(), x, y)
+
+
+def test_statistics_at_learned_input_scales_are_committed_with_those_scales() -> None:
+    """After ``fit_input_scales`` (ARD), the map-reduce's statistics are recorded at the new
+    scales: the collapsed bound accepts them and equals the in-memory pass's bound."""
+    from zonal.geometry import SphereEmbedding
+
+    x, y = data()
+    scales = torch.tensor([1.5, 0.5, 0.2], dtype=torch.float64)
+    models = []
+    for _ in range(2):
+        kernel = ScaleKernel(PolynomialDecayKernel(INPUT_DIM + 1, max_degree=8, homogeneous=True))
+        embedding = SphereEmbedding(1.0, input_scales=torch.ones(INPUT_DIM), input_dim=INPUT_DIM)
+        model = SGPR(kernel.double(), SphericalHarmonicFeatures(INPUT_DIM + 1, 4), INPUT_DIM,
+                     input_map=embedding.double())  # fmt: skip
+        with torch.no_grad():  # as fit_input_scales leaves them: learned after the last pass
+            embedding.raw_input_scales.copy_(
+                embedding.input_scales_constraint.inverse_transform(scales)
+            )
+        models.append(model)
+    models[0].fit_statistics(x, y)
+    fit_statistics_distributed(
+        models[1], da.from_array(x.numpy(), chunks=(CHUNK, INPUT_DIM)),
+        da.from_array(y.numpy(), chunks=CHUNK), scheduler="threads",
+    )  # fmt: skip
+    assert_statistics_equal(models[1], models[0])
+    torch.testing.assert_close(models[1].elbo(), models[0].elbo(), rtol=1e-10, atol=0)

@@ -210,8 +210,7 @@ def fit_statistics_distributed(
         split_every=split_every,
         scheduler=scheduler,
     )
-    for name, value in zip(model.STATISTICS, totals, strict=True):
-        getattr(model, name).copy_(value)
+    model.commit_statistics(totals)
 
 
 __all__ = [

@@ -690,15 +690,6 @@ def second_pass(
     return done[0]
 
 
-def _commit(model: SGPR, totals: list[torch.Tensor]) -> None:
-    """The totals become the model's statistics, at its current input scales (as
-    ``SGPR.fit_statistics`` commits a pass)."""
-    for name, value in zip(SGPR.STATISTICS, totals, strict=True):
-        getattr(model, name).copy_(value)
-    if hasattr(model, "stat_input_scales"):
-        model.stat_input_scales.copy_(model.input_map.input_scales.detach())
-
-
 @torch.no_grad()
 def third_pass(
     reader: PartitionReader,
@@ -873,7 +864,7 @@ def _optimise(
     fits: dict[str, tuple[SGPR, float]] = {}
     failures: list[ValueError] = []
     for name, sgpr in models.items():
-        _commit(sgpr, state["totals"][name])
+        sgpr.commit_statistics(state["totals"][name])
         try:
             sgpr.fit(max_iter=spec["steps"], lr=spec["learning_rate"])
             with torch.no_grad():

@@ -44,7 +44,7 @@ The model answers the contract of ``zonal.models.contract`` (``posterior`` with 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 import torch
@@ -231,6 +231,12 @@ class SGPR(ZonalModel):
             rows += len(x_chunk)
         if totals is None or rows == 0:
             raise ValueError("no data: the statistics are empty")
+        self.commit_statistics(totals)
+
+    def commit_statistics(self, totals: Sequence[torch.Tensor]) -> None:
+        """Replace the statistics by complete totals (in the order of ``STATISTICS``), summed over
+        every row at the current input scales, which are recorded with them (a later change of
+        the scales makes ``elbo`` refuse the stale statistics)."""
         for name, value in zip(self.STATISTICS, totals, strict=True):
             getattr(self, name).copy_(value)
         scales = self._input_scales()
