@@ -215,7 +215,7 @@ def test_missing_dask_is_a_named_error(monkeypatch) -> None:
 
     monkeypatch.setattr(module.importlib, "import_module", no_dask)
     x, y = data()
-    with pytest.raises(module.DistributedExtraMissingError, match=r"zonal\[distributed\]"):
+    with pytest.raises(module.DistributedExtraMissingError, match=r"zonal\[scale\]"):
         statistics_map_reduce(make_model(), x, y)
 
 
