@@ -30,6 +30,13 @@ INDUCING_SCALINGS = ("none", "batch", "local")
 TRAIN_TEST_SCALINGS = ("none", "batch", "location")
 
 
+def _root(values: torch.Tensor) -> torch.Tensor:
+    """sqrt of a non-negative statistic with 0 read as the smallest positive float, so that a block
+    whose diagonal vanishes (a location that is zero in every image, e.g. a constant image border
+    after whitening) normalises to 0 instead of 0/0, in the forward and the backward pass."""
+    return values.clamp_min(torch.finfo(values.dtype).tiny).sqrt()
+
+
 def _check(value: str, choices: tuple[str, ...], name: str) -> str:
     if value not in choices:
         raise ValueError(f"unknown {name} {value!r}; choose one of {choices}")
@@ -75,19 +82,19 @@ class GramNormalisation(torch.nn.Module):
         if self.inducing == "none":
             return torch.ones_like(diagonal)
         if self.inducing == "batch":
-            return diagonal.mean().sqrt().expand_as(diagonal)
-        return diagonal.sqrt()
+            return _root(diagonal.mean()).expand_as(diagonal)
+        return _root(diagonal)
 
     def _train_test_normaliser(self, diagonal: torch.Tensor) -> torch.Tensor:
         if self.train_test == "none":
             return torch.ones_like(diagonal)
         if self.train_test == "batch":
-            return diagonal.mean().sqrt().expand_as(diagonal)
+            return _root(diagonal.mean()).expand_as(diagonal)
         if self.train_test == "image":
-            return diagonal.mean((1, 2), keepdim=True).sqrt().expand_as(diagonal)
+            return _root(diagonal.mean((1, 2), keepdim=True)).expand_as(diagonal)
         if self.train_test == "location":
-            return diagonal.mean(0, keepdim=True).sqrt().expand_as(diagonal)
-        return diagonal.sqrt()
+            return _root(diagonal.mean(0, keepdim=True)).expand_as(diagonal)
+        return _root(diagonal)
 
     def forward(
         self, gram_ii: torch.Tensor, cross: torch.Tensor, diagonal: torch.Tensor

@@ -61,6 +61,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -182,7 +183,7 @@ class Configuration:
         )
 
 
-def inducing_label(counts) -> str:
+def inducing_label(counts: Sequence[int]) -> str:
     """16/32/64 for the counts (16, 32, 64)."""
     return "/".join(str(int(count)) for count in counts)
 
@@ -588,10 +589,8 @@ def train_configuration(
         augment=augmentation(config, image_shape),
     )
     trained_epochs = config["epochs"] - (0 if resume is None else resume["epoch"])
-    state["done"][key] = {
-        **evaluate(model, x_test, y_test, config),
-        "seconds_per_epoch": (time.monotonic() - started) / max(trained_epochs, 1),
-    }
+    seconds = (time.monotonic() - started) / max(trained_epochs, 1)  # training, not evaluation
+    state["done"][key] = {**evaluate(model, x_test, y_test, config), "seconds_per_epoch": seconds}
     state["current"] = None
     run_dir.save_checkpoint(state)
 
