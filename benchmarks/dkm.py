@@ -15,17 +15,20 @@ slice of Omega. Both run in the same process on the same random float64 inputs a
 script prints their largest absolute difference and the best time of each over ``--repeats``
 alternating runs after a warm-up (ratio = naive / zonal).
 
-Memory: each inducing count M in ``--inducing`` runs one training step (objective of eq. 76 and
-its backward pass) of a ``ConvDKM`` on a batch of B random MNIST-sized images [B, 1, 28, 28] in a
-fresh subprocess, whose peak resident set size (``ru_maxrss``) is reported together with the
-resident size just before the step (model built, imports done). The stack is the seed's ResNet
-layout with ``--blocks-per-stage`` blocks per stage and M inducing points in every stage (nu = inf
-in the first layer, whose kernel has rank <= 9, and 1 elsewhere), a global-average-pooling top
-and the 10-class softmax likelihood.
+Memory: each inducing configuration in ``--inducing`` (M per stage, e.g. 16/32/64, seed 003
+table 2) and each dtype in ``--dtypes`` runs one training step (objective of eq. 76 and its
+backward pass) of a ``ConvDKM`` on a batch of B random MNIST-sized images [B, 1, 28, 28] (B = 256,
+the seed's batch, by default) in a fresh subprocess, whose peak resident set size (``ru_maxrss``)
+is reported together with the resident size just before the step (model built, imports done) and
+the ratio of the float64 to the float32 step increase. The stack is the seed's ResNet layout with
+``--blocks-per-stage`` blocks per stage (nu = inf in the first layer when it has more than 9
+inducing patches, its kernel having rank <= 9, and 1 elsewhere), a global-average-pooling top and
+the 10-class softmax likelihood. The model is built in float64 and cast for float32 (the seed
+trains in float64 and expects float32 to be much cheaper).
 
 Run (the thread count is printed and stored):
 
-    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/dkm.py [--batch 32] [--threads 1]
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/dkm.py [--batch 256] [--inducing 16/32/64]
 
 Results go to benchmarks/results/dkm.json.
 """
@@ -156,19 +159,38 @@ def algebra_case(size: tuple[int, ...], repeats: int, seed: int) -> dict:
 
 
 # ---------------------------------------------------------------------- memory of one step
-def training_step(inducing: int, batch: int, blocks_per_stage: int) -> dict:
+DTYPES = {"float64": torch.float64, "float32": torch.float32}
+
+
+def parse_inducing(text: str) -> tuple[int, int, int]:
+    """(16, 32, 64) from "16/32/64": inducing points of the three stages."""
+    try:
+        counts = tuple(int(part) for part in text.split("/"))
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(
+            f"expected M per stage like 16/32/64, got {text!r}"
+        ) from error
+    if len(counts) != 3 or min(counts) < 1:
+        raise argparse.ArgumentTypeError(
+            f"expected three positive counts like 16/32/64, got {text!r}"
+        )
+    return counts
+
+
+def training_step(inducing: tuple[int, ...], batch: int, blocks_per_stage: int, dtype: str) -> dict:
     """One objective + backward of a ConvDKM (this process): peak RSS and the RSS before it."""
     generator = torch.Generator().manual_seed(0)
-    layers = resnet_layers((inducing,) * 3, blocks_per_stage)
-    patches = torch.randn(inducing, 1, 3, 3, generator=generator, dtype=torch.float64)
+    layers = resnet_layers(inducing, blocks_per_stage)
+    first = layers[0].num_inducing
+    patches = torch.randn(first, 1, 3, 3, generator=generator, dtype=torch.float64)
     model = ConvDKM(
         IMAGE_SHAPE,
         layers,
         SoftmaxLikelihood(num_classes=10, mixing_weights=False),
         inducing_patches=patches,
-        nu=[math.inf] + [1.0] * (len(layers) - 1),
-    )
-    images = torch.rand(batch, *IMAGE_SHAPE, generator=generator, dtype=torch.float64)
+        nu=[math.inf if first > 9 else 1.0] + [1.0] * (len(layers) - 1),
+    ).to(DTYPES[dtype])
+    images = torch.rand(batch, *IMAGE_SHAPE, generator=generator, dtype=DTYPES[dtype])
     labels = torch.randint(10, (batch,), generator=generator)
     inputs = model.images_to_inputs(images)
     before_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -178,7 +200,8 @@ def training_step(inducing: int, batch: int, blocks_per_stage: int) -> dict:
     seconds = time.perf_counter() - start
     peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return {
-        "M": inducing,
+        "M": "/".join(map(str, inducing)),
+        "dtype": dtype,
         "batch": batch,
         "layers": len(layers),
         "step_s": seconds,
@@ -188,13 +211,17 @@ def training_step(inducing: int, batch: int, blocks_per_stage: int) -> dict:
     }
 
 
-def measured_step(inducing: int, batch: int, blocks_per_stage: int, threads: int) -> dict:
+def measured_step(
+    inducing: tuple[int, ...], batch: int, blocks_per_stage: int, dtype: str, threads: int
+) -> dict:
     """``training_step`` in a fresh subprocess, so that ru_maxrss is that step's peak alone."""
     command = [
         sys.executable,
         __file__,
         "--step-only",
-        str(inducing),
+        "/".join(map(str, inducing)),
+        "--dtypes",
+        dtype,
         "--batch",
         str(batch),
         "--blocks-per-stage",
@@ -216,30 +243,18 @@ def versions() -> dict[str, str]:
     return found
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
-    parser.add_argument("--batch", type=int, default=32, help="images in the training step")
-    parser.add_argument("--inducing", type=int, nargs="+", default=[16, 32, 64])
-    parser.add_argument("--blocks-per-stage", type=int, default=3, help="3 is the seed's stack")
-    parser.add_argument("--step-only", type=int, default=None, help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    torch.set_num_threads(args.threads)
-    if args.step_only is not None:
-        print(json.dumps(training_step(args.step_only, args.batch, args.blocks_per_stage)))
-        return
-
+def algebra_table(repeats: int) -> list[dict]:
+    """Agreement and speed of zonal's Gram algebra against the naive peer at ``ALGEBRA_SIZES``."""
     print(
         f"Convolutional DKM Gram algebra, float64, 3x3 filters, padding 1, torch threads = "
         f"{torch.get_num_threads()} (OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}), "
-        f"best of {args.repeats} alternating runs after a warm-up"
+        f"best of {repeats} alternating runs after a warm-up"
     )
     header = f"{'P':>3} {'H':>3} {'M_below':>7} {'M':>3} {'str':>3}  {'block':<9}"
     print(f"{header} {'max|diff|':>10} {'zonal s':>10} {'naive s':>10} {'naive/zonal':>11}")
     cases = []
     for index, size in enumerate(ALGEBRA_SIZES):
-        case = algebra_case(size, args.repeats, seed=index)
+        case = algebra_case(size, repeats, seed=index)
         cases.append(case)
         for name in ("inducing", "cross", "diagonal"):
             row = case[name]
@@ -249,26 +264,67 @@ def main() -> None:
                 f"{row['zonal_s']:>10.2e} {row['naive_s']:>10.2e} "
                 f"{row['ratio_naive_over_zonal']:>11.1f}"
             )
+    return cases
 
+
+def memory_table(args: argparse.Namespace) -> list[dict]:
+    """Peak memory of one training step per inducing configuration and dtype, each in a fresh
+    process, and the float64 / float32 ratio of the step's increase."""
     layers = len(resnet_layers((1, 1, 1), args.blocks_per_stage))
     print(
         f"\nOne ConvDKM training step (objective + backward), B = {args.batch} random "
         f"{IMAGE_SHAPE} images, ResNet stack with {args.blocks_per_stage} block(s) per stage "
-        f"({layers} Gram layers), M inducing points in every stage, GAP top, 10-class softmax, "
+        f"({layers} Gram layers), M inducing points per stage, GAP top, 10-class softmax, "
         f"each in a fresh process"
     )
     print(
-        f"{'M':>3} {'step s':>8} {'RSS before MiB':>15} {'peak RSS MiB':>13} {'increase MiB':>13}"
+        f"{'M':>11} {'dtype':>8} {'step s':>8} {'RSS before MiB':>15} {'peak RSS MiB':>13} "
+        f"{'increase MiB':>13} {'f64/f32':>8}"
     )
     steps = []
     for inducing in args.inducing:
-        step = measured_step(inducing, args.batch, args.blocks_per_stage, args.threads)
-        steps.append(step)
-        print(
-            f"{step['M']:>3} {step['step_s']:>8.2f} {step['rss_before_step_mib']:>15.0f} "
-            f"{step['peak_rss_mib']:>13.0f} {step['step_increase_mib']:>13.0f}"
-        )
+        by_dtype = {}
+        for dtype in args.dtypes:
+            step = measured_step(inducing, args.batch, args.blocks_per_stage, dtype, args.threads)
+            by_dtype[dtype] = step
+            steps.append(step)
+            ratio = math.nan
+            if dtype == "float32" and "float64" in by_dtype:
+                ratio = by_dtype["float64"]["step_increase_mib"] / step["step_increase_mib"]
+                step["increase_ratio_float64_over_float32"] = ratio
+            print(
+                f"{step['M']:>11} {dtype:>8} {step['step_s']:>8.2f} "
+                f"{step['rss_before_step_mib']:>15.0f} {step['peak_rss_mib']:>13.0f} "
+                f"{step['step_increase_mib']:>13.0f} {ratio:>8.2f}"
+            )
+    return steps
 
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
+    parser.add_argument("--batch", type=int, default=256, help="images in the training step")
+    parser.add_argument(
+        "--inducing",
+        type=parse_inducing,
+        nargs="+",
+        default=[(16, 32, 64), (32, 64, 128)],
+        help="inducing points per stage, e.g. 16/32/64 (seed 003 table 2)",
+    )
+    parser.add_argument("--dtypes", nargs="+", choices=tuple(DTYPES), default=list(DTYPES))
+    parser.add_argument("--blocks-per-stage", type=int, default=3, help="3 is the seed's stack")
+    parser.add_argument("--skip-algebra", action="store_true", help="the memory table only")
+    parser.add_argument("--step-only", type=parse_inducing, default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    if args.step_only is not None:
+        step = training_step(args.step_only, args.batch, args.blocks_per_stage, args.dtypes[0])
+        print(json.dumps(step))
+        return
+
+    cases = [] if args.skip_algebra else algebra_table(args.repeats)
+    steps = memory_table(args)
     result = {
         "algebra": cases,
         "training_step": steps,
