@@ -1,5 +1,5 @@
 """ARD (per-input scales of the sphere embedding) in ``zonal fit``: saved and reloaded with the
-model, on by default under ``--model auto``, refused by name for the deep models."""
+model, on by default under ``--model auto``, refused by name for the inducing-point DGP."""
 
 from __future__ import annotations
 
@@ -36,15 +36,15 @@ def test_ard_scales_are_learnt_saved_and_reloaded(model, tmp_path):
         np.testing.assert_allclose(after[key], before[key], rtol=1e-12, atol=1e-12)
 
 
-def test_ard_is_on_under_auto_and_refused_for_deep_models(tmp_path, capsys, monkeypatch):
+def test_ard_is_on_under_auto_and_refused_for_the_inducing_point_dgp(tmp_path, capsys, monkeypatch):
     x, y = relevant_two_of_four(120)
     data = tmp_path / "table.csv"
     data.write_text("a,b,c,d,y\n" + "\n".join(",".join(map(str, [*row, t]))
                                               for row, t in zip(x, y, strict=True)) + "\n")  # fmt: skip
     checkpoint = tmp_path / "m.pt"
     args = ["fit", str(data), "--target", "y", "--num-inducing", "20", "--steps", "20", "--quiet"]
-    assert main([*args, "--model", "adgp", "--ard", "-o", str(checkpoint)]) == 1
-    assert "adgp builds its own layer embeddings" in capsys.readouterr().err
+    assert main([*args, "--model", "dgp", "--ard", "-o", str(checkpoint)]) == 1
+    assert "dgp builds its own layer embeddings" in capsys.readouterr().err
     monkeypatch.setattr(fitting, "auto_candidates", lambda *shape: ["sgpr", "svgp-activated"])
     fitted = fit_data(x, y, feature_columns=list("abcd"), num_inducing=20, steps=20)
     assert fitted.spec["ard"] and fitted.trained.model.input_map.input_scales is not None

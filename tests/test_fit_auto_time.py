@@ -20,7 +20,8 @@ def test_the_sgpr_fallback_learns_input_scales_only_without_a_deep_candidate():
     assert auto_uses_ard("sgpr", ["sgpr", "svgp-activated"])
     assert auto_uses_ard("sgpr", ["sgpr", "svgp"])
     assert auto_uses_ard("svgp-activated", ["svgp-activated", "adgp"])
-    assert not auto_uses_ard("adgp", ["sgpr", "adgp"])  # no scales in the deep recipes
+    # the activated DGP can learn scales (``--model adgp --ard``) but auto leaves them off
+    assert not auto_uses_ard("adgp", ["sgpr", "adgp"])
 
 
 def test_auto_trains_the_sgpr_without_scales_before_the_activated_dgp(monkeypatch):

@@ -109,8 +109,9 @@ SPARSE_MAX_DEGREE = 6
 #: bound L-BFGS maximises over the input scales, and its iterations
 ARD_SUBSAMPLE = 1024
 ARD_ITERATIONS = 30
-#: recipes whose input embedding can learn per-input scales (``--ard``)
-ARD_MODELS = ("sgpr", "svgp", "svgp-activated")
+#: recipes whose input embedding can learn per-input scales (``--ard``; the activated DGP's in its
+#: first layer)
+ARD_MODELS = ("sgpr", "svgp", "svgp-activated", "adgp")
 #: the largest N x M for which q(u) starts at its closed-form optimum (Kuf is held in memory)
 OPTIMAL_Q_MAX_ENTRIES = 20_000_000
 KERNELS = ("auto", "arccos", "polynomial-decay")
@@ -543,9 +544,11 @@ def build_activated_dgp(
     truncation_level: int = TRUNCATION_LEVEL,
     mean: str = "constant",
     output_dim: int = 1,
+    input_scales: bool = False,
     seed: int = 0,
 ) -> ActivatedDGP:
-    """An ``ActivatedDGP`` with Softplus features and first-order arc-cosine kernels."""
+    """An ``ActivatedDGP`` with Softplus features and first-order arc-cosine kernels
+    (``input_scales``: one learnt scale per input in the first layer's embedding, ARD)."""
     return ActivatedDGP(
         input_dim,
         layer_widths(input_dim, num_layers, hidden_width)[1:-1],
@@ -555,6 +558,7 @@ def build_activated_dgp(
         activation="softplus",
         truncation_level=truncation_level,
         mean=mean,
+        input_scales=input_scales,
         seed=seed,
     )
 
@@ -599,6 +603,7 @@ def build_deep(spec: Mapping[str, Any], x: torch.Tensor | None = None) -> DGP:
             num_inducing=spec["num_inducing"],
             truncation_level=spec["truncation_level"],
             output_dim=output_dim(spec),
+            input_scales=spec.get("ard", False),
             seed=spec["seed"],
         )
     if x is None:  # rebuilding for a checkpoint: the points are loaded afterwards

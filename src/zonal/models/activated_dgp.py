@@ -42,6 +42,8 @@ class ActivatedDGP(DGP):
         mean: ``"zero"`` or ``"constant"`` (a bias in the network).
         kernel_variance: initial arc-cosine variance (a ``ScaleKernel`` outputscale).
         bias: the constant appended to each layer's input.
+        input_scales: give the first layer's ``SphereEmbedding`` one learnt scale per input
+            (ARD, all 1 to start; the equivalent network's first layer carries the same scales).
     """
 
     def __init__(
@@ -57,6 +59,7 @@ class ActivatedDGP(DGP):
         mean: str = "zero",
         kernel_variance: float = 1.0,
         bias: float = 1.0,
+        input_scales: bool = False,
         seed: int = 0,
     ) -> None:
         if mean not in ("zero", "constant"):
@@ -82,6 +85,11 @@ class ActivatedDGP(DGP):
                 seed=seed + index,
             )
             output_dims = None if last and width_out == 1 else width_out
+            embedding = (
+                SphereEmbedding(bias, input_scales=1.0, input_dim=width_in)
+                if input_scales and index == 0
+                else SphereEmbedding(bias)
+            )
             layers.append(
                 DGPLayer(
                     kernel,
@@ -89,7 +97,7 @@ class ActivatedDGP(DGP):
                     width_in,
                     output_dims,
                     mean=mean,
-                    input_map=SphereEmbedding(bias),
+                    input_map=embedding,
                 )
             )
         super().__init__(layers, likelihood)
@@ -123,6 +131,7 @@ class ActivatedDGP(DGP):
                 self._layer_coefficients(layer),
                 bias=float(layer.input_map.bias),
                 output_bias=self.mean_kind == "constant",
+                input_scales=layer.input_map.input_scales,
             )
             with torch.no_grad():
                 net_layer.raw_weights.copy_(features.weights)
@@ -133,7 +142,8 @@ class ActivatedDGP(DGP):
         return ActivatedNetwork(*network_layers)
 
     def network_like(self, seed: int = 0) -> ActivatedNetwork:
-        """A freshly initialised network of the matching architecture (for stage-1 training)."""
+        """A freshly initialised network of the matching architecture (for stage-1 training;
+        input scales, if any, start at 1)."""
         network = self.to_torch_module()
         generator = torch.Generator().manual_seed(seed)
         fresh = []
@@ -146,6 +156,9 @@ class ActivatedDGP(DGP):
                     layer.coefficients,
                     bias=float(layer.bias),
                     output_bias=layer.output_bias is not None,
+                    input_scales=None
+                    if layer.input_scales is None
+                    else torch.ones_like(layer.input_scales),
                     generator=generator,
                 )
             )
@@ -162,8 +175,9 @@ class ActivatedDGP(DGP):
         """Set inducing directions and variational means so that the posterior mean is ``network``.
 
         The network must match layer by layer (input width, hidden width M, output width,
-        truncated activation coefficients, bias); a mismatch raises a ``ValueError`` naming
-        the layer and the shapes.
+        truncated activation coefficients, bias, whether it has input scales); a mismatch raises a
+        ``ValueError`` naming the layer and the shapes. Input scales are copied into the layer's
+        ``SphereEmbedding``.
 
         ``kernel_variance`` first sets every layer's arc-cosine variance: the copied mean does not
         depend on it (the variational mean absorbs it), but everything the DGP adds to the
@@ -198,6 +212,16 @@ class ActivatedDGP(DGP):
             if float(net_layer.bias) != float(layer.input_map.bias):
                 raise ValueError(
                     f"layer {index}: bias {float(net_layer.bias)} vs {float(layer.input_map.bias)}"
+                )
+            scales, embedding = net_layer.input_scales, layer.input_map
+            if (scales is None) != (getattr(embedding, "input_scales", None) is None):
+                raise ValueError(
+                    f"layer {index}: the network {'has' if scales is not None else 'lacks'} "
+                    "input scales and the DGP's embedding does not match"
+                )
+            if scales is not None:
+                embedding.raw_input_scales.copy_(
+                    embedding.input_scales_constraint.inverse_transform(scales.detach())
                 )
             layer.features.raw_weights.copy_(net_layer.weights)
             strategy = layer.variational_strategy
