@@ -407,13 +407,11 @@ def dask_pass(paths: Paths, num_train: int, chunk_size: int, workers: int) -> di
     }
 
 
-def billion_row_estimate(dask_one_worker: dict, sgpr: dict, num_features: int) -> dict:
+def billion_row_estimate(seconds_per_row: float, fit_seconds: float, num_features: int) -> dict:
     """Time of the statistics pass over ``ESTIMATE_ROWS`` rows on clusters of single-threaded
-    workers, from the measured cost per row of the one-worker Dask pass (which includes Dask's
-    per-task overhead), plus the driver's collapsed-bound fit (measured, independent of N); the
-    reduction moves one [M, M] partial sum per partition (network time not measured)."""
-    seconds_per_row = dask_one_worker["seconds"] / dask_one_worker["N"]
-    fit_seconds = sgpr["seconds"] - sgpr["data_pass_s"]
+    workers at a measured cost per row, plus the driver's collapsed-bound fit (measured,
+    independent of N); the reduction moves one [M, M] partial sum per partition (its network time
+    is not measured)."""
     partitions = ESTIMATE_ROWS // ESTIMATE_PARTITION_ROWS
     partial_mib = (num_features**2 + num_features + 3) * 8 / 2**20
     return {
@@ -431,6 +429,21 @@ def billion_row_estimate(dask_one_worker: dict, sgpr: dict, num_features: int) -
             for workers in ESTIMATE_WORKERS
         },
     }
+
+
+def print_estimate(source: str, estimate: dict) -> None:
+    times = ", ".join(
+        f"{workers} workers {seconds / 3600:.2f} h"
+        for workers, seconds in estimate["wall_s"].items()
+    )
+    print(
+        f"10^9 rows at {estimate['seconds_per_row'] * 1e6:.0f} us per row ({source}): "
+        f"{estimate['cpu_hours']:.0f} CPU hours of map work; {times} (partitions of "
+        f"{estimate['partition_rows']} rows, {estimate['seconds_per_partition']:.0f} s each; the "
+        f"reduction moves {estimate['partitions']} partial sums of "
+        f"{estimate['partial_sum_mib']:.1f} MiB, {estimate['reduction_mib'] / 1024:.1f} GiB in "
+        f"all; the driver's fit {estimate['driver_fit_s']:.0f} s)"
+    )
 
 
 def run_synthetic(args: argparse.Namespace) -> dict:
@@ -468,24 +481,17 @@ def run_synthetic(args: argparse.Namespace) -> dict:
             os.remove(paths[0])
             os.remove(paths[1])
     record: dict = {"rows": rows, "dask": distributed}
+    sgpr = [row for row in rows if row["model"].startswith("zonal SGPR")][-1]
+    fit_seconds = sgpr["seconds"] - sgpr["data_pass_s"]
+    sources = {"in-process pass, CPU": sgpr["data_pass_s"] / sgpr["num_points"]}
     single = [entry for entry in distributed if entry["workers"] == 1]
-    sgprs = [row for row in rows if row["model"].startswith("zonal SGPR")]
-    if single and sgprs:
-        estimate = billion_row_estimate(single[-1], sgprs[-1], sgprs[-1]["M"])
-        record["estimate_1e9"] = estimate
-        times = ", ".join(
-            f"{workers} workers {seconds / 3600:.2f} h"
-            for workers, seconds in estimate["wall_s"].items()
-        )
-        print(
-            f"10^9 rows (from {estimate['seconds_per_row'] * 1e6:.0f} us per row, one Dask "
-            f"worker): {estimate['cpu_hours']:.0f} CPU hours of map work; {times} "
-            f"(partitions of {estimate['partition_rows']} rows, "
-            f"{estimate['seconds_per_partition']:.0f} s each; the reduction moves "
-            f"{estimate['partitions']} partial sums of {estimate['partial_sum_mib']:.1f} MiB, "
-            f"{estimate['reduction_mib'] / 1024:.1f} GiB in all; the driver's fit "
-            f"{estimate['driver_fit_s']:.0f} s)"
-        )
+    if single:
+        sources["one Dask worker, wall"] = single[-1]["seconds"] / single[-1]["N"]
+    record["estimate_1e9"] = {}
+    for source, seconds_per_row in sources.items():
+        estimate = billion_row_estimate(seconds_per_row, fit_seconds, sgpr["M"])
+        record["estimate_1e9"][source] = estimate
+        print_estimate(source, estimate)
     return record
 
 
