@@ -289,7 +289,7 @@ def memory_table(args: argparse.Namespace) -> list[dict]:
             by_dtype[dtype] = step
             steps.append(step)
             ratio = math.nan
-            if dtype == "float32" and "float64" in by_dtype:
+            if dtype == "float32" and "float64" in by_dtype and step["step_increase_mib"] > 0:
                 ratio = by_dtype["float64"]["step_increase_mib"] / step["step_increase_mib"]
                 step["increase_ratio_float64_over_float32"] = ratio
             print(
