@@ -75,7 +75,9 @@ def test_resumed_run_has_the_metrics_of_an_uninterrupted_one(reference, tmp_path
 
 
 def test_bad_settings_are_refused_by_name(tmp_path):
-    with pytest.raises(ValueError, match="nu must be a number >= 0 or 'inf'"):
+    from zonal.experiments.errors import ExperimentError
+
+    with pytest.raises(ExperimentError, match="nu must be a number >= 0 or 'inf'"):
         run_experiment("dkm-mnist", overrides={**TINY, "nus": ["-1"]}, runs_root=tmp_path)
     with pytest.raises(ValueError, match="dataset must be 'mnist', 'fashion-mnist' or 'digits'"):
         run_experiment("dkm-mnist", overrides={**TINY, "dataset": "cifar"}, runs_root=tmp_path)
@@ -308,12 +310,15 @@ def test_resumed_sweep_skips_the_finished_configurations(sweeps, tmp_path, monke
 
 
 def test_unknown_sweeps_and_convolutional_sweeps_of_the_fc_dkm_are_refused(tmp_path):
-    with pytest.raises(ValueError, match="unknown sweep 'depth'"):
+    from zonal.experiments.errors import ExperimentError
+
+    with pytest.raises(ExperimentError, match="unknown sweep 'depth'"):
         run_experiment(
             "cdkm-mnist", overrides={**TINY_SWEEPS, "sweep": "depth"}, runs_root=tmp_path
         )
-    with pytest.raises(ValueError, match="the top sweep needs architecture 'conv'"):
+    with pytest.raises(ExperimentError, match="the top sweep needs architecture 'conv'"):
         run_experiment("dkm-mnist", overrides={**TINY, "sweep": "top"}, runs_root=tmp_path)
+    assert not any(tmp_path.iterdir())  # refused before a run folder was made
 
 
 @pytest.mark.parametrize("train_test", ["location", "local"])

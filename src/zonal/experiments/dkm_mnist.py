@@ -461,6 +461,7 @@ QUICK_INDUCING = {"inducing": [inducing_label(counts) for counts in CONV_QUICK["
     full={**QUICK, **DIGITS},
     paper={},
     headline=("accuracy_percent.nu=0.01", "accuracy_percent.nu=1", "accuracy_percent.nu=inf"),
+    validate=check_config,
 )
 @register_experiment(
     "cdkm-mnist",
@@ -471,6 +472,7 @@ QUICK_INDUCING = {"inducing": [inducing_label(counts) for counts in CONV_QUICK["
     full=CONV_FULL,
     paper=seed_paper(SWEEPS, QUICK_INDUCING),
     headline=("accuracy_percent.nu=1", "test_log_likelihood.nu=1"),
+    validate=check_config,
 )
 @register_experiment(
     "cdkm-fashion",
@@ -481,6 +483,7 @@ QUICK_INDUCING = {"inducing": [inducing_label(counts) for counts in CONV_QUICK["
     full={**CONV_FULL, "dataset": "fashion-mnist", "num_train": 60000},
     paper={},
     headline=("accuracy_percent.nu=1", "test_log_likelihood.nu=1"),
+    validate=check_config,
 )
 @register_experiment(
     "dkm-mnist",
@@ -490,6 +493,7 @@ QUICK_INDUCING = {"inducing": [inducing_label(counts) for counts in CONV_QUICK["
     full=FULL,
     paper=seed_paper(("nu",)),
     headline=("accuracy_percent.nu=1", "test_log_likelihood.nu=1", "accuracy_percent.nu=inf"),
+    validate=check_config,
 )
 def run_dkm_mnist(config: dict[str, Any], run_dir: RunDirectory) -> dict[str, Any]:
     """Train and evaluate every configuration of the sweeps (each kept in the checkpoint when it

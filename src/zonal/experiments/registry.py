@@ -58,6 +58,9 @@ class Experiment:
             A source with no values (``{}``) still records that the experiment reproduces it.
         headline: metrics shown in the one-line summary at the end of a run (default: the first few).
         module: the module that registered the experiment.
+        validate: ``validate(config)`` raises ``ValueError`` naming a setting the experiment cannot
+            run with (a choice outside its list, settings that contradict each other); called on the
+            resolved config before a run folder is made.
     """
 
     name: str
@@ -68,6 +71,7 @@ class Experiment:
     paper: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     headline: tuple[str, ...] = ()
     module: str = ""
+    validate: Callable[[dict[str, Any]], Any] | None = None
 
     def __post_init__(self) -> None:
         if not _NAME_PATTERN.fullmatch(self.name):
@@ -122,6 +126,7 @@ def register_experiment(
     full: Mapping[str, Any] | None = None,
     paper: Mapping[str, Mapping[str, Any]] | None = None,
     headline: Sequence[str] = (),
+    validate: Callable[[dict[str, Any]], Any] | None = None,
 ) -> Callable[[RunFunction], RunFunction]:
     """Decorator that registers ``run(config, run_dir) -> metrics`` as the experiment ``name``.
 
@@ -139,6 +144,7 @@ def register_experiment(
                 paper=paper or {},
                 headline=tuple(headline),
                 module=getattr(run, "__module__", ""),
+                validate=validate,
             )
         )
         return run

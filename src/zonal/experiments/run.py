@@ -89,6 +89,11 @@ def create_run(
     experiment = _as_experiment(experiment)
     # Through JSON and back, so a fresh run sees exactly the config a resumed one reads from disk.
     config = to_jsonable(resolve_config(experiment, full=full, overrides=overrides))
+    if experiment.validate is not None:
+        try:
+            experiment.validate(dict(config))
+        except ValueError as error:
+            raise ExperimentError(f"{experiment.name}: {error}") from error
     preset = "full" if full else "quick"
     directory = RunDirectory.create(runs_root, experiment.name)
     directory.save_json(
