@@ -321,3 +321,25 @@ def test_resumed_training_is_the_uninterrupted_training():
         straight.state_dict().items(), resumed.state_dict().values(), strict=True
     ):
         torch.testing.assert_close(value, other, rtol=0, atol=0, msg=name)
+
+
+def test_progress_bar_shows_the_epoch_callbacks_figures(monkeypatch):
+    """The figures an epoch callback returns (an accuracy, say) appear in the bar beside the
+    objective and the points per second from the next step on."""
+    import tqdm.auto
+
+    postfixes = []
+
+    class RecordingBar(tqdm.auto.tqdm):
+        def set_postfix(self, ordered_dict=None, refresh=True, **kwargs):
+            postfixes.append(dict(ordered_dict))
+
+    monkeypatch.setattr(tqdm.auto, "tqdm", RecordingBar)
+    x = torch.randn(24, 3, generator=generator(31), dtype=torch.float64)
+    labels = (x[:, 0] > 0).long()
+    model = SparseDKM(x[:4], 2, SoftmaxLikelihood(num_classes=2, mixing_weights=False), nu=1.0)
+    fit_dkm(model, x, labels, epochs=2, batch_size=4, progress=True,
+            epoch_callback=lambda epoch, objective: {"accuracy": 0.5 + epoch})  # fmt: skip
+    assert len(postfixes) == 12  # 6 steps per epoch
+    assert all({"objective", "points/s"} <= set(postfix) for postfix in postfixes)
+    assert [postfix.get("accuracy") for postfix in postfixes] == [None] * 6 + ["0.5"] * 6

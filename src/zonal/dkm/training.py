@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -36,7 +36,7 @@ def fit_dkm(
     gamma: float = 0.1,
     seed: int = 0,
     progress: bool = False,
-    epoch_callback: Callable[[int, float], None] | None = None,
+    epoch_callback: Callable[[int, float], Mapping[str, float] | None] | None = None,
     checkpoint: Callable[[dict[str, Any]], None] | None = None,
     resume: dict[str, Any] | None = None,
     augment: Callable[[torch.Tensor, torch.Generator], torch.Tensor] | None = None,
@@ -44,11 +44,12 @@ def fit_dkm(
     """Maximise eq. 76 for ``epochs`` epochs; returns the objective (to maximise) of every step.
 
     ``milestones``: epochs after which the learning rate is multiplied by ``gamma``;
-    ``epoch_callback(epoch, mean objective)`` runs after every epoch (evaluations);
+    ``epoch_callback(epoch, mean objective)`` runs after every epoch (evaluations) and may return
+    figures (e.g. ``{"accuracy": 0.97}``) that the bar shows from then on;
     ``checkpoint(state)`` saves, and ``resume=state`` restores, the training state (module
     docstring); ``augment(rows, generator)`` transforms each minibatch's inputs (e.g. random crops,
     ``zonal.dkm.augmentation``), drawing from the batch generator (so it resumes too). A tqdm bar
-    (``progress``, on a terminal) shows the objective and the points per second.
+    (``progress``, on a terminal) shows the objective, the points per second and those figures.
     """
     from tqdm.auto import tqdm
 
@@ -83,6 +84,7 @@ def fit_dkm(
         leave=False,
         file=sys.stderr,
     )
+    shown: dict[str, str] = {}  # the last epoch callback's figures
     model.train()
     for epoch in range(start, epochs):
         started = time.monotonic()
@@ -96,10 +98,12 @@ def fit_dkm(
             bar.update(1)
             if progress:
                 rate = (step + 1) * batch_size / max(time.monotonic() - started, 1e-9)
-                bar.set_postfix({"objective": f"{history[-1]:.4g}", "points/s": f"{rate:.0f}"})
+                figures = {"objective": f"{history[-1]:.4g}", "points/s": f"{rate:.0f}"}
+                bar.set_postfix({**figures, **shown})
         schedule.step()
         if epoch_callback is not None:
-            epoch_callback(epoch, sum(history[-per_epoch:]) / per_epoch)
+            reported = epoch_callback(epoch, sum(history[-per_epoch:]) / per_epoch)
+            shown = {name: f"{value:.4g}" for name, value in (reported or {}).items()}
         if checkpoint is not None:
             checkpoint(
                 {

@@ -567,6 +567,7 @@ def train_configuration(
     model = build_model(x_train, configuration, config, image_shape)
     resume = state["current"][1] if state["current"] and state["current"][0] == key else None
     epoch_log: list[dict[str, Any]] = list(state["epochs"].get(key, []))
+    monitor_rows = config["batch_size"]
     started = time.monotonic()
 
     def save(training: dict[str, Any]) -> None:
@@ -574,8 +575,15 @@ def train_configuration(
         state["epochs"][key] = epoch_log
         run_dir.save_checkpoint(state)
 
-    def record(epoch: int, objective: float) -> None:
+    def record(epoch: int, objective: float) -> dict[str, float]:
+        """Log the epoch; the progress bar shows the accuracy on one batch of training images
+        (evaluated without touching the random streams of training or of the final test)."""
         epoch_log.append({"epoch": epoch + 1, "objective": objective})
+        model.eval()
+        with torch.random.fork_rng(devices=[]):
+            monitored = evaluate(model, x_train[:monitor_rows], y_train[:monitor_rows], config)
+        model.train()
+        return {"train accuracy %": monitored["accuracy_percent"]}
 
     fit_dkm(
         model,
