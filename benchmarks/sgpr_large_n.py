@@ -25,8 +25,8 @@ written chunk by chunk (never all in memory) into .npy files in a temporary fold
 followed by N / 4 test rows (20% of the file, a fixed slice), of which the first ``--test-rows``
 (default 20,000) are the test set. The SGPR streams the training rows chunk by chunk; the SVGPs
 draw their minibatches (epochs of a permutation) from the same files. Each fit runs in a fresh
-process, so that its peak resident memory (``ru_maxrss``) is its own; every read maps the file
-anew and copies out only the rows it needs, so mapped pages never pile up in the resident set.
+process, so that its peak resident memory (``VmHWM``) is its own; every read or write maps the
+file anew and copies only the rows it needs, so mapped pages never pile up in the resident set.
 ``--dask-workers 1 2`` repeats the SGPR's statistics pass as a Dask map-reduce
 (``zonal.distributed``) on a LocalCluster of that many single-threaded worker processes for the
 synthetic sizes up to ``--dask-max-rows``, and from its measured cost per row prints an estimate
@@ -47,7 +47,6 @@ import functools
 import importlib
 import multiprocessing
 import os
-import resource
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -94,17 +93,14 @@ def zonal_parts(input_dim: int):
     return kernel, features
 
 
-def peak_rss_mib() -> float:
-    """The peak resident memory of this process (Linux reports ``ru_maxrss`` in KiB)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def rss_now_mib() -> float:
-    """The resident memory of this process now (``VmRSS`` of /proc/self/status)."""
+def memory_mib(field: str) -> float:
+    """A memory figure of this process from /proc/self/status: ``VmRSS`` (resident now) or
+    ``VmHWM`` (peak resident since the process's exec; unlike ``ru_maxrss``, which also keeps the
+    peak of the parent that forked it)."""
     for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(f"{field}:"):
             return int(line.split()[1]) / 1024
-    raise RuntimeError("no VmRSS line in /proc/self/status")
+    raise RuntimeError(f"no {field} line in /proc/self/status")
 
 
 def run_sgpr(x_test: torch.Tensor, y_test: torch.Tensor, steps: int, **data) -> dict:
@@ -253,17 +249,17 @@ def write_synthetic(num_train: int, chunk_size: int, folder: Path) -> Paths:
     to .npy files one chunk at a time (the test rows are the last num_train / 4)."""
     num_rows = num_train + num_train // ROWS_PER_TEST_ROW
     paths = folder / f"x{num_train}.npy", folder / f"y{num_train}.npy"
-    x = np.lib.format.open_memmap(paths[0], "w+", np.float64, (num_rows, SYNTHETIC_INPUT_DIM))
-    y = np.lib.format.open_memmap(paths[1], "w+", np.float64, (num_rows,))
+    np.lib.format.open_memmap(paths[0], "w+", np.float64, (num_rows, SYNTHETIC_INPUT_DIM))
+    np.lib.format.open_memmap(paths[1], "w+", np.float64, (num_rows,))
     generator = np.random.default_rng(0)
     for start in tqdm(range(0, num_rows, chunk_size), desc=f"writing {num_rows} rows", leave=False):
         rows = generator.standard_normal((min(chunk_size, num_rows - start), SYNTHETIC_INPUT_DIM))
         noise = SYNTHETIC_NOISE_SD * generator.standard_normal(len(rows))
-        x[start : start + len(rows)] = rows
-        y[start : start + len(rows)] = synthetic_target(rows) + noise
-        x.flush()  # write the chunk out, so that the dirty pages do not pile up
-        y.flush()
-    del x, y
+        for path, values in ((paths[0], rows), (paths[1], synthetic_target(rows) + noise)):
+            target = np.load(path, mmap_mode="r+")  # a fresh map per chunk: its pages go with it
+            target[start : start + len(rows)] = values
+            target.flush()
+            del target
     return paths
 
 
@@ -301,7 +297,7 @@ def with_memory(result: dict, num_train: int, rss_before: float) -> dict:
     return {
         **result,
         "rss_before_fit_mib": rss_before,
-        "peak_rss_mib": peak_rss_mib(),
+        "peak_rss_mib": memory_mib("VmHWM"),
         "data_mib": num_train * (SYNTHETIC_INPUT_DIM + 1) * 8 / 2**20,
     }
 
@@ -309,7 +305,7 @@ def with_memory(result: dict, num_train: int, rss_before: float) -> dict:
 def synthetic_sgpr(paths: Paths, num_train: int, args: argparse.Namespace) -> dict:
     """The SGPR's fit on the streamed training rows (run in a fresh process)."""
     x_test, y_test = synthetic_test_set(paths, num_train, args.test_rows)
-    rss_before = rss_now_mib()
+    rss_before = memory_mib("VmRSS")
     chunks = stream_chunks(paths, num_train, args.chunk_size)
     result = run_sgpr(x_test, y_test, args.lbfgs_steps, chunks=chunks)
     return with_memory(result, num_train, rss_before)
@@ -351,7 +347,7 @@ def synthetic_svgp(
             callback=callback,
         )
 
-    rss_before = rss_now_mib()
+    rss_before = memory_mib("VmRSS")
     result = run_svgp(model, num_inducing, train_from_files, x_test, y_test, target, args)
     return with_memory(result, num_train, rss_before)
 
