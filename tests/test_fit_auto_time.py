@@ -1,6 +1,7 @@
 """How ``zonal fit --model auto`` spends its budget: the ``sgpr`` fallback skips the input scales
 when a deep candidate follows (``zonal.fitting.auto_uses_ard``), and the activated DGP's network
-stage may use ``zonal.recipes.NETWORK_SHARE`` of its time."""
+stage (three phases of falling learning rate) may use ``zonal.recipes.NETWORK_SHARE`` of its
+time."""
 
 from __future__ import annotations
 
@@ -47,24 +48,29 @@ def test_auto_trains_the_sgpr_without_scales_before_the_activated_dgp(monkeypatc
 
 def test_the_network_stage_uses_its_share_of_the_activated_dgps_budget(monkeypatch):
     """adgp with far more steps than a 2 s budget allows and no validation (no early stopping):
-    the network stage ends at ``NETWORK_SHARE`` of the budget, the ELBO stage at its end."""
+    the network's three phases (learning rate 0.01, then 1/5 and 1/25 of it) end together at
+    ``NETWORK_SHARE`` of the budget, the ELBO stage at its end."""
     generator = torch.Generator().manual_seed(0)
     x = torch.randn(64, 2, generator=generator, dtype=torch.float64)
     y = torch.sin(2 * x[:, 0])
-    stage_ends: list[float] = []
+    phases: list[tuple[float, int, float]] = []  # (learning rate, steps asked, end time)
     train_network = recipes.train_network
 
     def timed_network(*args, **kwargs):
         losses = train_network(*args, **kwargs)
-        stage_ends.append(time.monotonic())
+        phases.append((kwargs["lr"], kwargs["num_steps"], time.monotonic()))
         return losses
 
     monkeypatch.setattr(recipes, "train_network", timed_network)
-    budget = 2.0
-    spec = recipes.resolve_spec(2, model="adgp", num_inducing=8, steps=10**6, batch_size=32)
+    budget, steps = 2.0, 10**6
+    spec = recipes.resolve_spec(2, model="adgp", num_inducing=8, steps=steps, batch_size=32,
+                                learning_rate=0.01)  # fmt: skip
     started = time.monotonic()
     recipes.train(spec, x, y, TrainingControl(deadline=started + budget))
     ended = time.monotonic()
-    network_seconds = stage_ends[0] - started
+    rates = [rate for rate, _, _ in phases]
+    np.testing.assert_allclose(rates, [0.01, 0.002, 0.0004], rtol=1e-12)
+    assert sum(count for _, count, _ in phases) == steps
+    network_seconds = phases[-1][2] - started
     assert abs(network_seconds - recipes.NETWORK_SHARE * budget) < 0.1 * budget
     assert abs(ended - started - budget) < 0.1 * budget
