@@ -140,8 +140,10 @@ saved.
                    svgp-activated for fewer;
   classification:  svgp-activated, then adgp for up to 20000 training rows;
 and keeps the one with the best validation log likelihood. Each candidate may use the time left
-divided by the candidates left. The sgpr and SVGP candidates learn one scale per input column in
-the sphere embedding (ARD: sgpr by the bound of 1024 rows, then one pass; --no-ard turns it off).
+divided by the candidates left. The SVGP candidates learn one scale per input column in the
+sphere embedding (ARD), and so does sgpr when an SVGP follows it (by the bound of 1024 rows, then
+one pass); before adgp, sgpr skips the scales to leave the time to the deep model; --no-ard turns
+ARD off.
 
 A progress bar (objective, validation log likelihood, budget left) is shown on a terminal unless
 --quiet. Ctrl-C keeps the best model so far as a complete checkpoint (exit code 130).
@@ -217,7 +219,8 @@ def _add_fit_parser(commands: Any) -> None:
         action=argparse.BooleanOptionalAction,
         default=None,
         help="learn one scale per input column in the sphere embedding (sgpr, svgp, "
-        "svgp-activated; default: on under --model auto, off for a named model)",
+        "svgp-activated, adgp; default: on under --model auto where the rule above says, off "
+        "for a named model)",
     )
     fit.add_argument(
         "--layers",
