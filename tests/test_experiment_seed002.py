@@ -176,7 +176,9 @@ def test_regression_run_writes_rows_summary_and_resumes(tmp_path, monkeypatch) -
 
     monkeypatch.setattr(regression_module, "fit_one", crashing_fit)
     with pytest.raises(SimulatedCrashError):
-        run_experiment("sparse-phases-regression", overrides=TINY_REGRESSION, runs_root=tmp_path / "run")
+        run_experiment(
+            "sparse-phases-regression", overrides=TINY_REGRESSION, runs_root=tmp_path / "run"
+        )
     monkeypatch.setattr(regression_module, "fit_one", real_fit)
     (run_path,) = list((tmp_path / "run").iterdir())
     resumed = resume_experiment(run_path)
