@@ -48,13 +48,6 @@ def deep_arccos_shape(t: torch.Tensor, depth: int, order: int = 1) -> torch.Tens
     return value
 
 
-def deep_arccos_values(t: torch.Tensor, depth: int, order: int) -> torch.Tensor:
-    """``deep_arccos_shape`` without autograd (in place on fresh buffers)."""
-    for _ in range(depth):
-        t = arccos_values(t, order)
-    return t
-
-
 def relu_ntk_values(t: torch.Tensor, depth: int) -> torch.Tensor:
     """``relu_ntk_shape`` without autograd: one arccos per layer gives both s_0 and s_1."""
     sigma = t.clamp(-1, 1)  # Sigma_0
@@ -96,7 +89,7 @@ class DeepArcCosineKernel(ZonalKernel):
         return deep_arccos_shape(t, self.depth, self.order)
 
     def closed_form_map(self, dtype: torch.dtype, device: torch.device) -> CosineMap:
-        return CosineMap(deep_arccos_values, (self.depth, self.order))
+        return CosineMap(arccos_values, (self.order,), repeat=self.depth)
 
     def spectrum_settings(self) -> tuple:
         return (*super().spectrum_settings(), self.depth, self.order)
