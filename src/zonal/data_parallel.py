@@ -70,7 +70,7 @@ from gpytorch.likelihoods import Likelihood
 
 from zonal.models.dgp import DGP
 from zonal.models.residual_dgp import ResidualDGP
-from zonal.models.training import StopTraining, check_targets, minibatch_indices
+from zonal.models.training import check_targets, minibatch_indices, stop_requested
 
 #: Monte Carlo samples propagated through a deep model per step (``fit_dgp``'s default)
 NUM_SAMPLES = 5
@@ -117,7 +117,9 @@ def process_group() -> tuple[int, int]:
 def shard_positions(global_batch_size: int, rank: int, world_size: int) -> torch.Tensor:
     """Positions r, r + R, r + 2R, ... of rank r's rows in a global minibatch of B rows
     (``DistributedSampler``'s interleaved split: shard sizes differ by at most one)."""
-    return torch.arange(rank, global_batch_size, world_size)  # [b_r]
+    return torch.arange(
+        rank, global_batch_size, world_size
+    )  # [b_r], into the minibatch's CPU index
 
 
 def trainable_parameters(*modules: torch.nn.Module) -> list[torch.nn.Parameter]:
@@ -197,6 +199,7 @@ class SharedNoise:
                 f"draws for a shard of {len(self.positions)} rows need a shape [..., "
                 f"{len(self.positions)}, P], got {tuple(shape)}"
             )
+        # drawn on the CPU generator, so that every rank and device sees the same numbers
         whole = torch.randn(
             (*shape[:-2], self.global_batch_size, shape[-1]),
             generator=self.generator,
@@ -298,9 +301,7 @@ def _check_shards(
     problem: ValueError | None = None
     try:
         x_shard = model.check_inputs(torch.as_tensor(x_shard))
-        if len(x_shard) > 0:  # (check_targets cannot reshape zero rows)
-            y_shard = check_targets(likelihood, y_shard, len(x_shard))
-        y_shard = torch.as_tensor(y_shard).to(device=x_shard.device)
+        y_shard = check_targets(likelihood, y_shard, len(x_shard)).to(device=x_shard.device)
         y_shard = y_shard.to(x_shard.dtype) if y_shard.is_floating_point() else y_shard
     except ValueError as error:
         problem = error
@@ -448,11 +449,8 @@ def train_data_parallel(
             losses.append(step_losses.loss)
             bar.set_postfix({"objective": f"{-step_losses.loss:.4g}"}, refresh=step == 0)
             bar.update(1)
-            if callback is not None:
-                try:
-                    callback(step, losses[-1])
-                except StopTraining:
-                    break
+            if stop_requested(callback, step, losses[-1]):
+                break
     return losses
 
 

@@ -69,6 +69,7 @@ from zonal.fitting import (
     validation_metrics,
 )
 from zonal.models import SGPR
+from zonal.models.sgpr import add_statistics
 from zonal.recipes import (
     ARD_ITERATIONS,
     ARD_SUBSAMPLE,
@@ -629,10 +630,7 @@ def accumulate_chunk(
     added = {}
     for name, model in models.items():
         parts = model.chunk_statistics(x, y, first_row=first_row)
-        old = totals.get(name)
-        added[name] = (
-            list(parts) if old is None else [a + b for a, b in zip(old, parts, strict=True)]
-        )
+        added[name] = add_statistics(totals.get(name), parts)
     return added
 
 

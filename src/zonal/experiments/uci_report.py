@@ -160,10 +160,21 @@ def fit_split(
     def scored(mse: float, tll: float) -> dict[str, float]:
         return {"rmse": math.sqrt(mse), "nlpd": -tll}
 
-    if wanted & {"ADGP", "Vanilla"}:
-        seed = unit_seed(config, dataset, split, "ADGP")
+    def seeded(model: str) -> tuple[int, torch.Generator]:
+        """The model's own seed, set as the global seed, and a generator from it."""
+        seed = unit_seed(config, dataset, split, model)
         torch.manual_seed(seed)
-        generator = torch.Generator().manual_seed(seed)
+        return seed, torch.Generator().manual_seed(seed)
+
+    def scored_by_elbo_model(model, seed: int) -> dict[str, float]:
+        """Test metrics of a GP model, its Monte Carlo draws seeded apart from training's."""
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed + 1)
+            metrics = regression_metrics(model, x_test, y_test, config["eval_samples"])
+        return scored(metrics["mse"], metrics["tll"])
+
+    if wanted & {"ADGP", "Vanilla"}:
+        seed, generator = seeded("ADGP")
         model = _activated(config, input_dim, seed)
         network = model.network_like(seed)
         train_network_stage(network, x_train, y_train, "mse", config["network_steps"], schedule,
@@ -179,14 +190,9 @@ def fit_split(
             noise_from_network(model.likelihood, network, x_train, y_train)
             train_elbo(model, x_train, y_train, config["elbo_steps"], schedule, generator,
                        num_samples=config["train_samples"])  # fmt: skip
-            with torch.random.fork_rng(devices=[]):
-                torch.manual_seed(seed + 1)
-                metrics = regression_metrics(model, x_test, y_test, config["eval_samples"])
-            results["ADGP"] = scored(metrics["mse"], metrics["tll"])
+            results["ADGP"] = scored_by_elbo_model(model, seed)
     if "Dropout" in wanted:
-        seed = unit_seed(config, dataset, split, "Dropout")
-        torch.manual_seed(seed)
-        generator = torch.Generator().manual_seed(seed)
+        seed, generator = seeded("Dropout")
         network = DropoutNetwork(_activated(config, input_dim, seed).network_like(seed),
                                  config["dropout"])  # fmt: skip
         train_network_stage(network, x_train, y_train, "mse", config["network_steps"], schedule,
@@ -201,9 +207,7 @@ def fit_split(
     if "DGP" in wanted:
         from gpytorch.likelihoods import GaussianLikelihood
 
-        seed = unit_seed(config, dataset, split, "DGP")
-        torch.manual_seed(seed)
-        generator = torch.Generator().manual_seed(seed)
+        seed, generator = seeded("DGP")
         model = build_inducing_point_dgp(
             x_train, config["num_layers"], GaussianLikelihood().to(torch.float64),
             num_inducing=config["num_inducing"], hidden_width=input_dim, mean=config["mean"],
@@ -211,10 +215,7 @@ def fit_split(
         )  # fmt: skip
         train_elbo(model, x_train, y_train, config["dgp_steps"], schedule, generator,
                    num_samples=config["train_samples"])  # fmt: skip
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed + 1)
-            metrics = regression_metrics(model, x_test, y_test, config["eval_samples"])
-        results["DGP"] = scored(metrics["mse"], metrics["tll"])
+        results["DGP"] = scored_by_elbo_model(model, seed)
     return {model: results[model] for model in config["models"]}
 
 

@@ -79,6 +79,16 @@ def _take_rows(values: torch.Tensor | np.ndarray, rows: np.ndarray) -> torch.Ten
     return torch.as_tensor(values)[torch.from_numpy(rows)]
 
 
+def add_statistics(
+    totals: Sequence[torch.Tensor] | None, parts: Sequence[torch.Tensor]
+) -> list[torch.Tensor]:
+    """Running totals of the statistics (in the order of ``SGPR.STATISTICS``) plus one chunk's
+    ``chunk_statistics``; None totals start the sum."""
+    if totals is None:
+        return list(parts)
+    return [total + part for total, part in zip(totals, parts, strict=True)]
+
+
 class SGPR(ZonalModel):
     """Sparse GP regression with a diagonal-Kuu feature and sufficient statistics.
 
@@ -223,11 +233,7 @@ class SGPR(ZonalModel):
             parts = self.chunk_statistics(
                 _chunk_tensor(x_chunk), _chunk_tensor(y_chunk), first_row=rows
             )
-            totals = (
-                list(parts)
-                if totals is None
-                else [a + b for a, b in zip(totals, parts, strict=True)]
-            )
+            totals = add_statistics(totals, parts)
             rows += len(x_chunk)
         if totals is None or rows == 0:
             raise ValueError("no data: the statistics are empty")

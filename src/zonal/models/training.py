@@ -59,7 +59,8 @@ def check_targets(likelihood: Likelihood, y: torch.Tensor, num_points: int) -> t
         y = torch.as_tensor(y)
     if y.shape[0] != num_points:
         raise ValueError(f"the inputs have {num_points} rows but the targets have {y.shape[0]}")
-    check_finite(y.reshape(num_points, -1).double(), "targets")
+    if num_points:  # (zero rows, e.g. an empty data-parallel shard, have nothing to check)
+        check_finite(y.reshape(num_points, -1).double(), "targets")
     if isinstance(likelihood, MultitaskGaussianLikelihood):
         if y.dim() != 2 or y.shape[1] != likelihood.num_tasks:
             raise ValueError(
@@ -179,12 +180,20 @@ def adam_on_minibatches(
         losses.append(float(loss.detach()))
         if scheduler is not None and (step + 1) % per_epoch == 0:
             scheduler.step(sum(losses[-per_epoch:]) / per_epoch)
-        if callback is not None:
-            try:
-                callback(step, losses[-1])
-            except StopTraining:
-                break
+        if stop_requested(callback, step, losses[-1]):
+            break
     return losses
+
+
+def stop_requested(callback: Callable[[int, float], None] | None, step: int, loss: float) -> bool:
+    """Run a step callback; True if it ended training by raising ``StopTraining``."""
+    if callback is None:
+        return False
+    try:
+        callback(step, loss)
+    except StopTraining:
+        return True
+    return False
 
 
 # ------------------------------------------------------------------------------------ watching
