@@ -19,9 +19,16 @@ Ratios are quoted against peers measured in the same process on the same points 
   It stacks one N x N matrix per level, so it needs about 8 N^2 (L + 1) bytes (1.5 GB at the
   defaults); zonal's Mercer sum holds three N x N matrices.
 
+Huge pages: zonal allocates large Gram matrices on transparent huge pages
+(``zonal.kernels.huge_pages``), which removes most of the page-fault cost of a fresh N x N buffer;
+GPyTorch's RBF gets the same only when PyTorch's allocator is told to, at start-up
+(``THP_MEM_ALLOC_ENABLE=1``). Run the benchmark both ways to see both comparisons; the setting is
+printed and stored.
+
 Run (the thread count is printed and stored):
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/kernels.py [--num-points 4096] [--threads 1]
+    THP_MEM_ALLOC_ENABLE=1 OMP_NUM_THREADS=1 .venv/bin/python benchmarks/kernels.py
 
 Results go to benchmarks/results/kernels.json.
 """
@@ -54,6 +61,11 @@ from zonal.kernels import (
 from zonal.kernels.compile import SETTINGS as COMPILE_SETTINGS
 
 RESULTS = Path(__file__).resolve().parent / "results" / "kernels.json"
+
+
+def huge_pages_everywhere() -> bool:
+    """Whether PyTorch's CPU allocator puts every large tensor on huge pages (read at start-up)."""
+    return os.environ.get("THP_MEM_ALLOC_ENABLE", "0") not in ("", "0")
 
 
 def random_unit_points(num_points: int, ambient_dim: int, seed: int = 0) -> torch.Tensor:
@@ -142,7 +154,8 @@ def main() -> None:
         f"Kernel matrix {n} x {n}, d = {d} (S^{d - 1}), float64, torch threads = "
         f"{torch.get_num_threads()} (OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}), "
         f"best of {args.repeats} alternating runs after a warm-up, torch.compile "
-        f"{'on' if COMPILE_SETTINGS.enabled else 'off'}"
+        f"{'on' if COMPILE_SETTINGS.enabled else 'off'}, PyTorch's allocator on huge pages "
+        f"(THP_MEM_ALLOC_ENABLE) {'on' if huge_pages_everywhere() else 'off'}"
     )
 
     def rbf() -> torch.Tensor:
@@ -220,6 +233,7 @@ def main() -> None:
         "versions": versions,
         "rbf_seconds": rbf_seconds,
         "torch_compile": COMPILE_SETTINGS.enabled,
+        "torch_allocator_huge_pages": huge_pages_everywhere(),
         "rows": rows,
     }
     RESULTS.parent.mkdir(parents=True, exist_ok=True)

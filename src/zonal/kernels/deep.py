@@ -48,15 +48,16 @@ def deep_arccos_shape(t: torch.Tensor, depth: int, order: int = 1) -> torch.Tens
     return value
 
 
-def relu_ntk_values(t: torch.Tensor, depth: int) -> torch.Tensor:
-    """``relu_ntk_shape`` without autograd: one arccos per layer gives both s_0 and s_1."""
-    sigma = t.clamp(-1, 1)  # Sigma_0
-    theta = sigma  # Theta_0
-    for _ in range(depth):
-        slope, sigma = relu_pair_values(sigma)  # s_0(Sigma_{h-1}), Sigma_h = s_1(Sigma_{h-1})
-        theta = slope.mul_(theta).add_(sigma)  # Theta_h
-        sigma.clamp_(-1, 1)  # rounding must not leave the domain of arccos
-    return theta.mul_(1 / (depth + 1))
+def relu_ntk_layer(state: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """One NTK layer without autograd: (Theta_{h-1}, Sigma_{h-1}) -> (Theta_h, Sigma_h), elementwise.
+
+    Theta_h = Theta_{h-1} s_0(Sigma_{h-1}) + Sigma_h with Sigma_h = s_1(Sigma_{h-1}) (module
+    docstring); one arccos gives both s_0 and s_1. Starting from (t, t), ``depth`` layers and a
+    factor 1 / (depth + 1) give ``relu_ntk_shape`` (``ReLUNTKernel.closed_form_map``).
+    """
+    theta, sigma = state[0], state[1].clamp(-1, 1)  # rounding must not leave arccos's domain
+    slope, next_sigma = relu_pair_values(sigma)  # s_0(Sigma_{h-1}), s_1(Sigma_{h-1})
+    return slope.mul_(theta).add_(next_sigma), next_sigma
 
 
 def relu_ntk_shape(t: torch.Tensor, depth: int) -> torch.Tensor:
@@ -110,7 +111,9 @@ class ReLUNTKernel(ZonalKernel):
         return relu_ntk_shape(t, self.depth)
 
     def closed_form_map(self, dtype: torch.dtype, device: torch.device) -> CosineMap:
-        return CosineMap(relu_ntk_values, (self.depth,))
+        return CosineMap(
+            relu_ntk_layer, repeat=self.depth, state=2, output_scale=1 / (self.depth + 1)
+        )
 
     def spectrum_settings(self) -> tuple:
         return (*super().spectrum_settings(), self.depth)

@@ -4,11 +4,12 @@ K_ij = scale_i scale'_j v(x_i . x'_j) for a function v of the cosine (the closed
 truncated Mercer sum, seed 000 eq. 10) and, for the homogeneous extension, the norms scale, scale'
 (seed 000 eq. 7). Building K the obvious way (a matmul, then elementwise passes over N x M
 temporaries) is bound by memory: every fresh N x M float64 buffer costs page faults and every pass
-a trip to main memory. Here the output is the only N x M allocation: the cosines of one tile
-(x1[rows] @ x2[cols]^T) are computed, clamped to [-1, 1], mapped through v while they sit in cache,
-and written into the output. For K(X, X) only tiles on and above the diagonal are computed, each
-written twice (K_ji = K_ij), so K is exactly symmetric, its diagonal is v(1) exactly, and v runs on
-about half the entries.
+a trip to main memory. Here the output is the only N x M allocation (on huge pages, see
+``zonal.kernels.huge_pages``): the cosines of one tile (x1[rows] @ x2[cols]^T) are computed,
+clamped to [-1, 1] and copied into their block of the output, where v maps them in place while they
+sit in cache (``zonal.kernels.compile.in_place``). For K(X, X) only tiles on and above the diagonal
+are computed, each written twice (K_ji = K_ij), so K is exactly symmetric, its diagonal is v(1)
+exactly, and v runs on about half the entries.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 import torch
 
 from zonal.kernels.compile import tile_runner
+from zonal.kernels.huge_pages import empty_on_huge_pages
 
 #: rows (and columns) of a tile: a 256 x 256 float64 tile and its temporaries stay in L2 cache
 TILE = 256
@@ -26,19 +28,24 @@ TILE = 256
 
 @dataclass(frozen=True)
 class CosineMap:
-    """v(t) = function(t, *arguments), elementwise in the cosines t [..., R, C].
+    """v(t) = output_scale * f^L(t, ..., t)[0]: a map f of ``state`` copies of the cosines, applied
+    ``repeat`` = L times, elementwise in the cosines t [..., R, C].
 
-    ``function`` is a module-level function and ``arguments`` are tensors (hyperparameters,
-    broadcasting as [*batch_shape, 1, 1]) and Python constants, so that ``function`` can be compiled
-    once and reused (``zonal.kernels.compile``); ``compilable=False`` keeps it eager. ``repeat`` = L
-    composes the map L times, v = f o ... o f (a deep kernel's layers): one layer is compiled, a
-    graph L times smaller, which compiles in seconds where the whole composition took minutes.
+    ``function(work, *arguments)`` maps a tile [..., R, C] (``state`` = 1) or a tuple of ``state``
+    tiles to the same structure; it is a module-level function and ``arguments`` are tensors
+    (hyperparameters, broadcasting as [*batch_shape, 1, 1]) and Python constants, so that it is
+    compiled once and reused (``zonal.kernels.compile``); ``compilable=False`` keeps it eager.
+    ``repeat`` composes it (a deep kernel's layers) and ``state`` carries several quantities per
+    entry through the layers (the NTK's Sigma_h and Theta_h): one layer is compiled, a graph L times
+    smaller, which compiles in seconds where the whole composition took minutes.
     """
 
     function: Callable[..., torch.Tensor]
     arguments: tuple = ()
     compilable: bool = True
     repeat: int = 1
+    state: int = 1
+    output_scale: float = 1.0
 
 
 def _symmetrise_(tile: torch.Tensor) -> None:
@@ -72,12 +79,14 @@ def gram_no_grad(
     with torch.no_grad():
         num_rows, num_cols = unit1.shape[-2], unit2.shape[-2]
         batch = torch.broadcast_shapes(unit1.shape[:-2], unit2.shape[:-2], batch_shape)
-        out = torch.empty(*batch, num_rows, num_cols, dtype=unit1.dtype, device=unit1.device)
+        out = empty_on_huge_pages(
+            *batch, num_rows, num_cols, dtype=unit1.dtype, device=unit1.device
+        )
         on_cpu = unit1.device.type == "cpu"
         # an accelerator runs each elementwise pass at memory speed: one tile, the whole matrix
         size = TILE if on_cpu else max(num_rows, num_cols, 1)
         num_entries = out.numel() if values.compilable and on_cpu else 0
-        run = tile_runner(values.function, num_entries)
+        run = tile_runner(values.function, num_entries)  # work -> function(work), in place
         for row in range(0, num_rows, size):
             rows = slice(row, row + size)
             first_col = row if same else 0
@@ -87,12 +96,24 @@ def gram_no_grad(
                 cosines.clamp_(-1, 1)
                 if same and col == row:
                     _symmetrise_(cosines)
-                tile = cosines
+                block = out[..., rows, cols]  # [*B, R, C], a view of K
+                work = _work_tiles(cosines, block.shape, values.state)  # [*B, R, C] or tuple
                 for _ in range(values.repeat):
-                    tile = run(tile, *values.arguments)  # [*b', R, C]
+                    run(work, *values.arguments)
+                block.copy_(work if values.state == 1 else work[0])
+                if values.output_scale != 1:
+                    block.mul_(values.output_scale)
                 if scale1 is not None and scale2 is not None:
-                    tile = tile * (scale1[..., rows, None] * scale2[..., None, cols])
-                out[..., rows, cols] = tile
+                    block.mul_(scale1[..., rows, None] * scale2[..., None, cols])
                 if same and col != row:
-                    out[..., cols, rows] = tile.mT
+                    out[..., cols, rows] = block.mT
         return out
+
+
+def _work_tiles(
+    cosines: torch.Tensor, shape: torch.Size, state: int
+) -> torch.Tensor | tuple[torch.Tensor, ...]:
+    """The contiguous tile [*B, R, C] of the cosines [*b, R, C] (or a tuple of ``state`` copies)
+    that the tile function maps in place: a fixed layout, so that its compiled version is reused."""
+    first = cosines if cosines.shape == shape else cosines.expand(shape).contiguous()
+    return first if state == 1 else (first, *(first.clone() for _ in range(state - 1)))
