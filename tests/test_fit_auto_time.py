@@ -1,5 +1,6 @@
 """How ``zonal fit --model auto`` spends its budget: the ``sgpr`` fallback skips the input scales
-when a deep candidate follows (``zonal.fitting.auto_uses_ard``), and the activated DGP's network
+when a deep candidate follows (``zonal.fitting.auto_uses_ard``) while the activated DGP learns
+them, and the activated DGP's network
 stage (three phases of falling learning rate) may use ``zonal.recipes.NETWORK_SHARE`` of its
 time."""
 
@@ -21,13 +22,15 @@ def test_the_sgpr_fallback_learns_input_scales_only_without_a_deep_candidate():
     assert auto_uses_ard("sgpr", ["sgpr", "svgp-activated"])
     assert auto_uses_ard("sgpr", ["sgpr", "svgp"])
     assert auto_uses_ard("svgp-activated", ["svgp-activated", "adgp"])
-    # the activated DGP can learn scales (``--model adgp --ard``) but auto leaves them off
-    assert not auto_uses_ard("adgp", ["sgpr", "adgp"])
+    # the activated DGP learns them in its first layer; the inducing-point DGP has none
+    assert auto_uses_ard("adgp", ["sgpr", "adgp"])
+    assert not auto_uses_ard("dgp", ["sgpr", "dgp"])
 
 
-def test_auto_trains_the_sgpr_without_scales_before_the_activated_dgp(monkeypatch):
+def test_auto_trains_the_sgpr_without_scales_before_the_activated_dgp_with_them(monkeypatch):
     """On 150 rows auto's candidates are sgpr then adgp: although ARD is on by default under auto,
-    the sgpr it trains has a plain embedding (no input scales); the adgp trains after it."""
+    the sgpr it trains has a plain embedding (no input scales); the adgp trains after it with one
+    learnt scale per input in its first layer's embedding, moved from 1 by training."""
     rng = np.random.default_rng(0)
     x = rng.normal(size=(150, 3))
     y = np.sin(2 * x[:, 0]) + 0.05 * rng.normal(size=150)
@@ -36,7 +39,9 @@ def test_auto_trains_the_sgpr_without_scales_before_the_activated_dgp(monkeypatc
 
     def recording_train(spec, *args, **kwargs):
         fit, seconds = train(spec, *args, **kwargs)
-        trained[spec["model"]] = (spec["ard"], getattr(fit.model, "input_map", None))
+        model = fit.model
+        embedding = model.layers[0].input_map if spec["model"] == "adgp" else model.input_map
+        trained[spec["model"]] = (spec["ard"], embedding)
         return fit, seconds
 
     monkeypatch.setattr(fitting, "train", recording_train)
@@ -44,6 +49,9 @@ def test_auto_trains_the_sgpr_without_scales_before_the_activated_dgp(monkeypatc
     assert set(trained) == {"sgpr", "adgp"}
     ard, embedding = trained["sgpr"]
     assert not ard and embedding.input_scales is None
+    ard, embedding = trained["adgp"]
+    scales = embedding.input_scales.detach()
+    assert ard and scales.shape == (3,) and not torch.allclose(scales, torch.ones(3).double())
 
 
 def test_the_network_stage_uses_its_share_of_the_activated_dgps_budget(monkeypatch):

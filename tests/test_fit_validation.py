@@ -97,6 +97,37 @@ def test_the_deadline_and_the_patience_end_a_stage():
     assert len(losses) == 60  # evaluations at steps 19, 39, 59 (every 20 steps at least)
 
 
+def test_a_plateau_ends_a_stage_after_its_share_of_the_time_and_keeps_the_best_state():
+    """Under a 2 s deadline, with evaluation patience out of reach (10^6): a flat validation
+    score ends the stage at the first evaluation found ``patience_share`` (0.2, so 0.4 s) after
+    its best, long before the deadline, and the starting state (the best: an equal score is no
+    gain) is the one left; a score that improves at every evaluation runs to the deadline."""
+    module = _quadratic_module()
+
+    def slow_loss(index):
+        time.sleep(0.002)
+        return ((module.value - 1.0) ** 2).sum()
+
+    def run(control: TrainingControl) -> float:
+        started = time.monotonic()
+        with control.watch(module, 10**6, stage="plateau") as watch:
+            adam_on_minibatches(slow_loss, module.parameters(), 1, num_steps=10**6, batch_size=1,
+                                lr=0.001, seed=0, callback=watch)  # fmt: skip
+        return time.monotonic() - started
+
+    budget = 2.0
+    flat = TrainingControl(deadline=time.monotonic() + budget, score=lambda watched: 0.0,
+                           patience=10**6, patience_share=0.2)  # fmt: skip
+    seconds = run(flat)
+    assert 0.2 * budget <= seconds < 0.6 * budget
+    assert float(module.value) == 4.0  # Adam moved it at every step; the best state came back
+    improving = TrainingControl(deadline=time.monotonic() + budget,
+                                score=lambda watched: -float((watched.value - 1.0) ** 2),
+                                patience=10**6, patience_share=0.2)  # fmt: skip
+    seconds = run(improving)
+    assert seconds >= 0.95 * budget and float(module.value) < 4.0
+
+
 def test_the_auto_rule_and_the_feature_layout():
     assert auto_candidates(300, 6, "gaussian") == ["sgpr", "adgp"]
     assert auto_candidates(100_000, 9, "gaussian") == ["sgpr", "svgp-activated"]

@@ -199,6 +199,10 @@ def stop_requested(callback: Callable[[int, float], None] | None, step: int, los
 # ------------------------------------------------------------------------------------ watching
 #: evaluations without a better validation score before a stage stops
 PATIENCE = 15
+#: a stage with a deadline also stops at an evaluation that finds its best validation score older
+#: than this share of the time the stage was given (its patience in time: steps of very different
+#: cost, from a network's to a deep GP's ELBO, get the same patience in wall clock)
+PATIENCE_SHARE = 0.2
 #: fewest steps between two validation evaluations
 MIN_EVALUATION_INTERVAL = 20
 #: the evaluations may take about 1 / EVALUATION_RATIO of a stage's time
@@ -209,8 +213,10 @@ EVALUATION_RATIO = 5.0
 class TrainingControl:
     """How a fit is watched: a wall-clock ``deadline`` (``time.monotonic()``), a validation
     ``score(model)`` (higher is better, e.g. the mean validation log likelihood) evaluated every so
-    often, early stopping after ``patience`` evaluations without improvement (the best state is
-    kept), and a tqdm progress bar on stderr (``progress``) named ``label``.
+    often, early stopping after ``patience`` evaluations without improvement or, in a stage with a
+    deadline, at an evaluation that finds the best score older than ``patience_share`` of the
+    stage's time (the best state is kept), and a tqdm progress bar on stderr (``progress``) named
+    ``label``.
 
     ``validation`` holds the validation inputs and targets for stages that score a module other
     than the model (the activated DGP's network stage).
@@ -220,6 +226,7 @@ class TrainingControl:
     score: Callable[[torch.nn.Module], float] | None = None
     validation: tuple[torch.Tensor, torch.Tensor] | None = None
     patience: int = PATIENCE
+    patience_share: float = PATIENCE_SHARE
     progress: bool = False
     label: str = ""
 
@@ -252,7 +259,9 @@ class StageWatch:
     last step, whichever comes first),
     evaluates the validation score at adaptive intervals (their cost kept near
     1 / ``EVALUATION_RATIO`` of the stage), copies the best state, and raises ``StopTraining`` at
-    the stage deadline or after ``patience`` evaluations without improvement.
+    the stage deadline, after ``patience`` evaluations without improvement, or (with a deadline)
+    at an evaluation whose best score was found more than ``patience_share`` of the stage's time
+    (deadline minus start) ago.
 
     Use it as a context manager: entering it scores the starting state; leaving it normally (or by
     ``StopTraining``) scores the final state too, and leaving it in any way (Ctrl-C included) loads
@@ -275,12 +284,17 @@ class StageWatch:
         self.best_score = -math.inf
         self.best_state: dict[str, torch.Tensor] | None = None
         self.best_step = -1
+        self.best_time = math.nan
         self.last_score = math.nan
         self.last_step = self.evaluated_step = -1
+        self.evaluated_at = math.nan
         self.evaluations_without_gain = 0
         self.interval = MIN_EVALUATION_INTERVAL
         self.next_evaluation = 0
         self.started = time.monotonic()
+        self.time_patience = (
+            math.inf if deadline is None else control.patience_share * (deadline - self.started)
+        )
         label = f"{control.label} {stage}".strip()
         self.bar = tqdm(total=steps, desc=label, disable=not control.progress, leave=False,
                         dynamic_ncols=True, file=sys.stderr)  # fmt: skip
@@ -308,9 +322,9 @@ class StageWatch:
         value = float(self.score(self.module))
         self.module.train(was_training)
         spent = time.monotonic() - started
-        self.last_score, self.evaluated_step = value, step
+        self.last_score, self.evaluated_step, self.evaluated_at = value, step, started
         if value > self.best_score:
-            self.best_score, self.best_step = value, step
+            self.best_score, self.best_step, self.best_time = value, step, started
             self.best_state = {
                 name: tensor.detach().clone() for name, tensor in self.module.state_dict().items()
             }
@@ -351,5 +365,9 @@ class StageWatch:
         self.bar.update(1)
         if self.deadline is not None and time.monotonic() >= self.deadline:
             raise StopTraining("the stage's time budget is spent")
-        if self.evaluations_without_gain >= self.control.patience:
+        if self.evaluations_without_gain >= self.control.patience or (
+            evaluated
+            and self.evaluations_without_gain > 0
+            and self.evaluated_at - self.best_time >= self.time_patience
+        ):
             raise StopTraining("no validation improvement")
