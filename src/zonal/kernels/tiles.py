@@ -100,13 +100,14 @@ def gram_no_grad(
                 work = _work_tiles(cosines, block.shape, values.state)  # [*B, R, C] or tuple
                 for _ in range(values.repeat):
                     run(work, *values.arguments)
-                block.copy_(work if values.state == 1 else work[0])
+                values_tile = work if values.state == 1 else work[0]  # [*B, R, C], contiguous
                 if values.output_scale != 1:
-                    block.mul_(values.output_scale)
+                    values_tile.mul_(values.output_scale)
                 if scale1 is not None and scale2 is not None:
-                    block.mul_(scale1[..., rows, None] * scale2[..., None, cols])
-                if same and col != row:
-                    out[..., cols, rows] = block.mT
+                    values_tile.mul_(scale1[..., rows, None] * scale2[..., None, cols])
+                block.copy_(values_tile)
+                if same and col != row:  # from the tile in cache, not from the strided block
+                    out[..., cols, rows] = values_tile.mT
         return out
 
 
