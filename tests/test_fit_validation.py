@@ -128,6 +128,12 @@ def test_a_plateau_ends_a_stage_after_its_share_of_the_time_and_keeps_the_best_s
     assert seconds >= 0.95 * budget and float(module.value) < 4.0
 
 
+@pytest.mark.parametrize("share", [0.0, -0.1, 1.5, math.nan])
+def test_a_patience_share_outside_the_unit_interval_is_named(share):
+    with pytest.raises(ValueError, match=r"patience_share must lie in \(0, 1\]"):
+        TrainingControl(patience_share=share)
+
+
 def test_the_auto_rule_and_the_feature_layout():
     assert auto_candidates(300, 6, "gaussian") == ["sgpr", "adgp"]
     assert auto_candidates(100_000, 9, "gaussian") == ["sgpr", "svgp-activated"]

@@ -230,6 +230,10 @@ class TrainingControl:
     progress: bool = False
     label: str = ""
 
+    def __post_init__(self) -> None:
+        if not 0 < self.patience_share <= 1:
+            raise ValueError(f"patience_share must lie in (0, 1], got {self.patience_share!r}")
+
     def remaining(self) -> float:
         """Seconds left before the deadline (infinite without one)."""
         if self.deadline is None:
