@@ -38,9 +38,9 @@ if TYPE_CHECKING:
 EXIT_ERROR = 1
 EXIT_INTERRUPTED = 130
 #: default wall-clock budget of `zonal fit`, seconds: a cap, since early stopping ends most fits
-#: sooner; the activated DGP's network was still improving at it on grid-stability and compactiv
-#: of ``benchmarks/fit_default.py``, which then took 33-38 s, inside the 1000 Adam steps of the
-#: RBF-ARD SVGP (51-71 s there)
+#: sooner; the activated DGP's network was still improving at it on compactiv and grid-stability
+#: of ``benchmarks/fit_default.py``, which then took 34-36 s per split against 38-48 s for the
+#: RBF-ARD SVGP's 1000 Adam steps in the same runs
 DEFAULT_BUDGET = 45.0
 
 

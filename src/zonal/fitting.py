@@ -390,8 +390,8 @@ def auto_uses_ard(name: str, candidates: Sequence[str]) -> bool:
     to train longer. The activated DGP's scales slow its network steps by about a quarter; since
     early stopping ends a stage on a plateau (``zonal.models.training.PATIENCE_SHARE``) that time
     is there, and on the benchmark's splits 0-2 they lowered the activated DGP's mean test MSE
-    (standardised) on compactiv from 0.0180 to 0.0171 and on grid-stability from 0.030 to 0.027,
-    while wine-white stayed within its split-to-split noise (0.606-0.619 without, 0.615 with)."""
+    (standardised) on compactiv from 0.0180 to 0.0171 and on grid-stability from 0.030 to 0.026,
+    while white wine stayed within its run-to-run noise (0.606-0.619 without, 0.615 with)."""
     if name not in ARD_MODELS:
         return False
     return name != "sgpr" or not any(RECIPES[other].layered for other in candidates)
