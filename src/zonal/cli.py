@@ -37,11 +37,6 @@ if TYPE_CHECKING:
 
 EXIT_ERROR = 1
 EXIT_INTERRUPTED = 130
-#: default wall-clock budget of `zonal fit`, seconds: a cap, since early stopping ends most fits
-#: sooner; the activated DGP's network was still improving at it on compactiv and grid-stability
-#: of ``benchmarks/fit_default.py``, which then took 34-36 s per split against 38-48 s for the
-#: RBF-ARD SVGP's 1000 Adam steps in the same runs
-DEFAULT_BUDGET = 45.0
 
 
 class CommandError(Exception):
@@ -164,7 +159,7 @@ starts again with --restart. --budget does not apply.
 
 
 def _add_fit_parser(commands: Any) -> None:
-    from zonal.fitting import DEFAULT_VALIDATION_FRACTION
+    from zonal.fitting import DEFAULT_BUDGET, DEFAULT_VALIDATION_FRACTION
     from zonal.recipes import KERNELS, LIKELIHOODS, RECIPES
 
     fit = commands.add_parser(

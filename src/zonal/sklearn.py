@@ -13,8 +13,9 @@ drop into pipelines, grid searches and cross-validation::
 
     cross_val_score(ZonalClassifier(budget=20), X, y, cv=5)
 
-A fit whose ``budget`` binds is not reproducible to the bit (the wall clock decides where it
-stops); give ``steps`` small enough for the budget when it must be.
+A fit with a ``budget`` and a validation split is not reproducible to the bit: the wall clock
+decides where it stops (the deadline, and early stopping's patience in time,
+``zonal.models.training.PATIENCE_SHARE``); pass ``budget=None`` for a deterministic fit.
 
 scikit-learn's ``check_estimator`` (scikit-learn 1.9) passes every check for both estimators with
 ``validation_fraction=0`` (``check_array_api_input`` is skipped without ``SCIPY_ARRAY_API``). With
@@ -37,11 +38,14 @@ try:
 except ImportError as error:  # pragma: no cover - the optional extra is missing
     raise ImportError("zonal.sklearn needs scikit-learn: pip install 'zonal[sklearn]'") from error
 
-from zonal.fitting import DEFAULT_VALIDATION_FRACTION, TabularModel, fit_data, predict_data
+from zonal.fitting import (
+    DEFAULT_BUDGET,
+    DEFAULT_VALIDATION_FRACTION,
+    TabularModel,
+    fit_data,
+    predict_data,
+)
 from zonal.targets import REGRESSION, Target
-
-#: default wall-clock budget of one ``fit``, seconds (the command line's default)
-DEFAULT_BUDGET = 60.0
 
 
 def expected_failed_checks(estimator: BaseEstimator) -> dict[str, str]:
