@@ -239,3 +239,24 @@ def test_ctrl_c_before_any_model_exists_saves_nothing(tmp_path, capsys, monkeypa
     )
     assert "interrupted before any model was trained; nothing saved" in capsys.readouterr().err
     assert not checkpoint.exists()
+
+
+def test_budget_none_makes_a_seeded_fit_reproducible(tmp_path, capsys):
+    """Without a wall clock (``--budget none``) early stopping counts evaluations only, so two fits
+    with one seed give byte-identical predictions; a bad budget is a usage error naming it."""
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(90, 2))
+    data = tmp_path / "table.csv"
+    data.write_text("a,b,y\n" + "\n".join(f"{p},{q},{np.sin(p) * q}" for p, q in x) + "\n")
+    predictions = []
+    for run in range(2):
+        checkpoint, output = tmp_path / f"model{run}.pt", tmp_path / f"pred{run}.csv"
+        args = ["fit", str(data), "--target", "y", "--model", "adgp", "--num-inducing", "8",
+                "--steps", "40", "--budget", "none", "--seed", "3", "-o", str(checkpoint)]  # fmt: skip
+        assert main([*args, "--quiet"]) == 0
+        assert main(["predict", str(checkpoint), str(data), "-o", str(output)]) == 0
+        predictions.append(output.read_bytes())
+    assert predictions[0] == predictions[1]
+    for bad in ("-1", "0", "soon", "nan"):
+        assert main(["fit", str(data), "--target", "y", "--budget", bad]) == 2
+        assert "expected a positive number of seconds or 'none'" in capsys.readouterr().err

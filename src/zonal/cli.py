@@ -2,7 +2,7 @@
 
     zonal demo
     zonal fit DATA.csv|DATA.npz --target COLUMN [--model auto|sgpr|svgp|svgp-activated|adgp|dgp]
-              [--likelihood gaussian|bernoulli|softmax] [--budget SECONDS]
+              [--likelihood gaussian|bernoulli|softmax] [--budget SECONDS|none]
               [--validation-fraction F] [--steps N] [--output CHECKPOINT.pt] [--seed N]
               [--features A,B,...] [--kernel K] [--num-inducing M] [--force] [--quiet]
     zonal fit DATA... --chunk-size ROWS --target COLUMN [--restart] [options as above]
@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
+import math
 import sys
 import traceback
 from collections.abc import Callable, Iterator, Sequence
@@ -158,6 +159,21 @@ starts again with --restart. --budget does not apply.
 """
 
 
+def _budget(text: str) -> float | None:
+    """``--budget``: positive seconds, or ``none`` for no wall-clock limit."""
+    if text.strip().lower() == "none":
+        return None
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise argparse.ArgumentTypeError(
+            f"expected a positive number of seconds or 'none', got {text!r}"
+        )
+    return seconds
+
+
 def _add_fit_parser(commands: Any) -> None:
     from zonal.fitting import DEFAULT_BUDGET, DEFAULT_VALIDATION_FRACTION
     from zonal.recipes import KERNELS, LIKELIHOODS, RECIPES
@@ -200,10 +216,12 @@ def _add_fit_parser(commands: Any) -> None:
     )
     fit.add_argument(
         "--budget",
-        type=float,
+        type=_budget,
         default=DEFAULT_BUDGET,
         metavar="SECONDS",
-        help=f"wall-clock seconds for all training (default {DEFAULT_BUDGET:g})",
+        help=f"wall-clock seconds for all training (default {DEFAULT_BUDGET:g}), or 'none': no "
+        "wall clock, so that --seed reproduces the fit exactly (the steps and early stopping by "
+        "evaluations end it)",
     )
     fit.add_argument(
         "--validation-fraction",
