@@ -19,6 +19,7 @@ from zonal.kernels import (
 from zonal.kernels import compile as zonal_compile
 from zonal.kernels.arccos import arcsin_polynomial
 from zonal.kernels.compile import CompileSettings, compile_settings
+from zonal.kernels.tiles import CosineMap, gram_no_grad
 
 
 def random_sphere(num, ambient_dim, seed=0, batch=()):
@@ -87,17 +88,43 @@ def test_failed_compilation_falls_back_to_eager(monkeypatch):
         compiled_and_eager(kernel, x)
 
 
+def doubled(t):
+    return t * 2
+
+
 def test_opt_out_and_threshold(monkeypatch):
-    function = ArcCosineKernel(3).closed_form_map(torch.float64, torch.device("cpu")).function
+    """Disabled or below ``min_entries``: the eager wrapper, nothing compiled; above: one compiled
+    wrapper for the variant, writing its result over the tile."""
+    monkeypatch.setattr(zonal_compile, "_COMPILED", {})
+    tile = torch.ones(4, 4, dtype=torch.float64)
     with compile_settings(enabled=False, min_entries=0):
-        assert zonal_compile.tile_runner(function, 10**9) is zonal_compile.in_place(function)
+        assert zonal_compile.tile_runner(doubled, 10**9)(tile) is tile
     with compile_settings(enabled=True, min_entries=100):
-        assert zonal_compile.tile_runner(function, 99) is zonal_compile.in_place(function)
-        assert zonal_compile.tile_runner(function, 100) is not zonal_compile.in_place(function)
+        zonal_compile.tile_runner(doubled, 99)(tile)
+        assert not zonal_compile._COMPILED
+        zonal_compile.tile_runner(doubled, 100)(tile)
+        assert len(zonal_compile._COMPILED) == 1
+    torch.testing.assert_close(tile, torch.full((4, 4), 8.0, dtype=torch.float64), rtol=0, atol=0)
     monkeypatch.setenv("ZONAL_COMPILE", "0")
     assert not CompileSettings().enabled
     monkeypatch.setenv("ZONAL_COMPILE", "1")
     assert CompileSettings().enabled
+
+
+def test_a_tile_function_runs_on_the_unbatched_cosines_of_a_batched_kernel():
+    """A kernel batch that its tile function does not use is broadcast when the tile is written,
+    not evaluated once per batch member."""
+    seen = []
+
+    def recorded(t):
+        seen.append(tuple(t.shape))
+        return t * t
+
+    x = random_sphere(300, 3)
+    with compile_settings(enabled=False):
+        gram = gram_no_grad(x, x, CosineMap(recorded), same=True, batch_shape=(8,))
+    assert gram.shape == (8, 300, 300) and all(len(shape) == 2 for shape in seen)
+    torch.testing.assert_close(gram, (x @ x.mT).clamp(-1, 1).square().expand(8, 300, 300))
 
 
 def test_arcsin_polynomial_against_mpmath():
@@ -107,3 +134,18 @@ def test_arcsin_polynomial_against_mpmath():
     exact = torch.tensor([float(mpmath.asin(mpmath.mpf(float(v)))) for v in u], dtype=torch.float64)
     error = (arcsin_polynomial(u) - exact).abs() / exact.abs().clamp_min(1e-300)
     assert float(error.max()) < 4 * torch.finfo(torch.float64).eps
+
+
+def test_a_variant_at_dynamos_recompile_limit_falls_back_to_eager_with_a_warning(monkeypatch):
+    """Without ``recompile_limit_raises`` dynamo would run such calls uncompiled and silently."""
+    monkeypatch.setattr(zonal_compile, "_COMPILED", {})
+    monkeypatch.setattr(zonal_compile, "_FAILED", set())
+    monkeypatch.setattr(torch._dynamo.config, "recompile_limit", 1)
+    monkeypatch.setattr(torch._dynamo.config, "automatic_dynamic_shapes", False)
+    with compile_settings(enabled=True, min_entries=0), zonal_compile.recompile_limit_raises():
+        run = zonal_compile.tile_runner(doubled, 0)
+        first = run(torch.ones(4, 4, dtype=torch.float64))
+        with pytest.warns(RuntimeWarning, match="torch.compile of doubled failed"):
+            second = run(torch.ones(5, 5, dtype=torch.float64))  # a second graph: over the limit
+    torch.testing.assert_close(first, torch.full((4, 4), 2.0, dtype=torch.float64))
+    torch.testing.assert_close(second, torch.full((5, 5), 2.0, dtype=torch.float64))

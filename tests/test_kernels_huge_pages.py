@@ -1,47 +1,55 @@
-"""Large Gram matrix buffers are advised as transparent huge pages; small ones are left alone.
+"""Large Gram matrix buffers live in a mapping of their own advised as transparent huge pages;
+smaller ones are ordinary tensors.
 
-The independent truth is the kernel's own record: /proc/self/smaps lists, for every mapping, the
-flag ``hg`` when madvise(MADV_HUGEPAGE) was applied to it.
+The independent truth is the kernel's own record: /proc/self/smaps lists every mapping of the
+process with its VmFlags, ``hg`` when madvise(MADV_HUGEPAGE) was applied to it.
 """
 
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
-from zonal.kernels.huge_pages import HUGE_PAGE_BYTES, MIN_BYTES, empty_on_huge_pages
+from zonal.kernels import ArcCosineKernel
+from zonal.kernels.compile import compile_settings
+from zonal.kernels.huge_pages import MIN_BYTES, empty_on_huge_pages, huge_pages_supported
 
-THP_SETTING = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+pytestmark = pytest.mark.skipif(
+    not huge_pages_supported() or not Path("/proc/self/smaps").exists(),
+    reason="transparent huge pages are a Linux feature",
+)
 
 
-def vm_flags_at(address: int) -> set[str]:
-    """The VmFlags of the mapping of this process that contains ``address``."""
-    inside = False
+def mapping_at(address: int) -> tuple[int, int, set[str]]:
+    """(start, end, VmFlags) of the mapping of this process that contains ``address``."""
+    found = None
     for line in Path("/proc/self/smaps").read_text().splitlines():
         fields = line.split()
         if fields and "-" in fields[0] and len(fields) >= 5:  # a mapping's header line
             start, end = (int(part, 16) for part in fields[0].split("-"))
-            inside = start <= address < end
-        elif inside and line.startswith("VmFlags:"):
-            return set(fields[1:])
+            found = (start, end) if start <= address < end else None
+        elif found is not None and line.startswith("VmFlags:"):
+            return (*found, set(fields[1:]))
     raise AssertionError(f"no mapping contains {address:#x}")
 
 
-@pytest.mark.skipif(
-    not sys.platform.startswith("linux") or not THP_SETTING.exists(),
-    reason="transparent huge pages are a Linux feature",
-)
-def test_a_large_cpu_buffer_is_advised_as_huge_pages():
+def test_a_large_buffer_is_a_mapping_of_its_own_advised_as_huge_pages():
     buffer = empty_on_huge_pages(MIN_BYTES // 8 + 1000, dtype=torch.float64)  # just above 32 MiB
-    first_huge_page = -(-buffer.data_ptr() // HUGE_PAGE_BYTES) * HUGE_PAGE_BYTES
-    assert "hg" in vm_flags_at(first_huge_page)
+    start, end, flags = mapping_at(buffer.data_ptr())
+    assert "hg" in flags
+    assert start == buffer.data_ptr() and end - start == (MIN_BYTES + 8000 + 4095) // 4096 * 4096
     buffer.fill_(2.0)  # usable as any tensor
     assert float(buffer.sum()) == 2.0 * buffer.numel()
 
 
-def test_a_small_buffer_is_a_plain_empty_tensor_without_the_advice():
-    small = empty_on_huge_pages(4, 5, dtype=torch.float32)
-    assert small.shape == (4, 5) and small.dtype == torch.float32 and small.is_contiguous()
-    if sys.platform.startswith("linux"):
-        assert "hg" not in vm_flags_at(small.data_ptr())
+def test_a_buffer_below_the_threshold_is_an_ordinary_tensor():
+    buffer = empty_on_huge_pages(MIN_BYTES // 8 - 1000, dtype=torch.float64)  # just below 32 MiB
+    assert "hg" not in mapping_at(buffer.data_ptr())[2]
+
+
+def test_a_large_gram_matrix_is_built_in_an_advised_mapping():
+    x = torch.randn(2100, 3, dtype=torch.float64)  # 2100^2 float64 entries: 33.6 MB
+    x = x / x.norm(dim=-1, keepdim=True)
+    with torch.no_grad(), compile_settings(enabled=False):
+        gram = ArcCosineKernel(3)(x).to_dense()
+    assert "hg" in mapping_at(gram.data_ptr())[2]

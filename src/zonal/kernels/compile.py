@@ -40,9 +40,11 @@ class CompileSettings:
 
 SETTINGS = CompileSettings()
 
-_COMPILED: dict[Callable, Callable] = {}
-_IN_PLACE: dict[Callable, Callable] = {}
-_FAILED: set[Callable] = set()
+#: compiled wrappers, one per variant (``_variant``): each has its own code object, hence its own
+#: torch.compile cache, so kernels and settings do not crowd each other out of dynamo's limit of
+#: ``torch._dynamo.config.recompile_limit`` graphs per code object
+_COMPILED: dict[tuple, Callable] = {}
+_FAILED: set[tuple] = set()
 
 
 @contextlib.contextmanager
@@ -61,60 +63,84 @@ def compile_settings(
         SETTINGS.enabled, SETTINGS.min_entries = saved
 
 
-def in_place(function: Callable[..., Any]) -> Callable[..., None]:
-    """``apply_(work, *arguments)``: work := function(work, *arguments), written into ``work``.
+def in_place(function: Callable[..., Any]) -> Callable[..., Any]:
+    """``apply_(work, *arguments)``: function(work, *arguments), written over ``work`` when it has
+    the same shape (returned: ``work``), else returned as a new tensor (arguments with a batch
+    shape of their own broadcast the tiles).
 
     ``work`` is a tile or a tuple of tiles (a kernel's state per entry, see
-    ``tiles.CosineMap.state``) and ``function`` returns the same structure. One wrapper per function
-    (cached); each has a code object of its own: torch.compile keeps its compiled graphs per code
-    object, and the closures of one ``def`` share theirs, so kernels would otherwise evict each
-    other's graphs.
+    ``tiles.CosineMap.state``) and ``function`` returns the same structure. Every call makes a new
+    wrapper with a code object of its own: torch.compile keeps its compiled graphs per code
+    object, and the closures of one ``def`` share theirs.
     """
-    wrapper = _IN_PLACE.get(function)
-    if wrapper is None:
 
-        def apply_(work: torch.Tensor | tuple[torch.Tensor, ...], *arguments: object) -> None:
-            values = function(work, *arguments)
-            if isinstance(work, tuple):
-                for tile, value in zip(work, values, strict=True):
-                    tile.copy_(value)
-            else:
-                work.copy_(values)
+    def apply_(work: torch.Tensor | tuple[torch.Tensor, ...], *arguments: object) -> Any:
+        values = function(work, *arguments)
+        if isinstance(work, tuple):
+            if any(value.shape != tile.shape for value, tile in zip(values, work, strict=True)):
+                return values
+            for tile, value in zip(work, values, strict=True):
+                tile.copy_(value)
+            return work
+        if values.shape != work.shape:
+            return values
+        return work.copy_(values)
 
-        wrapper = _IN_PLACE[function] = types.FunctionType(
-            apply_.__code__.replace(), apply_.__globals__, apply_.__name__, None,
-            apply_.__closure__,
-        )  # fmt: skip
-    return wrapper
+    return types.FunctionType(
+        apply_.__code__.replace(), apply_.__globals__, apply_.__name__, None, apply_.__closure__
+    )
 
 
-def tile_runner(function: Callable[..., torch.Tensor], num_entries: int) -> Callable[..., None]:
-    """``in_place(function)``, compiled for a matrix of ``num_entries`` entries when enabled.
+def _variant(function: Callable, work: torch.Tensor | tuple, arguments: tuple) -> tuple:
+    """What a compiled graph of ``function`` is specialised to, apart from the tile sizes: the
+    dtype, device and rank of the work tiles, their number, the constants among the arguments and
+    the shapes of the tensors among them."""
+    tiles = work if isinstance(work, tuple) else (work,)
+    described = tuple(
+        (tuple(argument.shape), argument.dtype) if isinstance(argument, torch.Tensor) else argument
+        for argument in arguments
+    )
+    first = tiles[0]
+    return (function, first.dtype, first.device.type, first.dim(), len(tiles), described)
 
-    The compiled version falls back to the eager one (with one warning) if compilation fails.
+
+def recompile_limit_raises() -> contextlib.AbstractContextManager:
+    """A context for a loop of ``tile_runner`` calls (entered once: it costs tens of microseconds)
+    in which a variant that reaches dynamo's recompile limit raises, so that it falls back to
+    eager with zonal's warning, instead of running uncompiled silently."""
+    return torch._dynamo.config.patch(fail_on_recompile_limit_hit=True)
+
+
+def tile_runner(function: Callable[..., Any], num_entries: int) -> Callable[..., Any]:
+    """``in_place(function)``, compiled (one wrapper per ``_variant``) for a matrix of
+    ``num_entries`` entries when enabled.
+
+    A variant whose compilation fails, or which reaches dynamo's recompile limit (inside
+    ``recompile_limit_raises``), runs eagerly from then on, with one warning.
     """
     eager = in_place(function)
-    if not SETTINGS.enabled or num_entries < SETTINGS.min_entries or function in _FAILED:
+    if not SETTINGS.enabled or num_entries < SETTINGS.min_entries:
         return eager
-    compiled = _COMPILED.get(function)
-    if compiled is None:
-        compiled = _COMPILED[function] = torch.compile(
-            eager, options={"cpp.enable_floating_point_contract_flag": "fast"}
-        )
 
-    def run(*args: object) -> None:
-        if function in _FAILED:
-            return eager(*args)
+    def run(work: torch.Tensor | tuple, *arguments: object) -> Any:
+        key = _variant(function, work, arguments)
+        if key in _FAILED:
+            return eager(work, *arguments)
+        compiled = _COMPILED.get(key)
+        if compiled is None:
+            compiled = _COMPILED[key] = torch.compile(
+                in_place(function), options={"cpp.enable_floating_point_contract_flag": "fast"}
+            )
         try:
-            return compiled(*args)
-        except Exception as error:  # compilation failed: no compiler, unsupported platform, ...
-            _FAILED.add(function)
+            return compiled(work, *arguments)
+        except Exception as error:  # no compiler, unsupported platform, recompile limit, ...
+            _FAILED.add(key)
             warnings.warn(
                 f"zonal: torch.compile of {function.__qualname__} failed ({type(error).__name__}: "
                 f"{error}); using eager PyTorch. Set ZONAL_COMPILE=0 to skip compiling.",
                 RuntimeWarning,
                 stacklevel=2,
             )
-            return eager(*args)
+            return eager(work, *arguments)
 
     return run

@@ -53,7 +53,7 @@ def relu_ntk_layer(state: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.Tens
 
     Theta_h = Theta_{h-1} s_0(Sigma_{h-1}) + Sigma_h with Sigma_h = s_1(Sigma_{h-1}) (module
     docstring); one arccos gives both s_0 and s_1. Starting from (t, t), ``depth`` layers and a
-    factor 1 / (depth + 1) give ``relu_ntk_shape`` (``ReLUNTKernel.closed_form_map``).
+    division by depth + 1 give ``relu_ntk_shape`` (``ReLUNTKernel.closed_form_map``).
     """
     theta, sigma = state[0], state[1].clamp(-1, 1)  # rounding must not leave arccos's domain
     slope, next_sigma = relu_pair_values(sigma)  # s_0(Sigma_{h-1}), s_1(Sigma_{h-1})
@@ -111,9 +111,7 @@ class ReLUNTKernel(ZonalKernel):
         return relu_ntk_shape(t, self.depth)
 
     def closed_form_map(self, dtype: torch.dtype, device: torch.device) -> CosineMap:
-        return CosineMap(
-            relu_ntk_layer, repeat=self.depth, state=2, output_scale=1 / (self.depth + 1)
-        )
+        return CosineMap(relu_ntk_layer, repeat=self.depth, state=2, output_divisor=self.depth + 1)
 
     def spectrum_settings(self) -> tuple:
         return (*super().spectrum_settings(), self.depth)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
-from zonal.kernels.compile import tile_runner
+from zonal.kernels.compile import recompile_limit_raises, tile_runner
 from zonal.kernels.huge_pages import empty_on_huge_pages
 
 #: rows (and columns) of a tile: a 256 x 256 float64 tile and its temporaries stay in L2 cache
@@ -28,7 +28,7 @@ TILE = 256
 
 @dataclass(frozen=True)
 class CosineMap:
-    """v(t) = output_scale * f^L(t, ..., t)[0]: a map f of ``state`` copies of the cosines, applied
+    """v(t) = f^L(t, ..., t)[0] / output_divisor: a map f of ``state`` copies of the cosines, applied
     ``repeat`` = L times, elementwise in the cosines t [..., R, C].
 
     ``function(work, *arguments)`` maps a tile [..., R, C] (``state`` = 1) or a tuple of ``state``
@@ -45,7 +45,7 @@ class CosineMap:
     compilable: bool = True
     repeat: int = 1
     state: int = 1
-    output_scale: float = 1.0
+    output_divisor: float = 1.0
 
 
 def _symmetrise_(tile: torch.Tensor) -> None:
@@ -76,7 +76,7 @@ def gram_no_grad(
         batch_shape: the kernel's batch shape; B = broadcast(b1, b2, batch_shape).
         scale1, scale2: the norms [*b1, N] and [*b2, M] of the homogeneous extension, or None.
     """
-    with torch.no_grad():
+    with torch.no_grad(), recompile_limit_raises():
         num_rows, num_cols = unit1.shape[-2], unit2.shape[-2]
         batch = torch.broadcast_shapes(unit1.shape[:-2], unit2.shape[:-2], batch_shape)
         out = empty_on_huge_pages(
@@ -86,7 +86,7 @@ def gram_no_grad(
         # an accelerator runs each elementwise pass at memory speed: one tile, the whole matrix
         size = TILE if on_cpu else max(num_rows, num_cols, 1)
         num_entries = out.numel() if values.compilable and on_cpu else 0
-        run = tile_runner(values.function, num_entries)  # work -> function(work), in place
+        run = tile_runner(values.function, num_entries)  # work -> function(work, *arguments)
         for row in range(0, num_rows, size):
             rows = slice(row, row + size)
             first_col = row if same else 0
@@ -97,24 +97,23 @@ def gram_no_grad(
                 if same and col == row:
                     _symmetrise_(cosines)
                 block = out[..., rows, cols]  # [*B, R, C], a view of K
-                work = _work_tiles(cosines, block.shape, values.state)  # [*B, R, C] or tuple
+                work = _work_tiles(cosines, values.state)  # [*b, R, C] or a tuple of them
                 for _ in range(values.repeat):
-                    run(work, *values.arguments)
-                values_tile = work if values.state == 1 else work[0]  # [*B, R, C], contiguous
-                if values.output_scale != 1:
-                    values_tile.mul_(values.output_scale)
+                    work = run(work, *values.arguments)  # in place, or broadcast: [*b', R, C]
+                tile = work if values.state == 1 else work[0]  # contiguous, ours to modify
+                if values.output_divisor != 1:
+                    tile.div_(values.output_divisor)
                 if scale1 is not None and scale2 is not None:
-                    values_tile.mul_(scale1[..., rows, None] * scale2[..., None, cols])
-                block.copy_(values_tile)
+                    scale = scale1[..., rows, None] * scale2[..., None, cols]  # [*b1, R, C]
+                    fits = torch.broadcast_shapes(tile.shape, scale.shape) == tile.shape
+                    tile = tile.mul_(scale) if fits else tile * scale
+                block.copy_(tile)  # broadcasts over the rest of B
                 if same and col != row:  # from the tile in cache, not from the strided block
-                    out[..., cols, rows] = values_tile.mT
+                    out[..., cols, rows] = tile.mT
         return out
 
 
-def _work_tiles(
-    cosines: torch.Tensor, shape: torch.Size, state: int
-) -> torch.Tensor | tuple[torch.Tensor, ...]:
-    """The contiguous tile [*B, R, C] of the cosines [*b, R, C] (or a tuple of ``state`` copies)
-    that the tile function maps in place: a fixed layout, so that its compiled version is reused."""
-    first = cosines if cosines.shape == shape else cosines.expand(shape).contiguous()
-    return first if state == 1 else (first, *(first.clone() for _ in range(state - 1)))
+def _work_tiles(cosines: torch.Tensor, state: int) -> torch.Tensor | tuple[torch.Tensor, ...]:
+    """The cosines [*b, R, C] themselves, or a tuple of ``state`` copies, for the tile function to
+    map in place."""
+    return cosines if state == 1 else (cosines, *(cosines.clone() for _ in range(state - 1)))
