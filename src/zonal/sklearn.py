@@ -13,9 +13,10 @@ drop into pipelines, grid searches and cross-validation::
 
     cross_val_score(ZonalClassifier(budget=20), X, y, cv=5)
 
-A fit with a ``budget`` and a validation split is not reproducible to the bit: the wall clock
-decides where it stops (the deadline, and early stopping's patience in time,
-``zonal.models.training.PATIENCE_SHARE``); pass ``budget=None`` for a deterministic fit.
+A fit with a ``budget`` is not reproducible to the bit: the wall clock decides where it stops
+(the deadline, and with a validation split early stopping's intervals and patience in time,
+``zonal.models.training.StageWatch``); pass ``budget=None`` for a fit that ``random_state``
+reproduces.
 
 scikit-learn's ``check_estimator`` (scikit-learn 1.9) passes every check for both estimators with
 ``validation_fraction=0`` (``check_array_api_input`` is skipped without ``SCIPY_ARRAY_API``). With

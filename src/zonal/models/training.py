@@ -261,11 +261,13 @@ class StageWatch:
     """The step callback of one training stage (``callback(step, loss)``): it updates the progress
     bar (objective, validation score, seconds of budget left; the ETA is to the deadline or the
     last step, whichever comes first),
-    evaluates the validation score at adaptive intervals (their cost kept near
-    1 / ``EVALUATION_RATIO`` of the stage), copies the best state, and raises ``StopTraining`` at
-    the stage deadline, after ``patience`` evaluations without improvement, or (with a deadline)
-    at an evaluation whose best score was found more than ``patience_share`` of the stage's time
-    (deadline minus start) ago.
+    evaluates the validation score every ``MIN_EVALUATION_INTERVAL`` steps or, with a deadline,
+    at adaptive intervals (their cost kept near 1 / ``EVALUATION_RATIO`` of the stage), copies the
+    best state, and raises ``StopTraining`` at the stage deadline, after ``patience`` evaluations
+    without improvement, or (with a deadline) at an evaluation whose best score was found more
+    than ``patience_share`` of the stage's time (deadline minus start) ago, counted from the first
+    evaluation after the start at the earliest (so that a slow first step, a warm-up, does not
+    count). Without a deadline nothing depends on the clock: a seeded fit is reproducible.
 
     Use it as a context manager: entering it scores the starting state; leaving it normally (or by
     ``StopTraining``) scores the final state too, and leaving it in any way (Ctrl-C included) loads
@@ -291,7 +293,7 @@ class StageWatch:
         self.best_time = math.nan
         self.last_score = math.nan
         self.last_step = self.evaluated_step = -1
-        self.evaluated_at = math.nan
+        self.evaluated_at = self.first_evaluated_at = math.nan
         self.evaluations_without_gain = 0
         self.interval = MIN_EVALUATION_INTERVAL
         self.next_evaluation = 0
@@ -335,8 +337,10 @@ class StageWatch:
             self.evaluations_without_gain = 0
         else:
             self.evaluations_without_gain += 1
+        if step >= 0 and math.isnan(self.first_evaluated_at):
+            self.first_evaluated_at = started
         per_step = (started - self.started) / max(step + 1, 1)
-        if step >= 0 and per_step > 0:
+        if step >= 0 and per_step > 0 and self.deadline is not None:  # no clock: fixed interval
             self.interval = max(MIN_EVALUATION_INTERVAL,
                                 math.ceil(EVALUATION_RATIO * spent / per_step))  # fmt: skip
         self.next_evaluation = step + self.interval
@@ -372,6 +376,7 @@ class StageWatch:
         if self.evaluations_without_gain >= self.control.patience or (
             evaluated
             and self.evaluations_without_gain > 0
-            and self.evaluated_at - self.best_time >= self.time_patience
+            and self.evaluated_at - max(self.best_time, self.first_evaluated_at)
+            >= self.time_patience
         ):
             raise StopTraining("no validation improvement")
