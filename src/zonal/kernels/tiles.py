@@ -104,9 +104,7 @@ def gram_no_grad(
                 if values.output_divisor != 1:
                     tile.div_(values.output_divisor)
                 if scale1 is not None and scale2 is not None:
-                    scale = scale1[..., rows, None] * scale2[..., None, cols]  # [*b1, R, C]
-                    fits = torch.broadcast_shapes(tile.shape, scale.shape) == tile.shape
-                    tile = tile.mul_(scale) if fits else tile * scale
+                    tile = tile * (scale1[..., rows, None] * scale2[..., None, cols])  # [*B', R, C]
                 block.copy_(tile)  # broadcasts over the rest of B
                 if same and col != row:  # from the tile in cache, not from the strided block
                     out[..., cols, rows] = tile.mT
