@@ -1,0 +1,247 @@
+"""Stacking of predictive distributions: a weighted mixture of trained regression models.
+
+Given K trained models with predictive densities p_k(y | x), stacking (Yao, Vehtari, Simpson and
+Gelman, *Using Stacking to Average Bayesian Predictive Distributions*, Bayesian Analysis 2018;
+README, References) predicts with the mixture
+
+    p(y | x) = sum_k w_k p_k(y | x),    w on the simplex,
+
+its weights maximising the mean log density of held-out rows, (1/n) sum_i log sum_k w_k p_k(y_i |
+x_i): a concave objective, maximised by ``stacking_weights`` (EM, whose every step raises it).
+When one model is best everywhere the weights pick it; when models err differently the mixture
+beats each of them (``zonal fit``'s ``auto``: ``zonal.fitting``).
+
+``StackedModel`` answers the model contract of ``zonal.models.contract``: ``predict`` gives the
+mixture moments (mean sum_k w_k m_k, variance sum_k w_k (v_k + m_k^2) - mean^2),
+``log_predictive_density`` log sum_k w_k p_k(y | x), and ``posterior`` a BoTorch
+``GaussianMixturePosterior`` whose equally weighted components are the components' own (one for a
+single-layer model, S Monte Carlo components for a deep one), each repeated in proportion to its
+weight. For that the weights are multiples of 1 / ``WEIGHT_RESOLUTION`` (``quantize_weights``),
+so the posterior and the closed forms agree exactly. Components are single-output models with
+Gaussian likelihoods, each keeping its own noise.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+from botorch.posteriors.fully_bayesian import GaussianMixturePosterior
+from gpytorch.distributions import MultivariateNormal
+from gpytorch.likelihoods import GaussianLikelihood
+
+from zonal.models.contract import PREDICTION_CHUNK, ZonalModel
+
+#: stacking weights are multiples of 1 / WEIGHT_RESOLUTION (their posterior repeats components)
+WEIGHT_RESOLUTION = 20
+#: EM iterations of ``stacking_weights`` at most, and the objective gain that ends them
+STACKING_ITERATIONS = 2000
+STACKING_TOLERANCE = 1e-10
+
+
+def stacking_weights(
+    log_densities: torch.Tensor,
+    *,
+    iterations: int = STACKING_ITERATIONS,
+    tolerance: float = STACKING_TOLERANCE,
+) -> torch.Tensor:
+    """The weights w [K] on the simplex maximising (1/n) sum_i log sum_k w_k exp(L_ik) for held-out
+    log densities L [n, K] (row i, model k).
+
+    EM from equal weights: responsibilities r_ik = w_k p_ik / sum_j w_j p_ij, then w_k = mean_i
+    r_ik; each step raises the (concave) objective, and the loop ends when it gains less than
+    ``tolerance``. A model whose density is -inf on some rows is not excluded by that alone; a
+    column that is not finite anywhere gets weight 0, and a row to which every model gives
+    density 0 says nothing about the weights and is left out.
+    """
+    if log_densities.dim() != 2 or log_densities.shape[0] == 0 or log_densities.shape[1] == 0:
+        raise ValueError(
+            f"log_densities must be [n, K] with n, K >= 1, got {tuple(log_densities.shape)}"
+        )
+    if torch.isnan(log_densities).any() or (log_densities == math.inf).any():
+        raise ValueError("log_densities holds NaN or +inf: the models' densities are not valid")
+    log_densities = log_densities.to(torch.float64)
+    log_densities = log_densities[torch.isfinite(log_densities).any(1)]  # [n', K]
+    usable = torch.isfinite(log_densities).any(0)  # [K]
+    if not usable.any():
+        raise ValueError("every model gives zero density to every held-out row")
+    weights = usable.to(log_densities) / usable.sum()  # [K]
+    previous = -math.inf
+    for _ in range(iterations):
+        joint = log_densities + weights.log()  # [n, K], log w_k p_ik
+        mixture = torch.logsumexp(joint, dim=1, keepdim=True)  # [n, 1]
+        objective = float(mixture.mean())
+        weights = torch.exp(joint - mixture).mean(0)  # [K]
+        if objective - previous < tolerance:
+            break
+        previous = objective
+    return weights / weights.sum()
+
+
+def quantize_weights(
+    weights: Sequence[float] | torch.Tensor, resolution: int = WEIGHT_RESOLUTION
+) -> torch.Tensor:
+    """Weights [K] rounded to multiples of 1 / ``resolution`` summing to 1 (largest remainder:
+    floor every scaled weight, then give the leftover units to the largest remainders)."""
+    weights = torch.as_tensor(weights, dtype=torch.float64)
+    if weights.dim() != 1 or len(weights) == 0:
+        raise ValueError(f"weights must be a non-empty vector, got shape {tuple(weights.shape)}")
+    if not torch.isfinite(weights).all() or (weights < 0).any() or weights.sum() <= 0:
+        raise ValueError(f"weights must be finite, non-negative and not all zero, got {weights}")
+    scaled = weights / weights.sum() * resolution  # [K]
+    units = scaled.floor()
+    leftover = resolution - int(units.sum())
+    order = torch.argsort(scaled - units, descending=True, stable=True)
+    units[order[:leftover]] += 1
+    return units / resolution
+
+
+class StackedModel(ZonalModel):
+    """The mixture sum_k w_k p_k(y | x) of trained single-output regression models (the module
+    docstring; weights from ``stacking_weights``).
+
+    Args:
+        components: trained ``ZonalModel``s with one output and a Gaussian likelihood each, all
+            of the same input dimension, dtype and device.
+        weights: their weights (non-negative, normalised here and rounded to multiples of
+            1 / ``WEIGHT_RESOLUTION``); components whose rounded weight is 0 still belong to the
+            model but contribute nothing.
+    """
+
+    _is_ensemble = True
+
+    def __init__(
+        self, components: Sequence[ZonalModel], weights: Sequence[float] | torch.Tensor
+    ) -> None:
+        super().__init__()
+        components = list(components)
+        if len(components) == 0:
+            raise ValueError("a stacked model needs at least one component")
+        if len(weights) != len(components):
+            raise ValueError(f"{len(components)} components but {len(weights)} weights")
+        for index, component in enumerate(components):
+            if not isinstance(component, ZonalModel) or component.num_outputs != 1:
+                raise ValueError(f"component {index} must be a single-output ZonalModel")
+            if not isinstance(component.likelihood, GaussianLikelihood):
+                raise ValueError(
+                    f"component {index} has a {type(component.likelihood).__name__}: stacking "
+                    "mixes regression models with Gaussian likelihoods"
+                )
+        input_dims = {getattr(component, "input_dim", None) for component in components}
+        if len(input_dims) != 1:
+            raise ValueError(f"the components take different input dimensions {input_dims}")
+        self.input_dim = input_dims.pop()
+        self.components = torch.nn.ModuleList(components)
+        reference = next(components[0].parameters())
+        quantized = quantize_weights(weights).to(device=reference.device, dtype=reference.dtype)
+        self.register_buffer("weights", quantized)  # [K], multiples of 1 / WEIGHT_RESOLUTION
+
+    # ------------------------------------------------------------------ deep components' draws
+    @property
+    def posterior_seed(self) -> int | None:
+        """The inner-layer seed of the deep components (None without one)."""
+        seeds = [component.posterior_seed for component in self._deep_components()]
+        return seeds[0] if seeds else None
+
+    @posterior_seed.setter
+    def posterior_seed(self, seed: int | None) -> None:
+        for component in self._deep_components():
+            component.posterior_seed = seed
+
+    @property
+    def num_posterior_samples(self) -> int:
+        """Monte Carlo components of each deep component (1 without one)."""
+        counts = [component.num_posterior_samples for component in self._deep_components()]
+        return max(counts, default=1)
+
+    @num_posterior_samples.setter
+    def num_posterior_samples(self, count: int) -> None:
+        for component in self._deep_components():
+            component.num_posterior_samples = int(count)
+
+    def _deep_components(self) -> list[ZonalModel]:
+        return [component for component in self.components if component._is_ensemble]
+
+    # ------------------------------------------------------------------ contract
+    def latent_distribution(self, X: torch.Tensor) -> MultivariateNormal:
+        """q(f(X)) as equally weighted components: batch [*b, T], event [q] (see ``_mixture``)."""
+        return self._mixture(X, observation_noise=False)
+
+    def posterior(
+        self,
+        X: torch.Tensor,
+        output_indices: list[int] | None = None,
+        observation_noise: bool | torch.Tensor = False,
+        posterior_transform=None,
+        **kwargs,
+    ) -> GaussianMixturePosterior:
+        """The mixture posterior over f(X) (or y(X) with ``observation_noise``: each component
+        adds its own noise, or the given noise tensor), X [*b, q, D]."""
+        if output_indices is not None and list(output_indices) != [0]:
+            raise ValueError(f"the model has one output; output_indices {output_indices}")
+        self.eval()
+        mixture = self._mixture(self.check_inputs(X), observation_noise)  # [*b, T, q]
+        posterior = GaussianMixturePosterior(mixture)
+        return posterior if posterior_transform is None else posterior_transform(posterior)
+
+    def _mixture(
+        self, X: torch.Tensor, observation_noise: bool | torch.Tensor
+    ) -> MultivariateNormal:
+        """The components' distributions at X [*b, q, D] on one mixture dimension [*b, T, q]:
+        with units c_k = w_k ``WEIGHT_RESOLUTION`` and S_k Monte Carlo components of model k (1
+        for a single-layer model), each of model k's components appears c_k L / S_k times (L the
+        least common multiple of the S_k in use), so that equal weights over the T = R L
+        components give model k the weight w_k."""
+        units = torch.round(self.weights * WEIGHT_RESOLUTION).long().tolist()
+        parts = []
+        for component, count in zip(self.components, units, strict=True):
+            if count == 0:
+                continue
+            distribution = component.posterior(X, observation_noise=observation_noise).distribution
+            mean = distribution.mean  # [*b, (S,) q]
+            covariance = distribution.covariance_matrix  # [*b, (S,) q, q]
+            if not component._is_ensemble:
+                mean, covariance = mean.unsqueeze(-2), covariance.unsqueeze(-3)
+            parts.append((count, mean, covariance))
+        common = math.lcm(*(mean.shape[-2] for _, mean, _ in parts))
+        means, covariances = [], []
+        for count, mean, covariance in parts:
+            repeats = count * common // mean.shape[-2]
+            means.append(mean.repeat_interleave(repeats, dim=-2))  # [*b, S_k r_k, q]
+            covariances.append(covariance.repeat_interleave(repeats, dim=-3))
+        return MultivariateNormal(torch.cat(means, dim=-2), torch.cat(covariances, dim=-3))
+
+    @torch.no_grad()
+    def predict(
+        self, X: torch.Tensor, include_noise: bool = False, *, chunk_size: int = PREDICTION_CHUNK
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Mixture moments [N]: mean sum_k w_k m_k, variance sum_k w_k (v_k + m_k^2) - mean^2."""
+        X = self.check_inputs(X)
+        if X.dim() != 2:
+            raise ValueError(f"predict takes inputs [N, D], got {tuple(X.shape)}")
+        mean = X.new_zeros(len(X))  # [N]
+        second_moment = X.new_zeros(len(X))  # [N]
+        for weight, component in self._weighted():
+            component_mean, variance = component.predict(X, include_noise, chunk_size=chunk_size)
+            mean += weight * component_mean
+            second_moment += weight * (variance + component_mean**2)
+        return mean, (second_moment - mean**2).clamp(min=0)
+
+    @torch.no_grad()
+    def log_predictive_density(
+        self, X: torch.Tensor, y: torch.Tensor, *, chunk_size: int = PREDICTION_CHUNK
+    ) -> torch.Tensor:
+        """log sum_k w_k p_k(y_i | x_i) per row [N]."""
+        X = self.check_inputs(X)
+        terms = [
+            math.log(weight) + component.log_predictive_density(X, y, chunk_size=chunk_size)
+            for weight, component in self._weighted()
+        ]  # K' x [N]
+        return torch.logsumexp(torch.stack(terms), dim=0)
+
+    def _weighted(self) -> list[tuple[float, ZonalModel]]:
+        """(weight, component) for the components of positive weight."""
+        return [(float(weight), component)
+                for weight, component in zip(self.weights, self.components, strict=True)
+                if weight > 0]  # fmt: skip
