@@ -12,7 +12,7 @@ import torch
 
 from zonal import recipes
 from zonal.cli import main
-from zonal.fitting import fit_data, validation_split
+from zonal.fitting import STACKED, fit_data, validation_split
 from zonal.models.training import TrainingControl, adam_on_minibatches
 from zonal.recipes import auto_candidates, harmonic_layout
 from zonal.saved_model import load_model
@@ -137,7 +137,7 @@ def test_a_patience_share_outside_the_unit_interval_is_named(share):
 
 
 def test_the_auto_rule_and_the_feature_layout():
-    assert auto_candidates(300, 6, "gaussian") == ["sgpr", "adgp"]
+    assert auto_candidates(300, 6, "gaussian") == ["sgpr", "svgp", "adgp"]
     assert auto_candidates(100_000, 9, "gaussian") == ["sgpr", "svgp-activated"]
     assert auto_candidates(100_000, 32, "gaussian") == ["sgpr", "svgp"]
     assert auto_candidates(5_000, 64, "softmax") == ["svgp-activated", "adgp"]
@@ -170,17 +170,19 @@ def test_learned_phase_truncated_harmonics_fit_a_32_input_product():
     assert svgp.validation["mse"] < 0.6 * sgpr.validation["mse"]
 
 
-def test_auto_chooses_by_validation_log_likelihood_within_the_budget():
+def test_auto_stacks_its_regression_candidates_within_the_budget():
     rng = np.random.default_rng(1)
     x = rng.normal(size=(200, 2))
     y = np.sin(2 * x[:, 0]) + 0.1 * rng.normal(size=200)
     started = time.monotonic()
     fitted = fit_data(x, y, feature_columns=["a", "b"], budget=8.0, num_inducing=16)
     assert time.monotonic() - started < 8.0 + 6.0  # the budget, plus the final validation pass
-    assert set(fitted.scores) == {"sgpr", "adgp"}
-    best = max(fitted.scores, key=lambda name: fitted.scores[name]["log_likelihood"])
-    assert fitted.spec["model"] == best
-    assert fitted.validation["log_likelihood"] == fitted.scores[best]["log_likelihood"]
+    candidates = ["sgpr", "svgp", "adgp"]
+    assert set(fitted.scores) - {STACKED} == set(candidates)
+    assert sum(fitted.scores[name]["weight"] for name in candidates) == pytest.approx(1.0)
+    kept = fitted.spec["model"]  # the stack, or the one candidate the weights picked
+    assert kept == STACKED or fitted.scores[kept]["weight"] == 1.0
+    assert fitted.validation["log_likelihood"] == fitted.scores[kept]["log_likelihood"]
     assert math.isfinite(fitted.validation["mse"]) and fitted.num_validation_rows == 20
 
 

@@ -279,23 +279,7 @@ def test_posterior_mixture_moments_equal_predict(stacked, query_inputs, observat
     torch.testing.assert_close(posterior.mixture_variance.squeeze(-1), variance, rtol=0, atol=1e-10)
 
 
-@pytest.mark.parametrize(
-    "noise_shape",
-    [
-        (40,),
-        pytest.param(
-            (40, 1),
-            marks=pytest.mark.xfail(
-                strict=True,
-                raises=RuntimeError,
-                reason="defect in zonal.models.contract.ZonalModel._add_noise, not stacking: a "
-                "deep (ensemble) model given noise [*b, q, 1] (the documented [*b, q, P] form) "
-                "does not squeeze the output axis (its test compares with mean.dim() + 1, which "
-                "counts the S axis) and then unsqueezes to [*b, q, 1, 1]: add_diagonal fails",
-            ),
-        ),
-    ],
-)
+@pytest.mark.parametrize("noise_shape", [(40,), (40, 1)])  # [q] and [q, P]: both forms
 def test_posterior_with_a_noise_tensor_adds_it_to_the_mixture_variance(
     stacked, query_inputs, noise_shape
 ):

@@ -14,12 +14,16 @@
    the validation log likelihood chooses the model.
 3. **The model** (``model="auto"``): the candidates of ``zonal.recipes.auto_candidates`` for the
    training rows N and inputs D, trained one after the other within the wall-clock ``budget``
-   (each candidate may use the time left divided by the candidates left; the one-pass SGPR comes
-   first and uses little), are compared by validation log likelihood (by their training objective
-   per row when there is no validation split). A named model trains alone. Under ``auto`` the
-   SGPR, SVGP and activated DGP candidates learn one scale per input column (ARD,
-   ``zonal.recipes.ARD_MODELS``), except the SGPR when a deep candidate follows it
-   (``auto_uses_ard``: the scales would cost the deep model a third of the budget).
+   (each may use its share of the time left, ``zonal.recipes.auto_time_weights``; the one-pass
+   SGPR comes first and uses little). Regression candidates are then **stacked** (``stack_fits``,
+   ``zonal.models.stacking``; Yao et al. 2018): the model is the mixture sum_k w_k p_k(y | x)
+   whose weights maximise the mean validation log density, which is one candidate when the
+   weights pick one. Classification candidates are compared by validation log likelihood (by
+   their training objective per row when there is no validation split, as for regression). A
+   named model trains alone. Under ``auto`` the SGPR, SVGP and activated DGP candidates learn one
+   scale per input column (ARD, ``zonal.recipes.ARD_MODELS``), except the SGPR when a deep
+   candidate follows it (``auto_uses_ard``: the scales would cost the deep model a third of the
+   budget).
 
 ``predict_table`` / ``predict_data`` answer new rows: the predictive mean, variance and interval in
 the target's units (regression), or one probability column per class (``prob_<label>``) and the
@@ -40,12 +44,15 @@ import torch
 
 from zonal.datasets import Standardizer
 from zonal.models import ZonalModel
+from zonal.models.stacking import StackedModel, quantize_weights, stacking_weights
 from zonal.models.training import TrainingControl
 from zonal.recipes import (
     ARD_MODELS,
     RECIPES,
+    Fit,
     TrainingInterrupted,
     auto_candidates,
+    auto_time_weights,
     get_recipe,
     resolve_spec,
     train,
@@ -75,6 +82,8 @@ MONITORED_VALIDATION_ROWS = 2000
 SOFTMAX_DRAWS = 256
 #: rows per chunk when class probabilities are computed
 PROBABILITY_CHUNK = 512
+#: the model name of a stacked mixture of ``auto``'s regression candidates (``stack_fits``)
+STACKED = "stacked"
 
 
 @dataclass
@@ -116,14 +125,23 @@ class TabularModel:
         return self.trained.spec
 
     def describe(self) -> str:
-        """One line: model, kernel, number of features (and layers for deep models)."""
-        spec = self.spec
-        features = getattr(self.trained.model, "features", None)
-        size = getattr(features, "num_inducing", spec["num_inducing"])
-        kind = get_recipe(spec["model"]).feature_kind
-        layers = getattr(self.trained.model, "layers", None)
-        depth = f", {len(layers)} layers" if layers is not None else ""
-        return f"{spec['model']} ({spec['kernel']} kernel, {size} {kind}{depth})"
+        """One line: model, kernel, number of features (and layers for deep models); for a stacked
+        model its weights and components."""
+        return describe_model(self.spec, self.trained.model)
+
+
+def describe_model(spec: dict[str, Any], model: ZonalModel) -> str:
+    """``TabularModel.describe`` for a resolved ``spec`` and its model."""
+    if spec["model"] == STACKED:
+        parts = [f"{weight:.2f} {describe_model(component, member)}" for weight, component, member
+                 in zip(spec["weights"], spec["components"], model.components, strict=True)]  # fmt: skip
+        return f"stacked ({' + '.join(parts)})"
+    features = getattr(model, "features", None)
+    size = getattr(features, "num_inducing", spec["num_inducing"])
+    kind = get_recipe(spec["model"]).feature_kind
+    layers = getattr(model, "layers", None)
+    depth = f", {len(layers)} layers" if layers is not None else ""
+    return f"{spec['model']} ({spec['kernel']} kernel, {size} {kind}{depth})"
 
 
 # ------------------------------------------------------------------------------------ tables
@@ -244,6 +262,9 @@ def fit_data(
                                                   options=options)  # fmt: skip
     chosen = max(fits, key=lambda name: _selection_key(scores[name]))
     fit = fits[chosen]
+    if model == "auto" and not target.is_classification and len(valid_rows) and len(fits) > 1:
+        fit, scores = stack_fits(fits, scores, split)
+        chosen = fit.spec["model"]
     trained = Trained(fit.spec, fit.model, fit.objective,
                       sum(score["seconds"] for score in scores.values()), fit.candidates)  # fmt: skip
     scores = {name: _in_target_units(score, target, y_scaler) for name, score in scores.items()}
@@ -305,7 +326,8 @@ def _train_candidates(
     seed: int,
     options: dict[str, Any],
 ) -> tuple[dict[str, Any], dict[str, dict[str, float]], bool]:
-    """Train each named recipe within its share of the time left; (fits, scores, interrupted).
+    """Train each named recipe within its share of the time left (``auto_time_weights`` under
+    ``auto``, equal shares otherwise); (fits, scores, interrupted).
     A failing candidate of ``auto`` is skipped while another succeeds; Ctrl-C keeps what was
     trained (the interrupted candidate in its best state) and stops."""
     fits: dict[str, Any] = {}
@@ -314,6 +336,7 @@ def _train_candidates(
     has_validation = len(split.y_valid) > 0
     monitored = (split.x_valid[:MONITORED_VALIDATION_ROWS],
                  split.y_valid[:MONITORED_VALIDATION_ROWS])  # fmt: skip
+    weights = auto_time_weights(names, target.likelihood) if automatic else [1.0] * len(names)
     for position, name in enumerate(names):
         spec = resolve_spec(split.x_train.shape[1], model=name, seed=seed,
                             likelihood=target.likelihood,
@@ -321,9 +344,8 @@ def _train_candidates(
                             **_recipe_options(name, options, automatic, names))  # fmt: skip
         share_deadline = None
         if deadline is not None:
-            share_deadline = time.monotonic() + (deadline - time.monotonic()) / (
-                len(names) - position
-            )
+            share = weights[position] / sum(weights[position:])
+            share_deadline = time.monotonic() + share * (deadline - time.monotonic())
         control = TrainingControl(
             deadline=share_deadline,
             score=(lambda model: validation_score(model, target, *monitored))
@@ -358,6 +380,53 @@ def _train_candidates(
     if not fits:
         raise failures[0]
     return fits, scores, False
+
+
+def stack_fits(
+    fits: dict[str, Any], scores: dict[str, dict[str, float]], split: Split
+) -> tuple[Any, dict[str, dict[str, float]]]:
+    """Stack the regression candidates ``fits`` (``zonal.models.stacking``): weights on the
+    simplex maximising the mean validation log density of the mixture, rounded to multiples of
+    1 / ``WEIGHT_RESOLUTION``. Returns (the fit, the scores with each candidate's ``weight``): the
+    single candidate when the weights pick one, else a ``StackedModel`` of the candidates of
+    positive weight (spec ``{"model": "stacked", "components": [specs], "weights": [w]}``, its
+    objective the weighted mean of theirs) with a ``stacked`` entry in the scores (its validation
+    metrics are optimistic: the weights were fitted to those rows)."""
+    started = time.perf_counter()
+    names = list(fits)
+    log_densities = torch.stack(
+        [fits[name].model.log_predictive_density(split.x_valid, split.y_valid) for name in names],
+        dim=1,
+    )  # [n_valid, K]
+    weights = dict(zip(names, quantize_weights(stacking_weights(log_densities)).tolist(),
+                       strict=True))  # fmt: skip
+    scores = {name: {**scores[name], "weight": weights[name]} for name in names}
+    kept = [name for name in names if weights[name] > 0]
+    if len(kept) == 1:
+        return fits[kept[0]], scores
+    spec = {
+        "model": STACKED,
+        "input_dim": fits[kept[0]].spec["input_dim"],
+        "likelihood": "gaussian",
+        "num_classes": 0,
+        "components": [dict(fits[name].spec) for name in kept],
+        "weights": [weights[name] for name in kept],
+    }
+    model = StackedModel([fits[name].model for name in kept], spec["weights"])
+    objective = sum(weights[name] * fits[name].objective for name in kept)
+    candidates = {kernel: bound for name in kept for kernel, bound in fits[name].candidates.items()}
+    score = {"seconds": time.perf_counter() - started, "objective": objective}
+    score.update(validation_metrics(model, REGRESSION, split.x_valid, split.y_valid))
+    return Fit(model, spec, objective, candidates), {**scores, STACKED: score}
+
+
+def build_model(spec: dict[str, Any]) -> ZonalModel:
+    """The untrained model a resolved ``spec`` describes (a recipe's ``build``, or a
+    ``StackedModel`` of its components for a ``stacked`` spec), for loading a state dict into."""
+    if spec["model"] == STACKED:
+        return StackedModel([build_model(component) for component in spec["components"]],
+                            spec["weights"])  # fmt: skip
+    return get_recipe(spec["model"]).build(spec, None)
 
 
 def _recipe_options(
@@ -553,7 +622,7 @@ def predict_data(
     if not 0 < level < 1:
         raise ValueError(f"level must lie in (0, 1), got {level!r}")
     model = fitted.trained.model
-    if model._is_ensemble:  # a deep model: its inner-layer draws
+    if model._is_ensemble and getattr(model, "draws_samples", True):  # a deep model's draws
         model.posterior_seed = seed
         if samples is not None:
             if samples < 1:

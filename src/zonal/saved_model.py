@@ -6,7 +6,9 @@ A checkpoint is a ``torch.save`` of a plain dict (tensors, numbers, strings, lis
     format            "zonal.tabular-model"
     format_version    3
     zonal_version     the version that wrote it
-    spec              the resolved model options (``zonal.recipes.resolve_spec``, concrete kernel)
+    spec              the resolved model options (``zonal.recipes.resolve_spec``, concrete kernel),
+                      or for a stacked mixture {"model": "stacked", "input_dim", "likelihood",
+                      "num_classes", "components": [component specs], "weights": [floats]}
     feature_columns   input column names, in order
     target_column     the target's name
     x_mean, x_std     [D] float64 input standardisation (training rows)
@@ -18,7 +20,7 @@ A checkpoint is a ``torch.save`` of a plain dict (tensors, numbers, strings, lis
                        "validation" (the chosen model's metrics), "scores" (every candidate's),
                        "interrupted" (Ctrl-C kept the best model so far)}
 
-Loading rebuilds the model from ``spec`` (the recipe's ``build``) and loads the state dict
+Loading rebuilds the model from ``spec`` (``zonal.fitting.build_model``) and loads the state dict
 strictly, so a file from another program, another format version or a damaged one is refused with
 a ``ModelFileError`` that names it.
 """
@@ -37,8 +39,8 @@ import torch
 import zonal
 from zonal._files import write_new_file
 from zonal.datasets import Standardizer
-from zonal.fitting import TabularModel, Trained
-from zonal.recipes import LIKELIHOODS, RECIPES, get_recipe
+from zonal.fitting import STACKED, TabularModel, Trained, build_model
+from zonal.recipes import LIKELIHOODS, RECIPES
 from zonal.targets import Target
 
 FORMAT = "zonal.tabular-model"
@@ -128,7 +130,7 @@ def load_model(path: str | os.PathLike[str]) -> TabularModel:
         )
     spec = state["spec"]
     try:
-        model = get_recipe(spec["model"]).build(spec, None)
+        model = build_model(spec)
         model.load_state_dict(state["model_state"])
     except (KeyError, TypeError, ValueError, RuntimeError) as error:
         reason = (str(error).strip().splitlines() or [""])[0][:200]
@@ -191,7 +193,7 @@ def _check_layout(path: Path, state: object) -> None:
     if wrong:
         raise ModelFileError(f"{path} is damaged: missing or malformed entries {', '.join(wrong)}")
     spec = state["spec"]
-    if spec.get("model") not in RECIPES or not isinstance(spec.get("input_dim"), int):
+    if not _known_spec(spec):
         raise ModelFileError(f"{path} is damaged: unknown model spec {spec!r}")
     target = state["target"]
     classes = target.get("classes")
@@ -208,3 +210,25 @@ def _check_layout(path: Path, state: object) -> None:
         raise ModelFileError(
             f"{path} is damaged: {width} input columns but a model for {spec['input_dim']}"
         )
+
+
+def _known_spec(spec: object) -> bool:
+    """Whether ``spec`` names a recipe (or is a stacked mixture of such specs, with one weight
+    each) and an integer input dimension."""
+    if not isinstance(spec, dict) or not isinstance(spec.get("input_dim"), int):
+        return False
+    if spec.get("model") != STACKED:
+        return spec.get("model") in RECIPES
+    components, weights = spec.get("components"), spec.get("weights")
+    return (
+        isinstance(components, list)
+        and isinstance(weights, list)
+        and len(components) == len(weights) > 0
+        and all(isinstance(weight, float) for weight in weights)
+        and all(_known_component(component) for component in components)
+    )
+
+
+def _known_component(spec: object) -> bool:
+    """Whether ``spec`` is a known recipe spec (a stacked mixture has no stacked component)."""
+    return isinstance(spec, dict) and spec.get("model") != STACKED and _known_spec(spec)

@@ -116,7 +116,7 @@ class ZonalModel(Model):
             noise = noise.to(distribution.mean)
             if isinstance(distribution, MultitaskMultivariateNormal):
                 noise = noise.reshape(*noise.shape[:-2], -1)  # [*b, q * P], interleaved
-            elif noise.dim() == distribution.mean.dim() + 1:
+            elif noise.dim() == distribution.mean.dim() - self._is_ensemble + 1:  # [*b, q, 1]
                 noise = noise.squeeze(-1)
             if self._is_ensemble:
                 noise = noise.unsqueeze(-2 if noise.dim() > 0 else 0)

@@ -160,6 +160,11 @@ class StackedModel(ZonalModel):
         for component in self._deep_components():
             component.num_posterior_samples = int(count)
 
+    @property
+    def draws_samples(self) -> bool:
+        """Whether a component is deep (its inner layers are Monte Carlo samples)."""
+        return bool(self._deep_components())
+
     def _deep_components(self) -> list[ZonalModel]:
         return [component for component in self.components if component._is_ensemble]
 

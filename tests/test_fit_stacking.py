@@ -1,0 +1,180 @@
+"""``zonal fit --model auto`` stacks its regression candidates (``zonal.fitting.stack_fits``): the
+weights maximise the validation log density of the mixture, the stacked model is saved, reloaded
+and predicted like any other, and classification still picks one candidate."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.optimize
+import torch
+
+from zonal import fitting
+from zonal.cli import main
+from zonal.fitting import STACKED, fit_data, predict_data
+from zonal.models.stacking import WEIGHT_RESOLUTION, StackedModel
+from zonal.saved_model import ModelFileError, load_model, save_model
+from zonal.tabular import TableError
+
+SMALL = {"num_inducing": 16, "steps": 10}
+
+
+def regression_rows(num_rows: int = 160, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((num_rows, 2))
+    y = np.sin(2 * x[:, 0]) + 0.5 * x[:, 1] ** 2 + 0.1 * rng.standard_normal(num_rows)
+    return x, y
+
+
+def fixed_weights(monkeypatch: pytest.MonkeyPatch, weights: list[float]) -> None:
+    """Make ``stack_fits`` use ``weights`` (for tests of what is done with a stack, not of how
+    its weights are found)."""
+    monkeypatch.setattr(fitting, "stacking_weights",
+                        lambda log_densities: torch.tensor(weights, dtype=torch.float64))  # fmt: skip
+
+
+def scipy_stacking_optimum(log_densities: np.ndarray) -> np.ndarray:
+    """argmax over the simplex of mean_i log sum_k w_k exp(L_ik), by SLSQP (independent of EM)."""
+    count = log_densities.shape[1]
+
+    def negative(weights: np.ndarray) -> float:
+        joint = log_densities + np.log(np.clip(weights, 1e-300, None))
+        return -float(np.mean(scipy.special.logsumexp(joint, axis=1)))
+
+    result = scipy.optimize.minimize(
+        negative,
+        np.full(count, 1.0 / count),
+        method="SLSQP",
+        bounds=[(0.0, 1.0)] * count,
+        constraints=[{"type": "eq", "fun": lambda weights: weights.sum() - 1.0}],
+        options={"ftol": 1e-14, "maxiter": 500},
+    )
+    return result.x
+
+
+def test_auto_stacks_its_regression_candidates_with_the_weights_that_maximise_the_validation_density(
+    monkeypatch,
+):
+    recorded = {}
+    stack_fits = fitting.stack_fits
+
+    def recording(fits, scores, split):
+        recorded.update(fits=fits, split=split)
+        return stack_fits(fits, scores, split)
+
+    monkeypatch.setattr(fitting, "stack_fits", recording)
+    x, y = regression_rows()
+    fitted = fit_data(x, y, feature_columns=["a", "b"], **SMALL)
+    names = list(recorded["fits"])
+    assert names == ["sgpr", "svgp", "adgp"]
+    split = recorded["split"]
+    log_densities = torch.stack(
+        [recorded["fits"][name].model.log_predictive_density(split.x_valid, split.y_valid)
+         for name in names], dim=1,
+    ).numpy()  # fmt: skip
+    optimum = scipy_stacking_optimum(log_densities)
+    weights = np.array([fitted.scores[name]["weight"] for name in names])
+    # the weights are the optimum rounded to multiples of 1/20 (largest remainder: within 1/20)
+    np.testing.assert_allclose(weights * WEIGHT_RESOLUTION, np.round(weights * WEIGHT_RESOLUTION),
+                               atol=1e-9)  # fmt: skip
+    assert weights.sum() == pytest.approx(1.0, abs=1e-12)
+    assert np.abs(weights - optimum).max() <= 1.0 / WEIGHT_RESOLUTION + 1e-6
+    model = fitted.trained.model
+    if fitted.spec["model"] == STACKED:  # the mixture's density is the weighted one
+        kept = [name for name in names if fitted.scores[name]["weight"] > 0]
+        expected = torch.logsumexp(
+            torch.stack([np.log(fitted.scores[name]["weight"])
+                         + torch.from_numpy(log_densities[:, names.index(name)]) for name in kept]),
+            dim=0,
+        )  # fmt: skip
+        torch.testing.assert_close(
+            model.log_predictive_density(split.x_valid, split.y_valid), expected, rtol=1e-10,
+            atol=1e-10,
+        )  # fmt: skip
+    else:  # the weights picked one candidate
+        assert fitted.scores[fitted.spec["model"]]["weight"] == 1.0
+
+
+def test_a_stacked_model_round_trips_through_its_checkpoint_and_the_cli(
+    monkeypatch, tmp_path, capsys
+):
+    fixed_weights(monkeypatch, [0.5, 0.25, 0.25])
+    x, y = regression_rows()
+    rows = np.column_stack([x, y])
+    data = tmp_path / "train.csv"
+    np.savetxt(data, rows, delimiter=",", header="a,b,y", comments="")
+    checkpoint, output = tmp_path / "model.pt", tmp_path / "pred.csv"
+    fit = ["fit", str(data), "--target", "y", "-o", str(checkpoint), "--likelihood", "gaussian"]
+    assert main([*fit, "--num-inducing", "16", "--steps", "10"]) == 0
+    out = capsys.readouterr().out
+    assert "fitted stacked (0.50 sgpr" in out and "stacked (chosen)" in out
+    assert "adgp: validation" in out and "weight 0.25" in out
+    loaded = load_model(checkpoint)
+    assert loaded.spec["model"] == STACKED and loaded.spec["weights"] == [0.5, 0.25, 0.25]
+    assert isinstance(loaded.trained.model, StackedModel)
+    assert [part["model"] for part in loaded.spec["components"]] == ["sgpr", "svgp", "adgp"]
+    # predictions in target units: the mixture's moments from its three reloaded components
+    prediction = predict_data(loaded, x[:20])
+    inputs = torch.from_numpy(loaded.x_scaler.transform(x[:20]))
+    means, second = 0.0, 0.0
+    for weight, component in zip([0.5, 0.25, 0.25], loaded.trained.model.components, strict=True):
+        mean, variance = component.predict(inputs, include_noise=True)
+        means, second = means + weight * mean, second + weight * (variance + mean**2)
+    std = float(loaded.y_scaler.std)
+    np.testing.assert_allclose(prediction["mean"], loaded.y_scaler.inverse_transform(means.numpy()),
+                               rtol=1e-10)  # fmt: skip
+    np.testing.assert_allclose(prediction["variance"], (second - means**2).numpy() * std**2,
+                               rtol=1e-9)  # fmt: skip
+    assert main(["predict", str(checkpoint), str(data), "-o", str(output), "--samples", "8"]) == 0
+    assert loaded.trained.model.draws_samples
+
+
+def test_the_saved_stack_predicts_exactly_like_the_fitted_one(monkeypatch, tmp_path):
+    fixed_weights(monkeypatch, [0.0, 0.5, 0.5])
+    x, y = regression_rows()
+    fitted = fit_data(x, y, feature_columns=["a", "b"], **SMALL)
+    assert [part["model"] for part in fitted.spec["components"]] == ["svgp", "adgp"]
+    save_model(fitted, tmp_path / "model.pt")
+    loaded = load_model(tmp_path / "model.pt")
+    before, after = predict_data(fitted, x), predict_data(loaded, x)
+    for key in before:
+        np.testing.assert_allclose(after[key], before[key], rtol=1e-12, atol=1e-12)
+
+
+def test_a_stack_of_single_layer_models_draws_no_samples(monkeypatch):
+    fixed_weights(monkeypatch, [0.5, 0.5, 0.0])
+    x, y = regression_rows()
+    fitted = fit_data(x, y, feature_columns=["a", "b"], **SMALL)
+    assert fitted.describe().startswith("stacked (0.50 sgpr")
+    with pytest.raises(TableError, match="stacked draws no samples"):
+        predict_data(fitted, x, samples=4)
+
+
+@pytest.mark.parametrize("damage", ["nested", "weights"])
+def test_a_checkpoint_with_a_malformed_stack_is_refused(damage, monkeypatch, tmp_path):
+    fixed_weights(monkeypatch, [0.5, 0.5, 0.0])
+    x, y = regression_rows()
+    path = tmp_path / "model.pt"
+    save_model(fit_data(x, y, feature_columns=["a", "b"], **SMALL), path)
+    state = torch.load(path, weights_only=True)
+    spec = state["spec"]
+    if damage == "nested":
+        spec["components"][1] = {**spec, "components": [dict(spec["components"][0])],
+                                 "weights": [1.0]}  # fmt: skip
+    else:
+        spec["weights"] = [1.0]
+    torch.save(state, path)
+    with pytest.raises(ModelFileError, match="unknown model spec"):
+        load_model(path)
+
+
+def test_classification_picks_the_candidate_of_best_validation_likelihood_and_is_not_stacked():
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((120, 2))
+    labels = np.where(x[:, 0] + 0.3 * rng.standard_normal(120) > 0, "up", "down")
+    fitted = fit_data(x, labels, feature_columns=["a", "b"], **SMALL)
+    assert set(fitted.scores) == {"svgp-activated", "adgp"}
+    best = max(fitted.scores, key=lambda name: fitted.scores[name]["log_likelihood"])
+    assert fitted.spec["model"] == best
+    assert fitted.validation["log_likelihood"] == fitted.scores[best]["log_likelihood"]
+    assert all("weight" not in score for score in fitted.scores.values())
