@@ -129,21 +129,23 @@ one latent GP per class); any other numeric target is regression (Gaussian likel
 Validation: --validation-fraction of the rows (stratified by class, seeded by --seed) is held out;
 inputs and a regression target are standardised with the training rows. Every training keeps the
 state with the best validation log likelihood (early stopping: a training stage ends when that
-has not improved for 15 evaluations, or for a fifth of the stage's share of the budget), and the
-validation log likelihood chooses the model; the validation metrics (log likelihood, and MSE or
-accuracy) are printed and saved.
+has not improved for 15 evaluations, or for a fifth of the stage's share of the budget); the
+validation metrics (log likelihood, and MSE or accuracy) are printed and saved.
 
 --model auto (the default) trains, within --budget seconds of wall clock in all:
   regression:      sgpr (one data pass; harmonic features, phase-truncated above about 11 inputs
-                   so that the features reach degree 6), then adgp for up to 20000 training rows;
-                   above, svgp (learned phase-truncated harmonics) for more than about 11 inputs,
-                   svgp-activated for fewer;
-  classification:  svgp-activated, then adgp for up to 20000 training rows;
-and keeps the one with the best validation log likelihood. Each candidate may use the time left
-divided by the candidates left. The SVGP candidates and adgp learn one scale per input column in
-the sphere embedding (ARD; adgp in its first layer), and so does sgpr when an SVGP follows it (by
-the bound of 1024 rows, then one pass); before adgp, sgpr skips the scales to leave the time to
-the deep model; --no-ard turns ARD off.
+                   so that the features reach degree 6), then for up to 20000 training rows svgp
+                   (harmonic, about a quarter of the budget) and adgp (the rest); above, svgp
+                   (learned phase-truncated harmonics) for more than about 11 inputs,
+                   svgp-activated for fewer; then stacks them: the model is the mixture
+                   sum_k w_k p_k(y | x) whose weights (multiples of 1/20) maximise the validation
+                   log density (one candidate alone when the weights say so);
+  classification:  svgp-activated, then adgp for up to 20000 training rows, keeping the one with
+                   the best validation log likelihood.
+Each candidate may use its share of the time left. The SVGP candidates and adgp learn one scale
+per input column in the sphere embedding (ARD; adgp in its first layer), and so does sgpr when an
+SVGP alone follows it (by the bound of 1024 rows, then one pass); before adgp, sgpr skips the
+scales to leave the time to the deep model; --no-ard turns ARD off.
 
 A progress bar (objective, validation log likelihood, budget left) is shown on a terminal unless
 --quiet. Ctrl-C keeps the best model so far as a complete checkpoint (exit code 130).
@@ -203,7 +205,7 @@ def _add_fit_parser(commands: Any) -> None:
         "--model",
         choices=("auto", *RECIPES),
         default="auto",
-        help="auto: chosen by validation (see above); "
+        help="auto: chosen or stacked by validation (see above); "
         + "; ".join(f"{name}: {recipe.summary}" for name, recipe in RECIPES.items())
         + " (sgpr: regression only)",
     )

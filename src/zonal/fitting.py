@@ -10,8 +10,8 @@
    rows' statistics. Training keeps the state with the best validation log likelihood (early
    stopping, ``zonal.models.training.TrainingControl``: a stage ends after ``PATIENCE``
    evaluations without a gain, or at an evaluation that finds its best score older than
-   ``PATIENCE_SHARE`` of the stage's time, so that a plateau ends it whatever its steps cost) and
-   the validation log likelihood chooses the model.
+   ``PATIENCE_SHARE`` of the stage's time, so that a plateau ends it whatever its steps cost); the
+   validation log likelihood then stacks or chooses the model (step 3).
 3. **The model** (``model="auto"``): the candidates of ``zonal.recipes.auto_candidates`` for the
    training rows N and inputs D, trained one after the other within the wall-clock ``budget``
    (each may use its share of the time left, ``zonal.recipes.auto_time_weights``; the one-pass

@@ -1,8 +1,8 @@
 """Stacking of predictive distributions: a weighted mixture of trained regression models.
 
-Given K trained models with predictive densities p_k(y | x), stacking (Yao, Vehtari, Simpson and
-Gelman, *Using Stacking to Average Bayesian Predictive Distributions*, Bayesian Analysis 2018;
-README, References) predicts with the mixture
+Given K trained models with predictive densities p_k(y | x), stacking (Y. Yao, A. Vehtari, D.
+Simpson and A. Gelman, *Using Stacking to Average Bayesian Predictive Distributions*, Bayesian
+Analysis 13(3), 2018) predicts with the mixture
 
     p(y | x) = sum_k w_k p_k(y | x),    w on the simplex,
 
