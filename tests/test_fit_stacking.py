@@ -12,6 +12,7 @@ import torch
 from zonal import fitting
 from zonal.cli import main
 from zonal.fitting import STACKED, fit_data, predict_data
+from zonal.models import SVGP
 from zonal.models.stacking import WEIGHT_RESOLUTION, StackedModel
 from zonal.saved_model import ModelFileError, load_model, save_model
 from zonal.tabular import TableError
@@ -58,9 +59,9 @@ def test_auto_stacks_its_regression_candidates_with_the_weights_that_maximise_th
     recorded = {}
     stack_fits = fitting.stack_fits
 
-    def recording(fits, scores, split):
+    def recording(fits, scores, split, **options):
         recorded.update(fits=fits, split=split)
-        return stack_fits(fits, scores, split)
+        return stack_fits(fits, scores, split, **options)
 
     monkeypatch.setattr(fitting, "stack_fits", recording)
     x, y = regression_rows()
@@ -166,6 +167,19 @@ def test_a_checkpoint_with_a_malformed_stack_is_refused(damage, monkeypatch, tmp
     torch.save(state, path)
     with pytest.raises(ModelFileError, match="unknown model spec"):
         load_model(path)
+
+
+def test_a_candidate_whose_densities_are_nan_gets_weight_zero(monkeypatch):
+    def broken(self, X, y, **options):
+        return torch.full((len(X),), float("nan"), dtype=torch.float64)
+
+    monkeypatch.setattr(SVGP, "log_predictive_density", broken)
+    x, y = regression_rows()
+    fitted = fit_data(x, y, feature_columns=["a", "b"], **SMALL)
+    assert fitted.scores["svgp"]["weight"] == 0.0
+    assert fitted.scores["sgpr"]["weight"] + fitted.scores["adgp"]["weight"] == pytest.approx(1.0)
+    models = [part["model"] for part in fitted.spec.get("components", [fitted.spec])]
+    assert "svgp" not in models
 
 
 def test_classification_picks_the_candidate_of_best_validation_likelihood_and_is_not_stacked():

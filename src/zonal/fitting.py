@@ -263,7 +263,7 @@ def fit_data(
     chosen = max(fits, key=lambda name: _selection_key(scores[name]))
     fit = fits[chosen]
     if model == "auto" and not target.is_classification and len(valid_rows) and len(fits) > 1:
-        fit, scores = stack_fits(fits, scores, split)
+        fit, scores = stack_fits(fits, scores, split, fallback=chosen)
         chosen = fit.spec["model"]
     trained = Trained(fit.spec, fit.model, fit.objective,
                       sum(score["seconds"] for score in scores.values()), fit.candidates)  # fmt: skip
@@ -383,7 +383,7 @@ def _train_candidates(
 
 
 def stack_fits(
-    fits: dict[str, Any], scores: dict[str, dict[str, float]], split: Split
+    fits: dict[str, Any], scores: dict[str, dict[str, float]], split: Split, *, fallback: str
 ) -> tuple[Any, dict[str, dict[str, float]]]:
     """Stack the regression candidates ``fits`` (``zonal.models.stacking``): weights on the
     simplex maximising the mean validation log density of the mixture, rounded to multiples of
@@ -391,13 +391,18 @@ def stack_fits(
     single candidate when the weights pick one, else a ``StackedModel`` of the candidates of
     positive weight (spec ``{"model": "stacked", "components": [specs], "weights": [w]}``, its
     objective the weighted mean of theirs) with a ``stacked`` entry in the scores (its validation
-    metrics are optimistic: the weights were fitted to those rows)."""
+    metrics are optimistic: the weights were fitted to those rows). A candidate's NaN density
+    counts as 0; when every candidate gives every row density 0 the ``fallback`` candidate is
+    returned as it is."""
     started = time.perf_counter()
     names = list(fits)
     log_densities = torch.stack(
         [fits[name].model.log_predictive_density(split.x_valid, split.y_valid) for name in names],
         dim=1,
     )  # [n_valid, K]
+    log_densities = log_densities.masked_fill(log_densities.isnan(), -math.inf)
+    if not torch.isfinite(log_densities).any():
+        return fits[fallback], scores
     weights = dict(zip(names, quantize_weights(stacking_weights(log_densities)).tolist(),
                        strict=True))  # fmt: skip
     scores = {name: {**scores[name], "weight": weights[name]} for name in names}
