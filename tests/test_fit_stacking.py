@@ -4,6 +4,8 @@ and predicted like any other, and classification still picks one candidate."""
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 import scipy.optimize
@@ -14,8 +16,10 @@ from zonal.cli import main
 from zonal.fitting import STACKED, fit_data, predict_data
 from zonal.models import SVGP
 from zonal.models.stacking import WEIGHT_RESOLUTION, StackedModel
+from zonal.recipes import AUTO_REFINEMENT_GAP, AUTO_REFINEMENT_SHARE, auto_refinement
 from zonal.saved_model import ModelFileError, load_model, save_model
 from zonal.tabular import TableError
+from zonal.targets import REGRESSION
 
 SMALL = {"num_inducing": 16, "steps": 10}
 
@@ -32,6 +36,11 @@ def fixed_weights(monkeypatch: pytest.MonkeyPatch, weights: list[float]) -> None
     its weights are found)."""
     monkeypatch.setattr(fitting, "stacking_weights",
                         lambda log_densities: torch.tensor(weights, dtype=torch.float64))  # fmt: skip
+
+
+def force_refinement(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make ``auto`` train its refinement (the svgp) whatever the validation scores say."""
+    monkeypatch.setattr(fitting, "auto_refinement", lambda scores, likelihood: "svgp")
 
 
 def scipy_stacking_optimum(log_densities: np.ndarray) -> np.ndarray:
@@ -64,10 +73,11 @@ def test_auto_stacks_its_regression_candidates_with_the_weights_that_maximise_th
         return stack_fits(fits, scores, split, **options)
 
     monkeypatch.setattr(fitting, "stack_fits", recording)
+    force_refinement(monkeypatch)
     x, y = regression_rows()
     fitted = fit_data(x, y, feature_columns=["a", "b"], **SMALL)
     names = list(recorded["fits"])
-    assert names == ["sgpr", "svgp", "adgp"]
+    assert names == ["sgpr", "adgp", "svgp"]
     split = recorded["split"]
     log_densities = torch.stack(
         [recorded["fits"][name].model.log_predictive_density(split.x_valid, split.y_valid)
@@ -100,6 +110,7 @@ def test_a_stacked_model_round_trips_through_its_checkpoint_and_the_cli(
     monkeypatch, tmp_path, capsys
 ):
     fixed_weights(monkeypatch, [0.5, 0.25, 0.25])
+    force_refinement(monkeypatch)
     x, y = regression_rows()
     rows = np.column_stack([x, y])
     data = tmp_path / "train.csv"
@@ -113,7 +124,7 @@ def test_a_stacked_model_round_trips_through_its_checkpoint_and_the_cli(
     loaded = load_model(checkpoint)
     assert loaded.spec["model"] == STACKED and loaded.spec["weights"] == [0.5, 0.25, 0.25]
     assert isinstance(loaded.trained.model, StackedModel)
-    assert [part["model"] for part in loaded.spec["components"]] == ["sgpr", "svgp", "adgp"]
+    assert [part["model"] for part in loaded.spec["components"]] == ["sgpr", "adgp", "svgp"]
     # predictions in target units: the mixture's moments from its three reloaded components
     prediction = predict_data(loaded, x[:20])
     inputs = torch.from_numpy(loaded.x_scaler.transform(x[:20]))
@@ -132,9 +143,10 @@ def test_a_stacked_model_round_trips_through_its_checkpoint_and_the_cli(
 
 def test_the_saved_stack_predicts_exactly_like_the_fitted_one(monkeypatch, tmp_path):
     fixed_weights(monkeypatch, [0.0, 0.5, 0.5])
+    force_refinement(monkeypatch)
     x, y = regression_rows()
     fitted = fit_data(x, y, feature_columns=["a", "b"], **SMALL)
-    assert [part["model"] for part in fitted.spec["components"]] == ["svgp", "adgp"]
+    assert [part["model"] for part in fitted.spec["components"]] == ["adgp", "svgp"]
     save_model(fitted, tmp_path / "model.pt")
     loaded = load_model(tmp_path / "model.pt")
     before, after = predict_data(fitted, x), predict_data(loaded, x)
@@ -143,10 +155,12 @@ def test_the_saved_stack_predicts_exactly_like_the_fitted_one(monkeypatch, tmp_p
 
 
 def test_a_stack_of_single_layer_models_draws_no_samples(monkeypatch):
-    fixed_weights(monkeypatch, [0.5, 0.5, 0.0])
+    fixed_weights(monkeypatch, [0.5, 0.0, 0.5])
+    force_refinement(monkeypatch)
     x, y = regression_rows()
     fitted = fit_data(x, y, feature_columns=["a", "b"], **SMALL)
-    assert fitted.describe().startswith("stacked (0.50 sgpr")
+    assert fitted.describe().startswith("stacked (0.50 sgpr (")
+    assert " + 0.50 svgp (" in fitted.describe()
     with pytest.raises(TableError, match="stacked draws no samples"):
         predict_data(fitted, x, samples=4)
 
@@ -174,6 +188,7 @@ def test_a_candidate_whose_densities_are_nan_gets_weight_zero(monkeypatch):
         return torch.full((len(X),), float("nan"), dtype=torch.float64)
 
     monkeypatch.setattr(SVGP, "log_predictive_density", broken)
+    force_refinement(monkeypatch)
     x, y = regression_rows()
     fitted = fit_data(x, y, feature_columns=["a", "b"], **SMALL)
     assert fitted.scores["svgp"]["weight"] == 0.0
@@ -192,3 +207,57 @@ def test_classification_picks_the_candidate_of_best_validation_likelihood_and_is
     assert fitted.spec["model"] == best
     assert fitted.validation["log_likelihood"] == fitted.scores[best]["log_likelihood"]
     assert all("weight" not in score for score in fitted.scores.values())
+
+
+@pytest.mark.parametrize(
+    ("sgpr", "adgp", "likelihood", "expected"),
+    [
+        (-1.15, -1.12, "gaussian", "svgp"),  # white wine: shallow models compete
+        (-0.34, -0.07, "gaussian", None),  # airfoil: the deep model is far ahead
+        (-1.15, -1.12, "bernoulli", None),  # classification is not stacked
+        (float("nan"), -1.12, "gaussian", None),  # a candidate without a finite score
+        (None, -1.12, "gaussian", None),  # the sgpr failed
+    ],
+)
+def test_the_refinement_runs_where_the_sgpr_scores_close_to_the_deep_model(
+    sgpr, adgp, likelihood, expected
+):
+    scores = {"adgp": {"log_likelihood": adgp}}
+    if sgpr is not None:
+        scores["sgpr"] = {"log_likelihood": sgpr}
+    assert auto_refinement(scores, likelihood) == expected
+    gap = AUTO_REFINEMENT_GAP
+    assert auto_refinement({"sgpr": {"log_likelihood": -gap * 0.99},
+                            "adgp": {"log_likelihood": 0.0}}, "gaussian") == "svgp"  # fmt: skip
+    assert auto_refinement({"sgpr": {"log_likelihood": -gap * 1.01},
+                            "adgp": {"log_likelihood": 0.0}}, "gaussian") is None  # fmt: skip
+
+
+def test_the_refinement_gets_its_share_of_the_budget_or_is_skipped(monkeypatch):
+    """The refinement's deadline is the nearer of the overall deadline and its share of the
+    budget from its start; it is skipped when less than half its share is left."""
+    calls = []
+    train_candidates = fitting._train_candidates
+
+    def recording(names, split, target, deadline, *args, **kwargs):
+        calls.append((list(names), deadline, time.monotonic()))
+        return train_candidates(names, split, target, deadline, *args, **kwargs)
+
+    monkeypatch.setattr(fitting, "_train_candidates", recording)
+    force_refinement(monkeypatch)
+    x, y = regression_rows()
+    budget = 60.0
+    started = time.monotonic()
+    fitted = fit_data(x, y, feature_columns=["a", "b"], budget=budget, **SMALL)
+    (first, overall, _), (refinement, deadline, called) = calls
+    assert first == ["sgpr", "adgp"] and refinement == ["svgp"] and "svgp" in fitted.scores
+    assert overall == pytest.approx(started + budget, abs=0.5)
+    assert deadline == pytest.approx(called + AUTO_REFINEMENT_SHARE * budget, abs=0.1)
+    # less than half the share left: skipped, nothing added
+    fits, scores = {}, {}
+    split = fitting.Split(*[torch.zeros(0)] * 4)
+    near = time.monotonic() + 0.4 * AUTO_REFINEMENT_SHARE * budget
+    interrupted = fitting._train_refinement("svgp", fits, scores, split, REGRESSION, near, budget,
+                                            False, 0, {})  # fmt: skip
+    assert not interrupted and fits == {} and scores == {}
+    assert len(calls) == 2

@@ -134,18 +134,19 @@ validation metrics (log likelihood, and MSE or accuracy) are printed and saved.
 
 --model auto (the default) trains, within --budget seconds of wall clock in all:
   regression:      sgpr (one data pass; harmonic features, phase-truncated above about 11 inputs
-                   so that the features reach degree 6), then for up to 20000 training rows svgp
-                   (harmonic, about a quarter of the budget) and adgp (the rest); above, svgp
-                   (learned phase-truncated harmonics) for more than about 11 inputs,
-                   svgp-activated for fewer; then stacks them: the model is the mixture
-                   sum_k w_k p_k(y | x) whose weights (multiples of 1/20) maximise the validation
-                   log density (one candidate alone when the weights say so);
+                   so that the features reach degree 6), then adgp for up to 20000 training rows;
+                   above, svgp (learned phase-truncated harmonics) for more than about 11 inputs,
+                   svgp-activated for fewer; where sgpr's validation log likelihood is within 0.1
+                   nats per row of adgp's, svgp (harmonic, ARD) within a quarter of the budget;
+                   then stacks them: the model is the mixture sum_k w_k p_k(y | x) whose weights
+                   (multiples of 1/20) maximise the validation log density (one candidate alone
+                   when the weights say so);
   classification:  svgp-activated, then adgp for up to 20000 training rows, keeping the one with
                    the best validation log likelihood.
-Each candidate may use its share of the time left. The SVGP candidates and adgp learn one scale
-per input column in the sphere embedding (ARD; adgp in its first layer), and so does sgpr when an
-SVGP alone follows it (by the bound of 1024 rows, then one pass); before adgp, sgpr skips the
-scales to leave the time to the deep model; --no-ard turns ARD off.
+Each candidate may use the time left divided by the candidates left. The SVGP candidates and adgp
+learn one scale per input column in the sphere embedding (ARD; adgp in its first layer), and so
+does sgpr when an SVGP alone follows it (by the bound of 1024 rows, then one pass); before adgp,
+sgpr skips the scales to leave the time to the deep model; --no-ard turns ARD off.
 
 A progress bar (objective, validation log likelihood, budget left) is shown on a terminal unless
 --quiet. Ctrl-C keeps the best model so far as a complete checkpoint (exit code 130).

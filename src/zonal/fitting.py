@@ -14,8 +14,10 @@
    validation log likelihood then stacks or chooses the model (step 3).
 3. **The model** (``model="auto"``): the candidates of ``zonal.recipes.auto_candidates`` for the
    training rows N and inputs D, trained one after the other within the wall-clock ``budget``
-   (each may use its share of the time left, ``zonal.recipes.auto_time_weights``; the one-pass
-   SGPR comes first and uses little). Regression candidates are then **stacked** (``stack_fits``,
+   (each candidate may use the time left divided by the candidates left; the one-pass SGPR comes
+   first and uses little), then for regression the refinement of ``zonal.recipes.auto_refinement``
+   (the harmonic SVGP with ARD, within a quarter of the budget, where the SGPR's validation score
+   is close to the activated DGP's). Regression candidates are then **stacked** (``stack_fits``,
    ``zonal.models.stacking``; Yao et al. 2018): the model is the mixture sum_k w_k p_k(y | x)
    whose weights maximise the mean validation log density, which is one candidate when the
    weights pick one. Classification candidates are compared by validation log likelihood (by
@@ -48,11 +50,12 @@ from zonal.models.stacking import StackedModel, quantize_weights, stacking_weigh
 from zonal.models.training import TrainingControl
 from zonal.recipes import (
     ARD_MODELS,
+    AUTO_REFINEMENT_SHARE,
     RECIPES,
     Fit,
     TrainingInterrupted,
     auto_candidates,
-    auto_time_weights,
+    auto_refinement,
     get_recipe,
     resolve_spec,
     train,
@@ -260,6 +263,10 @@ def fit_data(
     fits, scores, interrupted = _train_candidates(names, split, target, deadline, progress,
                                                   automatic=model == "auto", seed=seed,
                                                   options=options)  # fmt: skip
+    refinement = auto_refinement(scores, target.likelihood) if model == "auto" else None
+    if refinement is not None and not interrupted:
+        interrupted = _train_refinement(refinement, fits, scores, split, target, deadline,
+                                        budget, progress, seed, options)  # fmt: skip
     chosen = max(fits, key=lambda name: _selection_key(scores[name]))
     fit = fits[chosen]
     if model == "auto" and not target.is_classification and len(valid_rows) and len(fits) > 1:
@@ -326,8 +333,7 @@ def _train_candidates(
     seed: int,
     options: dict[str, Any],
 ) -> tuple[dict[str, Any], dict[str, dict[str, float]], bool]:
-    """Train each named recipe within its share of the time left (``auto_time_weights`` under
-    ``auto``, equal shares otherwise); (fits, scores, interrupted).
+    """Train each named recipe within its share of the time left; (fits, scores, interrupted).
     A failing candidate of ``auto`` is skipped while another succeeds; Ctrl-C keeps what was
     trained (the interrupted candidate in its best state) and stops."""
     fits: dict[str, Any] = {}
@@ -336,7 +342,6 @@ def _train_candidates(
     has_validation = len(split.y_valid) > 0
     monitored = (split.x_valid[:MONITORED_VALIDATION_ROWS],
                  split.y_valid[:MONITORED_VALIDATION_ROWS])  # fmt: skip
-    weights = auto_time_weights(names, target.likelihood) if automatic else [1.0] * len(names)
     for position, name in enumerate(names):
         spec = resolve_spec(split.x_train.shape[1], model=name, seed=seed,
                             likelihood=target.likelihood,
@@ -344,8 +349,9 @@ def _train_candidates(
                             **_recipe_options(name, options, automatic, names))  # fmt: skip
         share_deadline = None
         if deadline is not None:
-            share = weights[position] / sum(weights[position:])
-            share_deadline = time.monotonic() + share * (deadline - time.monotonic())
+            share_deadline = time.monotonic() + (deadline - time.monotonic()) / (
+                len(names) - position
+            )
         control = TrainingControl(
             deadline=share_deadline,
             score=(lambda model: validation_score(model, target, *monitored))
@@ -380,6 +386,40 @@ def _train_candidates(
     if not fits:
         raise failures[0]
     return fits, scores, False
+
+
+def _train_refinement(
+    name: str,
+    fits: dict[str, Any],
+    scores: dict[str, dict[str, float]],
+    split: Split,
+    target: Target,
+    deadline: float | None,
+    budget: float | None,
+    progress: bool,
+    seed: int,
+    options: dict[str, Any],
+) -> bool:
+    """Train ``auto``'s refinement ``name`` (``zonal.recipes.auto_refinement``) within
+    ``AUTO_REFINEMENT_SHARE`` of the budget and what is left of it, adding it to ``fits`` and
+    ``scores``; skipped when less than half that share is left, or if it fails. Returns whether
+    Ctrl-C interrupted it (what it trained until then is kept)."""
+    if deadline is not None:
+        share = AUTO_REFINEMENT_SHARE * budget
+        if deadline - time.monotonic() < share / 2:
+            return False
+        deadline = min(deadline, time.monotonic() + share)
+    try:
+        more_fits, more_scores, interrupted = _train_candidates(
+            [name], split, target, deadline, progress, automatic=True, seed=seed, options=options
+        )
+    except ValueError:  # a failed refinement leaves the candidates as they are
+        return False
+    except KeyboardInterrupt:  # while it was scored: the candidates are kept
+        return True
+    fits.update(more_fits)
+    scores.update(more_scores)
+    return interrupted
 
 
 def stack_fits(

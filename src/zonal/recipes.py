@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -701,45 +701,50 @@ def network_stage(
 # ------------------------------------------------------------------------------------ auto
 #: the activated DGP is a candidate of ``--model auto`` up to this many training rows
 AUTO_DEEP_MAX_ROWS = 20_000
-#: time shares of the activated DGP among ``auto``'s regression candidates (``auto_time_weights``):
-#: with the SGPR and the harmonic SVGP at one share each, the SVGP may use about a quarter of a
-#: budget (11 s of 45 s: its test MSE on white wine was within 1% of its 42 s figure at 12 s) and
-#: the DGP, whose network was still improving at the budget on compactiv and grid-stability
-#: (``benchmarks/fit_default.py``), the rest
-AUTO_DEEP_TIME_WEIGHT = 3.0
+#: ``auto``'s regression refinement (``auto_refinement``): the harmonic SVGP with ARD, trained after
+#: the activated DGP within this share of the budget (its test MSE on white wine at 12 s was within
+#: 1% of its figure at 42 s) ...
+AUTO_REFINEMENT_SHARE = 0.25
+#: ... when the one-pass SGPR's validation log likelihood per row is within this many nats of the
+#: DGP's: shallow models then compete and stacking gains from them (white wine, 0.01-0.03 nats;
+#: airfoil, compactiv and grid-stability, where they got weight <= 0.1, 0.19-0.64)
+AUTO_REFINEMENT_GAP = 0.1
 
 
 def auto_candidates(num_rows: int, input_dim: int, likelihood: str) -> list[str]:
     """The recipes ``--model auto`` trains, in order, for N training rows of D inputs.
 
-    Regression, N up to ``AUTO_DEEP_MAX_ROWS``: the one-pass ``sgpr``, the harmonic ``svgp``
-    (complete levels, or learned phase-truncated ones above about D = 11: ``harmonic_layout``) and
-    the accurate activated DGP (``adgp``), whose predictions ``zonal.fitting`` stacks (weights that
-    maximise the validation log density, ``zonal.models.stacking``). Above ``AUTO_DEEP_MAX_ROWS``:
-    ``sgpr`` and a minibatch SVGP, ``svgp`` where 512 complete levels would stop below degree 3,
-    else ``svgp-activated`` (128 features: steps cost O(M^3) for 128, not 512). Classification (no
-    SGPR): ``svgp-activated`` (C latent GPs), then ``adgp`` for N up to ``AUTO_DEEP_MAX_ROWS``;
-    the validation log likelihood picks one.
+    Regression: the one-pass ``sgpr`` first, then the accurate activated DGP (``adgp``) for N up
+    to ``AUTO_DEEP_MAX_ROWS``; above, a minibatch SVGP: ``svgp`` with learned phase-truncated
+    harmonics where 512 complete levels would stop below degree 3 (about D > 11,
+    ``harmonic_layout``), else ``svgp-activated`` (128 features: steps cost O(M^3) for 128, not
+    512); ``auto_refinement`` may add one more, and ``zonal.fitting`` stacks them (weights that
+    maximise the validation log density, ``zonal.models.stacking``). Classification (no SGPR):
+    ``svgp-activated`` (C latent GPs), then ``adgp`` for N up to ``AUTO_DEEP_MAX_ROWS``; the
+    validation log likelihood picks one.
     """
-    deep = num_rows <= AUTO_DEEP_MAX_ROWS
+    deep = ["adgp"] if num_rows <= AUTO_DEEP_MAX_ROWS else []
     if likelihood != "gaussian":
-        return ["svgp-activated", "adgp"] if deep else ["svgp-activated"]
-    if deep:
-        return ["sgpr", "svgp", "adgp"]
+        return ["svgp-activated", *deep]
     truncated = harmonic_layout(input_dim + 1, RECIPES["svgp"].defaults["num_inducing"])[1]
-    return ["sgpr", "svgp" if truncated is not None else "svgp-activated"]
+    shallow = "svgp" if truncated is not None else "svgp-activated"
+    return ["sgpr", *(deep or [shallow])]
 
 
-def auto_time_weights(names: Sequence[str], likelihood: str) -> list[float]:
-    """The time weights of ``auto``'s candidates ``names``: under a budget, candidate i may use
-    weight_i / (sum of the weights of the candidates not yet trained) of the time left.
-
-    Regression gives the activated DGP ``AUTO_DEEP_TIME_WEIGHT`` shares and every other candidate
-    one (the one-pass SGPR ends within a few seconds and leaves its share to the later ones);
-    classification shares the time equally."""
+def auto_refinement(scores: Mapping[str, Mapping[str, float]], likelihood: str) -> str | None:
+    """The recipe ``auto`` trains after its candidates (within ``AUTO_REFINEMENT_SHARE`` of the
+    budget), or None: the harmonic ``svgp`` with ARD, for regression, when the ``sgpr`` and
+    ``adgp`` candidates were scored on validation rows and the SGPR's log likelihood per row is
+    within ``AUTO_REFINEMENT_GAP`` of the DGP's. The SVGP refines the SGPR (the same harmonic
+    features, with learned input scales and minibatch training); where the one-pass model is far
+    behind the deep one the refinement cannot close the gap and its time is not spent."""
     if likelihood != "gaussian":
-        return [1.0] * len(names)
-    return [AUTO_DEEP_TIME_WEIGHT if name == "adgp" else 1.0 for name in names]
+        return None
+    shallow = scores.get("sgpr", {}).get("log_likelihood", math.nan)
+    deep = scores.get("adgp", {}).get("log_likelihood", math.nan)
+    if not (math.isfinite(shallow) and math.isfinite(deep)):
+        return None
+    return "svgp" if deep - shallow < AUTO_REFINEMENT_GAP else None
 
 
 register(
