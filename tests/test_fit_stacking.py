@@ -8,9 +8,9 @@ import time
 
 import numpy as np
 import pytest
-import scipy.optimize
 import torch
 
+from test_stacking import scipy_stacking_weights
 from zonal import fitting
 from zonal.cli import main
 from zonal.fitting import STACKED, fit_data, predict_data
@@ -43,25 +43,6 @@ def force_refinement(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(fitting, "auto_refinement", lambda scores, likelihood: "svgp")
 
 
-def scipy_stacking_optimum(log_densities: np.ndarray) -> np.ndarray:
-    """argmax over the simplex of mean_i log sum_k w_k exp(L_ik), by SLSQP (independent of EM)."""
-    count = log_densities.shape[1]
-
-    def negative(weights: np.ndarray) -> float:
-        joint = log_densities + np.log(np.clip(weights, 1e-300, None))
-        return -float(np.mean(scipy.special.logsumexp(joint, axis=1)))
-
-    result = scipy.optimize.minimize(
-        negative,
-        np.full(count, 1.0 / count),
-        method="SLSQP",
-        bounds=[(0.0, 1.0)] * count,
-        constraints=[{"type": "eq", "fun": lambda weights: weights.sum() - 1.0}],
-        options={"ftol": 1e-14, "maxiter": 500},
-    )
-    return result.x
-
-
 def test_auto_stacks_its_regression_candidates_with_the_weights_that_maximise_the_validation_density(
     monkeypatch,
 ):
@@ -83,7 +64,7 @@ def test_auto_stacks_its_regression_candidates_with_the_weights_that_maximise_th
         [recorded["fits"][name].model.log_predictive_density(split.x_valid, split.y_valid)
          for name in names], dim=1,
     ).numpy()  # fmt: skip
-    optimum = scipy_stacking_optimum(log_densities)
+    optimum = scipy_stacking_weights(torch.from_numpy(log_densities))
     weights = np.array([fitted.scores[name]["weight"] for name in names])
     # the weights are the optimum rounded to multiples of 1/20 (largest remainder: within 1/20)
     np.testing.assert_allclose(weights * WEIGHT_RESOLUTION, np.round(weights * WEIGHT_RESOLUTION),
@@ -137,8 +118,12 @@ def test_a_stacked_model_round_trips_through_its_checkpoint_and_the_cli(
                                rtol=1e-10)  # fmt: skip
     np.testing.assert_allclose(prediction["variance"], (second - means**2).numpy() * std**2,
                                rtol=1e-9)  # fmt: skip
-    assert main(["predict", str(checkpoint), str(data), "-o", str(output), "--samples", "8"]) == 0
-    assert loaded.trained.model.draws_samples
+    # --samples reaches the deep component: 8 inner draws move the mixture from the default 32
+    few = tmp_path / "few.csv"
+    assert main(["predict", str(checkpoint), str(data), "-o", str(output)]) == 0
+    assert main(["predict", str(checkpoint), str(data), "-o", str(few), "--samples", "8"]) == 0
+    default, drawn = (np.loadtxt(path, delimiter=",", skiprows=1) for path in (output, few))
+    assert np.isfinite(drawn).all() and not np.allclose(drawn[:, 1], default[:, 1], rtol=1e-9)
 
 
 def test_the_saved_stack_predicts_exactly_like_the_fitted_one(monkeypatch, tmp_path):
@@ -165,7 +150,7 @@ def test_a_stack_of_single_layer_models_draws_no_samples(monkeypatch):
         predict_data(fitted, x, samples=4)
 
 
-@pytest.mark.parametrize("damage", ["nested", "weights"])
+@pytest.mark.parametrize("damage", ["nested", "weights", "input_dim", "other weights"])
 def test_a_checkpoint_with_a_malformed_stack_is_refused(damage, monkeypatch, tmp_path):
     fixed_weights(monkeypatch, [0.5, 0.5, 0.0])
     x, y = regression_rows()
@@ -176,16 +161,27 @@ def test_a_checkpoint_with_a_malformed_stack_is_refused(damage, monkeypatch, tmp
     if damage == "nested":
         spec["components"][1] = {**spec, "components": [dict(spec["components"][0])],
                                  "weights": [1.0]}  # fmt: skip
-    else:
+    elif damage == "weights":
         spec["weights"] = [1.0]
+    elif damage == "input_dim":
+        spec["components"][0]["input_dim"] = 3
+    else:  # the spec's weights no longer those of the (checksummed) state
+        spec["weights"] = [0.25, 0.75]
     torch.save(state, path)
-    with pytest.raises(ModelFileError, match="unknown model spec"):
+    message = "differ from the state's" if damage == "other weights" else "unknown model spec"
+    with pytest.raises(ModelFileError, match=message):
         load_model(path)
 
 
-def test_a_candidate_whose_densities_are_nan_gets_weight_zero(monkeypatch):
+@pytest.mark.parametrize("rows", [slice(None), slice(0, 3)])
+def test_a_candidate_whose_densities_are_nan_gets_weight_zero(rows, monkeypatch):
+    """NaN on every validation row or on three of them: the candidate is broken, weight 0."""
+    density = SVGP.log_predictive_density
+
     def broken(self, X, y, **options):
-        return torch.full((len(X),), float("nan"), dtype=torch.float64)
+        values = density(self, X, y, **options).clone()
+        values[rows] = float("nan")
+        return values
 
     monkeypatch.setattr(SVGP, "log_predictive_density", broken)
     force_refinement(monkeypatch)
@@ -261,3 +257,22 @@ def test_the_refinement_gets_its_share_of_the_budget_or_is_skipped(monkeypatch):
                                             False, 0, {})  # fmt: skip
     assert not interrupted and fits == {} and scores == {}
     assert len(calls) == 2
+
+
+def test_ctrl_c_while_stacking_keeps_the_chosen_candidate_as_a_checkpoint(
+    monkeypatch, tmp_path, capsys
+):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(fitting, "stack_fits", interrupted)
+    x, y = regression_rows()
+    data = tmp_path / "train.csv"
+    np.savetxt(data, np.column_stack([x, y]), delimiter=",", header="a,b,y", comments="")
+    checkpoint = tmp_path / "model.pt"
+    fit = ["fit", str(data), "--target", "y", "-o", str(checkpoint), "--likelihood", "gaussian"]
+    assert main([*fit, "--num-inducing", "16", "--steps", "10"]) == 130
+    assert "interrupted: kept the best" in capsys.readouterr().err
+    loaded = load_model(checkpoint)
+    best = max(loaded.scores, key=lambda name: loaded.scores[name]["log_likelihood"])
+    assert loaded.spec["model"] == best and loaded.interrupted

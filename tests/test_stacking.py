@@ -472,3 +472,17 @@ def test_state_dict_round_trip_predicts_identically(stacked, fits, data, query_i
         rtol=0,
         atol=1e-12,
     )
+
+
+def test_the_joint_posterior_at_many_points_samples_like_its_components(components):
+    """A sparse model's latent covariance at q = 400 points has rank below q: each component
+    samples it (its lazy covariance is factorised with GPyTorch's jitter) and so must the stack,
+    whose empirical mixture mean from the samples matches ``predict``."""
+    generator = torch.Generator().manual_seed(3)
+    x = torch.rand(400, INPUT_DIM, generator=generator, dtype=torch.float64)  # [q, D], close points
+    single_layer = StackedModel(components[:2], [0.5, 0.5])  # sgpr and svgp
+    torch.manual_seed(0)
+    samples = single_layer.posterior(x).rsample(torch.Size([256]))  # [256, T, q, 1]
+    mean, variance = single_layer.predict(x)
+    empirical = samples.squeeze(-1).mean(dim=(0, 1))  # [q]
+    torch.testing.assert_close(empirical, mean, atol=6 * variance.sqrt().max() / 16, rtol=0)

@@ -270,8 +270,11 @@ def fit_data(
     chosen = max(fits, key=lambda name: _selection_key(scores[name]))
     fit = fits[chosen]
     if model == "auto" and not target.is_classification and len(valid_rows) and len(fits) > 1:
-        fit, scores = stack_fits(fits, scores, split, fallback=chosen)
-        chosen = fit.spec["model"]
+        try:
+            fit, scores = stack_fits(fits, scores, split, fallback=chosen)
+            chosen = fit.spec["model"]
+        except KeyboardInterrupt:  # while stacking: the chosen candidate is kept
+            interrupted = True
     trained = Trained(fit.spec, fit.model, fit.objective,
                       sum(score["seconds"] for score in scores.values()), fit.candidates)  # fmt: skip
     scores = {name: _in_target_units(score, target, y_scaler) for name, score in scores.items()}
@@ -425,22 +428,24 @@ def _train_refinement(
 def stack_fits(
     fits: dict[str, Any], scores: dict[str, dict[str, float]], split: Split, *, fallback: str
 ) -> tuple[Any, dict[str, dict[str, float]]]:
-    """Stack the regression candidates ``fits`` (``zonal.models.stacking``): weights on the
-    simplex maximising the mean validation log density of the mixture, rounded to multiples of
+    """Stack the regression candidates ``fits`` (``zonal.models.stacking``): the weights on the
+    simplex that maximise the mean validation log density of the mixture, rounded to multiples of
     1 / ``WEIGHT_RESOLUTION``. Returns (the fit, the scores with each candidate's ``weight``): the
     single candidate when the weights pick one, else a ``StackedModel`` of the candidates of
-    positive weight (spec ``{"model": "stacked", "components": [specs], "weights": [w]}``, its
-    objective the weighted mean of theirs) with a ``stacked`` entry in the scores (its validation
-    metrics are optimistic: the weights were fitted to those rows). A candidate's NaN density
-    counts as 0; when every candidate gives every row density 0 the ``fallback`` candidate is
-    returned as it is."""
+    positive weight (spec ``{"model": "stacked", "components": [specs], "weights": [w]}``; its
+    objective is the weighted mean of theirs, a summary, not a bound for the mixture) with a
+    ``stacked`` entry in the scores (its validation metrics are optimistic: the weights were
+    fitted to those rows). A candidate with a NaN
+    density on any row is broken and gets weight 0; when no candidate gives any row a positive
+    density the ``fallback`` candidate is returned as it is."""
     started = time.perf_counter()
     names = list(fits)
     log_densities = torch.stack(
         [fits[name].model.log_predictive_density(split.x_valid, split.y_valid) for name in names],
         dim=1,
     )  # [n_valid, K]
-    log_densities = log_densities.masked_fill(log_densities.isnan(), -math.inf)
+    broken = log_densities.isnan().any(0)  # [K]
+    log_densities = log_densities.masked_fill(broken, -math.inf)
     if not torch.isfinite(log_densities).any():
         return fits[fallback], scores
     weights = dict(zip(names, quantize_weights(stacking_weights(log_densities)).tolist(),
@@ -460,8 +465,16 @@ def stack_fits(
     model = StackedModel([fits[name].model for name in kept], spec["weights"])
     objective = sum(weights[name] * fits[name].objective for name in kept)
     candidates = {kernel: bound for name in kept for kernel, bound in fits[name].candidates.items()}
-    score = {"seconds": time.perf_counter() - started, "objective": objective}
-    score.update(validation_metrics(model, REGRESSION, split.x_valid, split.y_valid))
+    columns = [names.index(name) for name in kept]
+    log_weights = log_densities.new_tensor(spec["weights"]).log()  # [K']
+    mixture = torch.logsumexp(log_densities[:, columns] + log_weights, dim=1)  # [n_valid]
+    mean, _ = model.predict(split.x_valid)
+    score = {
+        "seconds": time.perf_counter() - started,
+        "objective": objective,
+        "log_likelihood": float(mixture.mean()),
+        "mse": float(torch.mean((mean - split.y_valid) ** 2)),
+    }
     return Fit(model, spec, objective, candidates), {**scores, STACKED: score}
 
 

@@ -132,6 +132,8 @@ def load_model(path: str | os.PathLike[str]) -> TabularModel:
     try:
         model = build_model(spec)
         model.load_state_dict(state["model_state"])
+        if spec["model"] == STACKED and model.weights.tolist() != spec["weights"]:
+            raise ValueError(f"its weights {spec['weights']} differ from the state's")
     except (KeyError, TypeError, ValueError, RuntimeError) as error:
         reason = (str(error).strip().splitlines() or [""])[0][:200]
         raise ModelFileError(
@@ -226,6 +228,7 @@ def _known_spec(spec: object) -> bool:
         and len(components) == len(weights) > 0
         and all(isinstance(weight, float) for weight in weights)
         and all(_known_component(component) for component in components)
+        and all(component["input_dim"] == spec["input_dim"] for component in components)
     )
 
 

@@ -1,6 +1,7 @@
 """Models: SVGP, the one-pass collapsed SGPR, doubly-stochastic DGPs, activated DGPs and residual
-DGPs on hyperspheres (Gaussian vector fields composed through the exponential map), and activated
-DGP heads on convolutional features with their baselines (MC dropout, deep ensembles).
+DGPs on hyperspheres (Gaussian vector fields composed through the exponential map), activated DGP
+heads on convolutional features with their baselines (MC dropout, deep ensembles), and stacked
+mixtures of trained regression models.
 
 Every model is a ``ZonalModel`` (``zonal.models.contract``): a BoTorch ``Model`` that owns its
 likelihood and answers ``posterior``, ``predict`` and ``log_predictive_density``.
@@ -20,6 +21,7 @@ from zonal.models.dgp import DGP, DGPLayer, fit_dgp, inducing_point_dgp
 from zonal.models.kmeans import kmeans
 from zonal.models.residual_dgp import ResidualDGP, hybrid_dgp, residual_dgp
 from zonal.models.sgpr import SGPR
+from zonal.models.stacking import StackedModel
 from zonal.models.svgp import SVGP
 from zonal.models.training import check_targets, fit_svgp
 from zonal.models.vector_field import (
@@ -48,6 +50,7 @@ __all__ = [
     "NotTangentError",
     "ProjectedVectorField",
     "ResidualDGP",
+    "StackedModel",
     "ZonalModel",
     "check_targets",
     "fit_conv_adgp",

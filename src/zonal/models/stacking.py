@@ -7,7 +7,8 @@ Analysis 13(3), 2018) predicts with the mixture
     p(y | x) = sum_k w_k p_k(y | x),    w on the simplex,
 
 its weights maximising the mean log density of held-out rows, (1/n) sum_i log sum_k w_k p_k(y_i |
-x_i): a concave objective, maximised by ``stacking_weights`` (EM, whose every step raises it).
+x_i): a concave objective, maximised by ``stacking_weights`` (EM, whose every step raises it);
+``zonal fit`` rounds the maximiser to multiples of 1 / ``WEIGHT_RESOLUTION``.
 When one model is best everywhere the weights pick it; when models err differently the mixture
 beats each of them (``zonal fit``'s ``auto``: ``zonal.fitting``).
 
@@ -30,6 +31,7 @@ import torch
 from botorch.posteriors.fully_bayesian import GaussianMixturePosterior
 from gpytorch.distributions import MultivariateNormal
 from gpytorch.likelihoods import GaussianLikelihood
+from linear_operator.operators import DenseLinearOperator
 
 from zonal.models.contract import PREDICTION_CHUNK, ZonalModel
 
@@ -84,6 +86,8 @@ def quantize_weights(
 ) -> torch.Tensor:
     """Weights [K] rounded to multiples of 1 / ``resolution`` summing to 1 (largest remainder:
     floor every scaled weight, then give the leftover units to the largest remainders)."""
+    if isinstance(resolution, bool) or not isinstance(resolution, int) or resolution < 1:
+        raise ValueError(f"resolution must be a positive integer, got {resolution!r}")
     weights = torch.as_tensor(weights, dtype=torch.float64)
     if weights.dim() != 1 or len(weights) == 0:
         raise ValueError(f"weights must be a non-empty vector, got shape {tuple(weights.shape)}")
@@ -195,9 +199,11 @@ class StackedModel(ZonalModel):
     ) -> MultivariateNormal:
         """The components' distributions at X [*b, q, D] on one mixture dimension [*b, T, q]:
         with units c_k = w_k ``WEIGHT_RESOLUTION`` and S_k Monte Carlo components of model k (1
-        for a single-layer model), each of model k's components appears c_k L / S_k times (L the
-        least common multiple of the S_k in use), so that equal weights over the T = R L
-        components give model k the weight w_k."""
+        for a single-layer model), each of model k's components appears r_k = c_k L / S_k times
+        (L the least common multiple of the S_k in use; the r_k then divided by their greatest
+        common divisor), so that equal weights over the T = sum_k r_k S_k components give model k
+        the weight r_k S_k / T = w_k. The covariance stays a lazy operator: it is factorised (with
+        GPyTorch's jitter) only when sampled."""
         units = torch.round(self.weights * WEIGHT_RESOLUTION).long().tolist()
         parts = []
         for component, count in zip(self.components, units, strict=True):
@@ -205,17 +211,19 @@ class StackedModel(ZonalModel):
                 continue
             distribution = component.posterior(X, observation_noise=observation_noise).distribution
             mean = distribution.mean  # [*b, (S,) q]
-            covariance = distribution.covariance_matrix  # [*b, (S,) q, q]
+            covariance = distribution.lazy_covariance_matrix.to_dense()  # [*b, (S,) q, q]
             if not component._is_ensemble:
                 mean, covariance = mean.unsqueeze(-2), covariance.unsqueeze(-3)
             parts.append((count, mean, covariance))
         common = math.lcm(*(mean.shape[-2] for _, mean, _ in parts))
-        means, covariances = [], []
-        for count, mean, covariance in parts:
-            repeats = count * common // mean.shape[-2]
-            means.append(mean.repeat_interleave(repeats, dim=-2))  # [*b, S_k r_k, q]
-            covariances.append(covariance.repeat_interleave(repeats, dim=-3))
-        return MultivariateNormal(torch.cat(means, dim=-2), torch.cat(covariances, dim=-3))
+        repeats = [count * common // mean.shape[-2] for count, mean, _ in parts]
+        divisor = math.gcd(*repeats)
+        means = [mean.repeat_interleave(repeat // divisor, dim=-2)  # [*b, S_k r_k, q]
+                 for repeat, (_, mean, _) in zip(repeats, parts, strict=True)]  # fmt: skip
+        covariances = [covariance.repeat_interleave(repeat // divisor, dim=-3)
+                       for repeat, (_, _, covariance) in zip(repeats, parts, strict=True)]  # fmt: skip
+        covariance = DenseLinearOperator(torch.cat(covariances, dim=-3))  # [*b, T, q, q]
+        return MultivariateNormal(torch.cat(means, dim=-2), covariance)
 
     @torch.no_grad()
     def predict(
