@@ -29,7 +29,8 @@
 
 ``predict_table`` / ``predict_data`` answer new rows: the predictive mean, variance and interval in
 the target's units (regression), or one probability column per class (``prob_<label>``) and the
-predicted ``class``. Ctrl-C during training keeps the best model so far (``interrupted``).
+predicted ``class``. Ctrl-C during training keeps the best model so far (``interrupted``; the
+candidates are then chosen between, not stacked).
 """
 
 from __future__ import annotations
@@ -269,7 +270,8 @@ def fit_data(
                                         budget, progress, seed, options)  # fmt: skip
     chosen = max(fits, key=lambda name: _selection_key(scores[name]))
     fit = fits[chosen]
-    if model == "auto" and not target.is_classification and len(valid_rows) and len(fits) > 1:
+    stackable = not target.is_classification and len(valid_rows) > 0 and len(fits) > 1
+    if model == "auto" and stackable and not interrupted:
         try:
             fit, scores = stack_fits(fits, scores, split, fallback=chosen)
             chosen = fit.spec["model"]
@@ -435,9 +437,9 @@ def stack_fits(
     positive weight (spec ``{"model": "stacked", "components": [specs], "weights": [w]}``; its
     objective is the weighted mean of theirs, a summary, not a bound for the mixture) with a
     ``stacked`` entry in the scores (its validation metrics are optimistic: the weights were
-    fitted to those rows). A candidate with a NaN
-    density on any row is broken and gets weight 0; when no candidate gives any row a positive
-    density the ``fallback`` candidate is returned as it is."""
+    fitted to those rows). A candidate with a NaN density on any row is broken and gets weight
+    0; when no candidate gives any row a positive density the ``fallback`` candidate is returned
+    as it is."""
     started = time.perf_counter()
     names = list(fits)
     log_densities = torch.stack(
