@@ -276,3 +276,26 @@ def test_ctrl_c_while_stacking_keeps_the_chosen_candidate_as_a_checkpoint(
     loaded = load_model(checkpoint)
     best = max(loaded.scores, key=lambda name: loaded.scores[name]["log_likelihood"])
     assert loaded.spec["model"] == best and loaded.interrupted
+
+
+def test_the_stacks_shallow_components_condition_on_the_validation_rows_too(monkeypatch):
+    """After stacking, the SGPR's statistics and the SVGP's q(u) are those of all rows: the SGPR
+    counts every row, and the SVGP's whitened q(u) mean is the Titsias optimum over all rows,
+    m = (I + A A^T / s^2)^{-1} A y / s^2 with A = L^{-1} Kuf, solved here densely."""
+    fixed_weights(monkeypatch, [0.4, 0.3, 0.3])
+    force_refinement(monkeypatch)
+    x, y = regression_rows()
+    fitted = fit_data(x, y, feature_columns=["a", "b"], **SMALL)
+    sgpr, _, svgp = fitted.trained.model.components
+    assert int(sgpr.stat_count) == len(x) and fitted.num_validation_rows > 0
+    inputs = torch.from_numpy(fitted.x_scaler.transform(x))
+    targets = torch.from_numpy(fitted.y_scaler.transform(y))
+    with torch.no_grad():
+        _, projection = svgp.inducing_strategy.projection(svgp.lift(inputs))  # A [M, N]
+        noise = svgp.likelihood.noise.reshape(())
+        precision = (
+            torch.eye(len(projection), dtype=torch.float64) + projection @ projection.T / noise
+        )
+        expected = torch.linalg.solve(precision, projection @ targets / noise)  # [M]
+        mean = svgp.inducing_strategy._variational_distribution.variational_mean
+    torch.testing.assert_close(mean, expected, rtol=1e-8, atol=1e-10)

@@ -20,9 +20,10 @@
    is close to the activated DGP's). Regression candidates are then **stacked** (``stack_fits``,
    ``zonal.models.stacking``; Yao et al. 2018): the model is the mixture sum_k w_k p_k(y | x)
    whose weights maximise the mean validation log density, which is one candidate when the
-   weights pick one. Classification candidates are compared by validation log likelihood (by
-   their training objective per row when there is no validation split, as for regression). A
-   named model trains alone. Under ``auto`` the SGPR, SVGP and activated DGP candidates learn one
+   weights pick one; its SGPR and SVGP components then condition on the validation rows too
+   (``condition_on_all_rows``: closed forms at the learned hyperparameters). Classification
+   candidates are compared by validation log likelihood (by their training objective per row when
+   there is no validation split, as for regression). A named model trains alone. Under ``auto`` the SGPR, SVGP and activated DGP candidates learn one
    scale per input column (ARD, ``zonal.recipes.ARD_MODELS``), except the SGPR when a deep
    candidate follows it (``auto_uses_ard``: the scales would cost the deep model a third of the
    budget).
@@ -44,14 +45,16 @@ from typing import Any
 
 import numpy as np
 import torch
+from gpytorch.likelihoods import GaussianLikelihood
 
 from zonal.datasets import Standardizer
-from zonal.models import ZonalModel
+from zonal.models import SGPR, SVGP, ZonalModel
 from zonal.models.stacking import StackedModel, quantize_weights, stacking_weights
 from zonal.models.training import TrainingControl
 from zonal.recipes import (
     ARD_MODELS,
     AUTO_REFINEMENT_SHARE,
+    OPTIMAL_Q_MAX_ENTRIES,
     RECIPES,
     Fit,
     TrainingInterrupted,
@@ -275,6 +278,7 @@ def fit_data(
         try:
             fit, scores = stack_fits(fits, scores, split, fallback=chosen)
             chosen = fit.spec["model"]
+            condition_on_all_rows(fit.model, split)
         except KeyboardInterrupt:  # while stacking: the chosen candidate is kept
             interrupted = True
     trained = Trained(fit.spec, fit.model, fit.objective,
@@ -478,6 +482,31 @@ def stack_fits(
         "mse": float(torch.mean((mean - split.y_valid) ** 2)),
     }
     return Fit(model, spec, objective, candidates), {**scores, STACKED: score}
+
+
+@torch.no_grad()
+def condition_on_all_rows(model: ZonalModel, split: Split) -> None:
+    """Once the validation rows have chosen and weighted the candidates, let the shallow models'
+    posteriors condition on them too, at the learned hyperparameters (closed forms, one pass):
+    an SGPR recomputes its statistics over the training and validation rows, a Gaussian SVGP sets
+    q(u) to its optimum there (Titsias, 2009; when N x M fits ``OPTIMAL_Q_MAX_ENTRIES``); a
+    stack does so for each component; other models (the deep ones) are left as they are. The
+    validation metrics reported were measured before."""
+    if isinstance(model, StackedModel):
+        for component in model.components:
+            condition_on_all_rows(component, split)
+        return
+    x = torch.cat([split.x_train, split.x_valid])  # [N, D]
+    y = torch.cat([split.y_train, split.y_valid])  # [N]
+    if isinstance(model, SGPR):
+        model.fit_statistics(x, y)
+    elif (
+        isinstance(model, SVGP)
+        and model.num_outputs == 1
+        and isinstance(model.likelihood, GaussianLikelihood)
+        and len(x) * model.features.num_inducing <= OPTIMAL_Q_MAX_ENTRIES
+    ):
+        model.set_optimal_variational_distribution(x, y)
 
 
 def build_model(spec: dict[str, Any]) -> ZonalModel:
