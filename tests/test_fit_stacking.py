@@ -50,39 +50,40 @@ def test_auto_stacks_its_regression_candidates_with_the_weights_that_maximise_th
     stack_fits = fitting.stack_fits
 
     def recording(fits, scores, split, **options):
-        recorded.update(fits=fits, split=split)
-        return stack_fits(fits, scores, split, **options)
+        """Record the candidates' validation log densities and the stack's, before the stack's
+        shallow components condition on the validation rows."""
+        names = list(fits)
+        recorded["log_densities"] = torch.stack(
+            [fits[name].model.log_predictive_density(split.x_valid, split.y_valid)
+             for name in names], dim=1,
+        )  # fmt: skip
+        fit, new_scores = stack_fits(fits, scores, split, **options)
+        recorded.update(names=names, stacked=fit.model.log_predictive_density(split.x_valid,
+                                                                              split.y_valid))  # fmt: skip
+        return fit, new_scores
 
     monkeypatch.setattr(fitting, "stack_fits", recording)
     force_refinement(monkeypatch)
     x, y = regression_rows()
     fitted = fit_data(x, y, feature_columns=["a", "b"], **SMALL)
-    names = list(recorded["fits"])
+    names = recorded["names"]
     assert names == ["sgpr", "adgp", "svgp"]
-    split = recorded["split"]
-    log_densities = torch.stack(
-        [recorded["fits"][name].model.log_predictive_density(split.x_valid, split.y_valid)
-         for name in names], dim=1,
-    ).numpy()  # fmt: skip
-    optimum = scipy_stacking_weights(torch.from_numpy(log_densities))
+    log_densities = recorded["log_densities"]  # [n_valid, 3]
+    optimum = scipy_stacking_weights(log_densities)
     weights = np.array([fitted.scores[name]["weight"] for name in names])
     # the weights are the optimum rounded to multiples of 1/20 (largest remainder: within 1/20)
     np.testing.assert_allclose(weights * WEIGHT_RESOLUTION, np.round(weights * WEIGHT_RESOLUTION),
                                atol=1e-9)  # fmt: skip
     assert weights.sum() == pytest.approx(1.0, abs=1e-12)
     assert np.abs(weights - optimum).max() <= 1.0 / WEIGHT_RESOLUTION + 1e-6
-    model = fitted.trained.model
     if fitted.spec["model"] == STACKED:  # the mixture's density is the weighted one
         kept = [name for name in names if fitted.scores[name]["weight"] > 0]
         expected = torch.logsumexp(
             torch.stack([np.log(fitted.scores[name]["weight"])
-                         + torch.from_numpy(log_densities[:, names.index(name)]) for name in kept]),
+                         + log_densities[:, names.index(name)] for name in kept]),
             dim=0,
         )  # fmt: skip
-        torch.testing.assert_close(
-            model.log_predictive_density(split.x_valid, split.y_valid), expected, rtol=1e-10,
-            atol=1e-10,
-        )  # fmt: skip
+        torch.testing.assert_close(recorded["stacked"], expected, rtol=1e-10, atol=1e-10)
     else:  # the weights picked one candidate
         assert fitted.scores[fitted.spec["model"]]["weight"] == 1.0
 
