@@ -283,3 +283,32 @@ def test_budget_none_is_parsed_and_a_bad_budget_is_a_usage_error(tmp_path, capsy
     for bad in ("-1", "0", "soon", "nan"):
         assert main([*args, "--force", "--budget", bad]) == 2
         assert "expected a positive number of seconds or 'none'" in capsys.readouterr().err
+
+
+def test_a_stage_can_have_its_own_patience_in_time():
+    """``watch(patience_share=...)`` replaces the control's share for that stage: with 10 s left
+    the default stage waits 2 s for a gain, one with share 0.1 waits 1 s; the activated DGP's
+    ELBO stage uses ``ADGP_ELBO_PATIENCE_SHARE``."""
+    control = TrainingControl(deadline=time.monotonic() + 10.0)
+    module = torch.nn.Linear(1, 1)
+    default = control.watch(module, 10, stage="a")
+    short = control.watch(module, 10, stage="b", patience_share=0.1)
+    assert default.time_patience == pytest.approx(2.0, abs=0.05)
+    assert short.time_patience == pytest.approx(1.0, abs=0.05)
+    with pytest.raises(ValueError, match=r"patience_share must lie in \(0, 1\]"):
+        control.watch(module, 10, stage="c", patience_share=0.0)
+    shares = {}
+    watch = TrainingControl.watch
+
+    def recording(self, module, steps, *, stage, **options):
+        stage_watch = watch(self, module, steps, stage=stage, **options)
+        shares[stage] = stage_watch.time_patience / (stage_watch.deadline - stage_watch.started)
+        return stage_watch
+
+    x = torch.randn(40, 2, dtype=torch.float64)
+    spec = recipes.resolve_spec(2, model="adgp", num_inducing=8, steps=4, batch_size=20)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(TrainingControl, "watch", recording)
+        recipes.train(spec, x, x[:, 0], TrainingControl(deadline=time.monotonic() + 30.0))
+    assert shares["ELBO"] == pytest.approx(recipes.ADGP_ELBO_PATIENCE_SHARE, rel=1e-9)
+    assert shares["network 1"] == pytest.approx(TrainingControl().patience_share, rel=1e-9)

@@ -23,10 +23,10 @@
    weights pick one; its SGPR and SVGP components then condition on the validation rows too
    (``condition_on_all_rows``: closed forms at the learned hyperparameters). Classification
    candidates are compared by validation log likelihood (by their training objective per row when
-   there is no validation split, as for regression). A named model trains alone. Under ``auto`` the SGPR, SVGP and activated DGP candidates learn one
-   scale per input column (ARD, ``zonal.recipes.ARD_MODELS``), except the SGPR when a deep
-   candidate follows it (``auto_uses_ard``: the scales would cost the deep model a third of the
-   budget).
+   there is no validation split, as for regression). A named model trains alone. Under ``auto``
+   the SGPR, SVGP and activated DGP candidates learn one scale per input column (ARD,
+   ``zonal.recipes.ARD_MODELS``), except the SGPR when a deep candidate follows it
+   (``auto_uses_ard``: the scales would cost the deep model a third of the budget).
 
 ``predict_table`` / ``predict_data`` answer new rows: the predictive mean, variance and interval in
 the target's units (regression), or one probability column per class (``prob_<label>``) and the

@@ -92,6 +92,11 @@ ADGP_INITIAL_SCALE = 1e-2
 #: log likelihood -0.13 where 1/3 reached -0.21 (the ELBO stage then kept its starting state);
 #: a network that stops improving ends its stage early and leaves the time to the ELBO
 NETWORK_SHARE = 0.8
+#: the activated DGP's ELBO stage stops at an evaluation finding its best validation score older
+#: than this share of the stage's time (half the default ``PATIENCE_SHARE``): after the network is
+#: copied in the ELBO steps (about 20 times a network step) rarely gain; on white wine
+#: (``benchmarks/fit_default.py``, split 2) the stage ran 14 s for 0.002 nats per row
+ADGP_ELBO_PATIENCE_SHARE = 0.1
 #: the DGP's hidden layers start at q(v) = N(0, scale^2 I) (near-deterministic, ``uci-dgp``)
 DGP_INNER_SCALE = 1e-2
 #: (fraction of the steps, learning-rate factor) of the SVGP schedule
@@ -630,7 +635,8 @@ def train_deep(
     if spec["model"] == "adgp":
         network_stage(model, spec, x, y, control)
     try:
-        with control.watch(model, spec["steps"], stage="ELBO") as watch:
+        patience = ADGP_ELBO_PATIENCE_SHARE if spec["model"] == "adgp" else None
+        with control.watch(model, spec["steps"], stage="ELBO", patience_share=patience) as watch:
             losses = fit_dgp(model, x, y, num_steps=spec["steps"], callback=watch, **options)
     except KeyboardInterrupt as interrupt:
         raise TrainingInterrupted(Fit(model, dict(spec), math.nan)) from interrupt

@@ -248,13 +248,18 @@ class TrainingControl:
         stage: str,
         share: float = 1.0,
         score: Callable[[torch.nn.Module], float] | str | None = "default",
+        patience_share: float | None = None,
     ) -> StageWatch:
         """A ``StageWatch`` over ``steps`` steps of ``module`` that may use ``share`` of the time
-        left; ``score`` overrides the control's (None: no validation in this stage)."""
+        left; ``score`` overrides the control's (None: no validation in this stage), and
+        ``patience_share`` the control's patience in time for this stage."""
         stage_score = self.score if score == "default" else score
+        if patience_share is not None and not 0 < patience_share <= 1:
+            raise ValueError(f"patience_share must lie in (0, 1], got {patience_share!r}")
         remaining = self.remaining()
         deadline = None if math.isinf(remaining) else time.monotonic() + share * remaining
-        return StageWatch(self, module, steps, stage, deadline, stage_score)
+        return StageWatch(self, module, steps, stage, deadline, stage_score,
+                          self.patience_share if patience_share is None else patience_share)  # fmt: skip
 
 
 class StageWatch:
@@ -282,6 +287,7 @@ class StageWatch:
         stage: str,
         deadline: float | None,
         score: Callable[[torch.nn.Module], float] | None,
+        patience_share: float | None = None,
     ) -> None:
         from tqdm.auto import tqdm
 
@@ -298,8 +304,9 @@ class StageWatch:
         self.interval = MIN_EVALUATION_INTERVAL
         self.next_evaluation = 0
         self.started = time.monotonic()
+        patience_share = control.patience_share if patience_share is None else patience_share
         self.time_patience = (
-            math.inf if deadline is None else control.patience_share * (deadline - self.started)
+            math.inf if deadline is None else patience_share * (deadline - self.started)
         )
         label = f"{control.label} {stage}".strip()
         self.bar = tqdm(total=steps, desc=label, disable=not control.progress, leave=False,
