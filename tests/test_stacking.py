@@ -445,6 +445,10 @@ def test_construction_refuses_bad_components(components, data):
         StackedModel([components[0], narrow], [0.5, 0.5])
     with pytest.raises(ValueError, match="input dimension is 3"):
         StackedModel(components, WEIGHTS).predict(x[:, :2])
+    single = recipes.get_recipe("sgpr").build(recipes.resolve_spec(INPUT_DIM, model="sgpr",
+                                                                   kernel="arccos"), None)  # fmt: skip
+    with pytest.raises(ValueError, match="different devices or dtypes"):
+        StackedModel([components[0], single.float()], [0.5, 0.5])
 
 
 def test_weights_are_normalised_and_quantized_at_construction(components):

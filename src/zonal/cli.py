@@ -139,8 +139,8 @@ validation metrics (log likelihood, and MSE or accuracy) are printed and saved.
                    svgp-activated for fewer; where sgpr's validation log likelihood is within 0.1
                    nats per row of adgp's, svgp (harmonic, ARD) within a quarter of the budget;
                    then stacks them: the model is the mixture sum_k w_k p_k(y | x) whose weights
-                   (multiples of 1/20) maximise the validation log density (one candidate alone
-                   when the weights say so);
+                   maximise the validation log density, rounded to twentieths (one candidate
+                   alone when the weights say so);
   classification:  svgp-activated, then adgp for up to 20000 training rows, keeping the one with
                    the best validation log likelihood.
 Each candidate may use the time left divided by the candidates left. The SVGP candidates and adgp

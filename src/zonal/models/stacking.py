@@ -136,6 +136,10 @@ class StackedModel(ZonalModel):
         if len(input_dims) != 1:
             raise ValueError(f"the components take different input dimensions {input_dims}")
         self.input_dim = input_dims.pop()
+        firsts = [next(component.parameters()) for component in components]
+        placements = {(str(parameter.device), parameter.dtype) for parameter in firsts}
+        if len(placements) != 1:
+            raise ValueError(f"the components live on different devices or dtypes {placements}")
         self.components = torch.nn.ModuleList(components)
         reference = next(components[0].parameters())
         quantized = quantize_weights(weights).to(device=reference.device, dtype=reference.dtype)
