@@ -137,7 +137,7 @@ validation metrics (log likelihood, and MSE or accuracy) are printed and saved.
                    so that the features reach degree 6), then adgp for up to 20000 training rows;
                    above, svgp (learned phase-truncated harmonics) for more than about 11 inputs,
                    svgp-activated for fewer; where sgpr's validation log likelihood is within 0.1
-                   nats per row of adgp's, svgp (harmonic, ARD) within a quarter of the budget;
+                   nats per row of adgp's, svgp (harmonic, ARD) within a fifth of the budget;
                    then stacks them: the model is the mixture sum_k w_k p_k(y | x) whose weights
                    maximise the validation log density, rounded to twentieths (one candidate
                    alone when the weights say so);

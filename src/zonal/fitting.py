@@ -16,7 +16,7 @@
    training rows N and inputs D, trained one after the other within the wall-clock ``budget``
    (each candidate may use the time left divided by the candidates left; the one-pass SGPR comes
    first and uses little), then for regression the refinement of ``zonal.recipes.auto_refinement``
-   (the harmonic SVGP with ARD, within a quarter of the budget, where the SGPR's validation score
+   (the harmonic SVGP with ARD, within a fifth of the budget, where the SGPR's validation score
    is close to the activated DGP's). Regression candidates are then **stacked** (``stack_fits``,
    ``zonal.models.stacking``; Yao et al. 2018): the model is the mixture sum_k w_k p_k(y | x)
    whose weights maximise the mean validation log density, which is one candidate when the
