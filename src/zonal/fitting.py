@@ -492,21 +492,19 @@ def condition_on_all_rows(model: ZonalModel, split: Split) -> None:
     q(u) to its optimum there (Titsias, 2009; when N x M fits ``OPTIMAL_Q_MAX_ENTRIES``); a
     stack does so for each component; other models (the deep ones) are left as they are. The
     validation metrics reported were measured before."""
-    if isinstance(model, StackedModel):
-        for component in model.components:
-            condition_on_all_rows(component, split)
-        return
     x = torch.cat([split.x_train, split.x_valid])  # [N, D]
     y = torch.cat([split.y_train, split.y_valid])  # [N]
-    if isinstance(model, SGPR):
-        model.fit_statistics(x, y)
-    elif (
-        isinstance(model, SVGP)
-        and model.num_outputs == 1
-        and isinstance(model.likelihood, GaussianLikelihood)
-        and len(x) * model.features.num_inducing <= OPTIMAL_Q_MAX_ENTRIES
-    ):
-        model.set_optimal_variational_distribution(x, y)
+    members = model.components if isinstance(model, StackedModel) else [model]
+    for member in members:
+        if isinstance(member, SGPR):
+            member.fit_statistics(x, y)
+        elif (
+            isinstance(member, SVGP)
+            and member.num_outputs == 1
+            and isinstance(member.likelihood, GaussianLikelihood)
+            and len(x) * member.features.num_inducing <= OPTIMAL_Q_MAX_ENTRIES
+        ):
+            member.set_optimal_variational_distribution(x, y)
 
 
 def build_model(spec: dict[str, Any]) -> ZonalModel:

@@ -100,14 +100,22 @@ class ZonalModel(Model):
         [*b, q]) gives the noise variance of each point instead.
         """
         self.eval()
-        distribution = self.latent_distribution(self.check_inputs(X))
-        if observation_noise is not False:
-            distribution = self._add_noise(distribution, observation_noise)
+        distribution = self._noisy_distribution(self.check_inputs(X), observation_noise)
         if output_indices is not None:
             distribution = _select_outputs(distribution, output_indices, self.num_outputs)
         family = GaussianMixturePosterior if self._is_ensemble else GPyTorchPosterior
         posterior = family(distribution)
         return posterior if posterior_transform is None else posterior_transform(posterior)
+
+    def _noisy_distribution(
+        self, X: torch.Tensor, observation_noise: bool | torch.Tensor
+    ) -> MultivariateNormal:
+        """q(f(X)), or the distribution of y(X) with ``observation_noise`` (what ``posterior``
+        wraps); a model whose components carry their own noise overrides it."""
+        distribution = self.latent_distribution(X)
+        if observation_noise is not False:
+            distribution = self._add_noise(distribution, observation_noise)
+        return distribution
 
     def _add_noise(
         self, distribution: MultivariateNormal, noise: bool | torch.Tensor

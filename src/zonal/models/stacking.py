@@ -28,7 +28,6 @@ import math
 from collections.abc import Sequence
 
 import torch
-from botorch.posteriors.fully_bayesian import GaussianMixturePosterior
 from gpytorch.distributions import MultivariateNormal
 from gpytorch.likelihoods import GaussianLikelihood
 from linear_operator.operators import DenseLinearOperator
@@ -178,27 +177,11 @@ class StackedModel(ZonalModel):
 
     # ------------------------------------------------------------------ contract
     def latent_distribution(self, X: torch.Tensor) -> MultivariateNormal:
-        """q(f(X)) as equally weighted components: batch [*b, T], event [q] (see ``_mixture``)."""
-        return self._mixture(X, observation_noise=False)
+        """q(f(X)) as equally weighted components: batch [*b, T], event [q] (see
+        ``_noisy_distribution``)."""
+        return self._noisy_distribution(X, observation_noise=False)
 
-    def posterior(
-        self,
-        X: torch.Tensor,
-        output_indices: list[int] | None = None,
-        observation_noise: bool | torch.Tensor = False,
-        posterior_transform=None,
-        **kwargs,
-    ) -> GaussianMixturePosterior:
-        """The mixture posterior over f(X) (or y(X) with ``observation_noise``: each component
-        adds its own noise, or the given noise tensor), X [*b, q, D]."""
-        if output_indices is not None and list(output_indices) != [0]:
-            raise ValueError(f"the model has one output; output_indices {output_indices}")
-        self.eval()
-        mixture = self._mixture(self.check_inputs(X), observation_noise)  # [*b, T, q]
-        posterior = GaussianMixturePosterior(mixture)
-        return posterior if posterior_transform is None else posterior_transform(posterior)
-
-    def _mixture(
+    def _noisy_distribution(
         self, X: torch.Tensor, observation_noise: bool | torch.Tensor
     ) -> MultivariateNormal:
         """The components' distributions at X [*b, q, D] on one mixture dimension [*b, T, q]:
@@ -206,8 +189,9 @@ class StackedModel(ZonalModel):
         for a single-layer model), each of model k's components appears r_k = c_k L / S_k times
         (L the least common multiple of the S_k in use; the r_k then divided by their greatest
         common divisor), so that equal weights over the T = sum_k r_k S_k components give model k
-        the weight r_k S_k / T = w_k. The covariance stays a lazy operator: it is factorised (with
-        GPyTorch's jitter) only when sampled."""
+        the weight r_k S_k / T = w_k. With ``observation_noise`` each component adds its own noise
+        (or the given noise tensor), so ``posterior`` is the mixture's over y(X). The covariance
+        stays a lazy operator: it is factorised (with GPyTorch's jitter) only when sampled."""
         units = torch.round(self.weights * WEIGHT_RESOLUTION).long().tolist()
         parts = []
         for component, count in zip(self.components, units, strict=True):
