@@ -8,7 +8,8 @@
     zonal fit DATA... --chunk-size ROWS --target COLUMN [--restart] [options as above]
     zonal predict CHECKPOINT.pt DATA.csv|DATA.npz [--output PRED.csv] [--latent] [--force]
     zonal experiment list
-    zonal experiment run NAME [--full] [--output-dir DIR] [--seed N] [--set KEY=VALUE ...]
+    zonal experiment run NAME [--protocol quick|converged|full] [--full] [--output-dir DIR]
+                         [--seed N] [--set KEY=VALUE ...]
     zonal experiment run NAME --resume RUN_DIR
     zonal data list
     zonal data fetch NAME
@@ -79,8 +80,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("name", metavar="NAME", help="experiment name (see `zonal experiment list`)")
     run.add_argument(
-        "--full", action="store_true", help="the paper-sized config, not the quick one"
+        "--protocol",
+        choices=("quick", "converged", "full"),
+        default=None,
+        help="quick (default: minutes, shows the code runs), converged (to convergence on one CPU "
+        "core, at least 3 seeds), full (the seed's own protocol)",
     )
+    run.add_argument("--full", action="store_true", help="same as --protocol full")
     run.add_argument(
         "--output-dir",
         type=Path,
@@ -586,11 +592,13 @@ def _prepare_run(args: argparse.Namespace) -> ExperimentRun:
             return create_run(
                 args.name,
                 full=args.full,
+                protocol=args.protocol,
                 overrides=overrides,
                 runs_root=args.output_dir or DEFAULT_RUNS_ROOT,
             )
         options = {
             "--full": args.full,
+            "--protocol": args.protocol is not None,
             "--seed": args.seed is not None,
             "--set": bool(args.assignments),
             "--output-dir": args.output_dir is not None,

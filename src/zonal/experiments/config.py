@@ -17,22 +17,28 @@ from collections.abc import Mapping
 from typing import Any
 
 from zonal.experiments.errors import ExperimentError
-from zonal.experiments.registry import Experiment
+from zonal.experiments.registry import PROTOCOLS, Experiment
 
 _PYTHON_LITERALS = {"True": True, "False": False, "None": None}
 
 
 def resolve_config(
-    experiment: Experiment, *, full: bool = False, overrides: Mapping[str, Any] | None = None
+    experiment: Experiment,
+    *,
+    full: bool = False,
+    overrides: Mapping[str, Any] | None = None,
+    protocol: str | None = None,
 ) -> dict[str, Any]:
-    """The config a run uses: ``quick``, updated by ``full`` if ``full``, then by ``overrides``.
+    """The config a run uses: ``quick``, updated by the protocol's preset (``converged`` or
+    ``full``; ``full=True`` is ``protocol="full"``), then by ``overrides``.
 
     Values in ``overrides`` may be text (from the command line): they are parsed to the type of the
     default (``"100"`` -> 100 for an int default, kept as text for a string default).
     """
+    protocol = resolve_protocol(experiment, protocol, full=full)
     config = dict(experiment.quick)
-    if full:
-        config.update(experiment.full)
+    if protocol != "quick":
+        config.update(getattr(experiment, protocol))
     for key, value in (overrides or {}).items():
         if key not in config:
             known = ", ".join(sorted(config)) or "none"
@@ -41,6 +47,22 @@ def resolve_config(
             )
         config[key] = _coerce(key, value, config[key])
     return config
+
+
+def resolve_protocol(experiment: Experiment, protocol: str | None, *, full: bool = False) -> str:
+    """The protocol a run uses: ``protocol`` if given (checked), else "full" or "quick"."""
+    if protocol is None:
+        return "full" if full else "quick"
+    if full and protocol != "full":
+        raise ExperimentError(f"--full and --protocol {protocol} disagree")
+    if protocol not in PROTOCOLS:
+        raise ExperimentError(f"unknown protocol {protocol!r}; known: {', '.join(PROTOCOLS)}")
+    if protocol not in experiment.protocols:
+        raise ExperimentError(
+            f"experiment {experiment.name!r} has no {protocol} protocol; it offers "
+            f"{', '.join(experiment.protocols)}"
+        )
+    return protocol
 
 
 def parse_assignment(text: str) -> tuple[str, str]:

@@ -6,6 +6,7 @@ A module of the ``zonal.experiments`` package becomes an experiment by decoratin
         "uci-regression",
         summary="SVGP with spherical harmonic features on the UCI benchmarks",
         quick={"seed": 0, "dataset": "yacht", "steps": 300},
+        converged={"steps": 2000},
         full={"steps": 5000},
         paper={"seed 000 table 2": {"test_rmse": 0.12}},
     )
@@ -33,6 +34,10 @@ from zonal.experiments.errors import ExperimentError
 if TYPE_CHECKING:
     from zonal.experiments.run_directory import RunDirectory
 
+PROTOCOLS = ("quick", "converged", "full")
+"""The presets of an experiment: quick (minutes: the code runs), converged (at most a few hours of
+one core, to convergence, at least three seeds: whether the method works), full (the seed's own)."""
+
 RunFunction = Callable[[dict[str, Any], "RunDirectory"], Mapping[str, Any]]
 """``run(config, run_dir) -> metrics``: the body of an experiment."""
 
@@ -52,12 +57,18 @@ class Experiment:
             ``metrics.json`` and the report.
         quick: the default config (small enough for a laptop in minutes). Its keys are the only keys
             a run accepts; include ``"seed"`` if the experiment is random.
-        full: overrides of ``quick`` for the paper-sized run (``--full``).
+        converged: overrides of ``quick`` for the converged protocol (``--protocol converged``): the
+            seed's experiment made to fit one CPU core in at most about two hours, run to
+            convergence with at least three seeds or splits; ``differences`` says how it departs
+            from the seed's own protocol.
+        full: overrides of ``quick`` for the paper-sized run (``--full``, the seed's protocol).
         paper: the seed's reference values, ``{source: {quantity: value}}`` with ``source`` such as
             ``"seed 000 table 2"``; a quantity named like a metric is put beside it in the report.
             A source with no values (``{}``) still records that the experiment reproduces it.
         headline: metrics shown in the one-line summary at the end of a run (default: the first few).
         module: the module that registered the experiment.
+        differences: per protocol (``"quick"``, ``"converged"``, ``"full"``), how it departs from the
+            seed's protocol and data ("stand-in data: ...", "reduced: ..."); shown in the report.
         validate: ``validate(config)`` raises ``ValueError`` naming a setting the experiment cannot
             run with (a choice outside its list, settings that contradict each other); called on the
             resolved config before a run folder is made.
@@ -68,6 +79,8 @@ class Experiment:
     run: RunFunction
     quick: Mapping[str, Any] = field(default_factory=dict)
     full: Mapping[str, Any] = field(default_factory=dict)
+    converged: Mapping[str, Any] = field(default_factory=dict)
+    differences: Mapping[str, str] = field(default_factory=dict)
     paper: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     headline: tuple[str, ...] = ()
     module: str = ""
@@ -80,20 +93,32 @@ class Experiment:
             )
         if not callable(self.run):
             raise TypeError(f"experiment {self.name!r}: run must be callable")
-        unknown = sorted(set(self.full) - set(self.quick))
-        if unknown:
+        for preset in ("full", "converged"):
+            unknown = sorted(set(getattr(self, preset)) - set(self.quick))
+            if unknown:
+                raise ValueError(
+                    f"experiment {self.name!r}: {preset} config keys {unknown} are not in the "
+                    f"quick config ({preset} only overrides quick)"
+                )
+        unknown_protocols = sorted(set(self.differences) - set(PROTOCOLS))
+        if unknown_protocols:
             raise ValueError(
-                f"experiment {self.name!r}: full config keys {unknown} are not in the quick config "
-                "(full only overrides quick)"
+                f"experiment {self.name!r}: differences for unknown protocols {unknown_protocols} "
+                f"(known: {', '.join(PROTOCOLS)})"
             )
         # Read-only copies, so that a run cannot change the defaults of the next one.
-        object.__setattr__(self, "quick", MappingProxyType(dict(self.quick)))
-        object.__setattr__(self, "full", MappingProxyType(dict(self.full)))
+        for preset in ("quick", "full", "converged", "differences"):
+            object.__setattr__(self, preset, MappingProxyType(dict(getattr(self, preset))))
         paper = {
             str(source): MappingProxyType(dict(values)) for source, values in self.paper.items()
         }
         object.__setattr__(self, "paper", MappingProxyType(paper))
         object.__setattr__(self, "headline", tuple(self.headline))
+
+    @property
+    def protocols(self) -> tuple[str, ...]:
+        """The protocols this experiment offers: quick and full always, converged where defined."""
+        return tuple(p for p in PROTOCOLS if p != "converged" or self.converged)
 
     @property
     def reproduces(self) -> tuple[str, ...]:
@@ -124,6 +149,8 @@ def register_experiment(
     summary: str,
     quick: Mapping[str, Any] | None = None,
     full: Mapping[str, Any] | None = None,
+    converged: Mapping[str, Any] | None = None,
+    differences: Mapping[str, str] | None = None,
     paper: Mapping[str, Mapping[str, Any]] | None = None,
     headline: Sequence[str] = (),
     validate: Callable[[dict[str, Any]], Any] | None = None,
@@ -141,6 +168,8 @@ def register_experiment(
                 run=run,
                 quick=quick or {},
                 full=full or {},
+                converged=converged or {},
+                differences=differences or {},
                 paper=paper or {},
                 headline=tuple(headline),
                 module=getattr(run, "__module__", ""),

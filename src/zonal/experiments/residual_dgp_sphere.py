@@ -72,6 +72,29 @@ QUICK: dict[str, Any] = {
     "hidden_variance": 0.01,
     "hidden_scale": 0.01,
     "baseline_inner_scale": 1e-5,
+    "curve_points": 50,  # points of each fit's saved training curve
+}
+# At most about two hours of one core (about 70 minutes measured): every cell of fig. 3.4 but the
+# fifth depth, 3 repeats, twice the seed's steps; the largest N first, so that a cut run has it.
+CONVERGED: dict[str, Any] = {
+    "num_train": [800, 400, 200, 100],
+    "hidden_layers": [0, 1, 2, 3],
+    "repeats": 3,
+    "baseline_hidden_layers": [1, 2, 3],
+    "baseline_num_train": 800,
+    "baseline_repeats": 3,
+    "steps": 2000,
+    "eval_samples": 64,
+    "lpd_samples": 128,
+}
+DIFFERENCES = {
+    "quick": "reduced: N 100 and 400, 0-2 hidden layers, 2 repeats, 300 steps (not converged)",
+    "converged": "reduced: 3 repeats (seed: 5; baseline 15), 0-3 hidden layers (seed: 0-4), 2000 "
+    "Adam steps at rate 0.03 (seed: 1000 steps, rate not given); 60 inducing points fixed on a "
+    "Fibonacci grid (seed: 'initialised uniformly'); no output-scale prior (seed: unspecified "
+    "Gamma); stand-in target: the seed does not give its function, ours has square-root cusps at "
+    "the 4 vertices of a tetrahedron",
+    "full": "stand-in target (the seed does not give its function); rate 0.03; fixed inducing grid",
 }
 FULL: dict[str, Any] = {
     "lpd_samples": 128,
@@ -188,6 +211,7 @@ def fit_one(
     """Train one model on one data set; its test metrics."""
     import time
 
+    from zonal.experiments._convergence import curve_summary, thin_curve
     from zonal.experiments._dgp_common import regression_metrics
     from zonal.models import fit_dgp
     from zonal.sampling import joint_log_predictive_density
@@ -222,6 +246,8 @@ def fit_one(
         "final_loss": losses[-1],
         "noise": float(model.likelihood.noise.detach()),
         "train_seconds": seconds,
+        **curve_summary(losses),
+        "curve": thin_curve(losses, config["curve_points"]),
     }
 
 
@@ -289,7 +315,9 @@ def _check_config(config: dict[str, Any]) -> None:
     "joint LPD, TLL and MSE against depth and N, beside the eq. 3.5 baseline (seed 004 "
     "figs. 3.4-3.5)",
     quick=QUICK,
+    converged=CONVERGED,
     full=FULL,
+    differences=DIFFERENCES,
     paper=PAPER,
     headline=("residual.n400.hidden0.lpd_median", "residual.n400.hidden1.lpd_median"),
 )
@@ -314,9 +342,11 @@ def run_residual_dgp_sphere(config: dict[str, Any], run_dir: RunDirectory) -> di
         run_dir.save_checkpoint({"rows": rows})
 
     summary = summarise(rows)
-    run_dir.save_table("results.csv", rows)
+    run_dir.save_table("results.csv", [_without_curve(r) for r in rows])
     run_dir.save_table("summary.csv", summary)
+    run_dir.save_table("curves.csv", _curve_rows(rows))
     _plot(run_dir, rows, config)
+    _plot_curves(run_dir, rows)
     metrics: dict[str, Any] = {}
     for entry in summary:
         cell = metrics.setdefault(entry["model"], {}).setdefault(f"n{entry['num_train']}", {})
@@ -327,7 +357,48 @@ def run_residual_dgp_sphere(config: dict[str, Any], run_dir: RunDirectory) -> di
             "repeats": entry["repeats"],
         }
     metrics["num_fits"] = len(rows)
+    metrics["converged_fits"] = sum(bool(r.get("converged", False)) for r in rows)
     return metrics
+
+
+def _without_curve(row: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in row.items() if key != "curve"}
+
+
+def _curve_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Long-format training curves: one row per (fit, saved step)."""
+    keys = ("model", "num_train", "hidden_layers", "repeat")
+    return [
+        {**{key: row[key] for key in keys}, "step": step, "loss": loss}
+        for row in rows
+        for step, loss in row.get("curve", [])
+    ]
+
+
+def _plot_curves(run_dir: RunDirectory, rows: list[dict[str, Any]]) -> None:
+    """``training_curves.png``: the loss per point against step, one panel per (model, N)."""
+    try:
+        from matplotlib.figure import Figure
+    except ImportError:
+        return
+    from zonal.experiments._convergence import plot_curves
+
+    panels = sorted({(r["model"], r["num_train"]) for r in rows if r.get("curve")})
+    if not panels:
+        return
+    figure = Figure(figsize=(3.2 * len(panels), 3.0))
+    axes = figure.subplots(1, len(panels), squeeze=False)[0]
+    for axis, (model, size) in zip(axes, panels, strict=True):
+        curves = [
+            (f"{r['hidden_layers']} hidden, rep {r['repeat']}", r["curve"])
+            for r in rows
+            if (r["model"], r["num_train"]) == (model, size)
+        ]
+        plot_curves(axis, curves)
+        axis.set_title(f"{model}, N = {size}", fontsize=8)
+        axis.set_yscale("symlog", linthresh=0.1)
+    axes[0].legend(frameon=False, fontsize=5)
+    run_dir.save_figure("training_curves.png", figure)
 
 
 # ---------------------------------------------------------------------------------------- figures
@@ -388,6 +459,7 @@ def _plot(run_dir: RunDirectory, rows: list[dict[str, Any]], config: dict[str, A
 
 
 __all__ = [
+    "CONVERGED",
     "FULL",
     "PAPER",
     "QUICK",

@@ -24,7 +24,7 @@ import torch
 
 import zonal
 from zonal._files import to_jsonable
-from zonal.experiments.config import resolve_config
+from zonal.experiments.config import resolve_config, resolve_protocol
 from zonal.experiments.errors import ExperimentError
 from zonal.experiments.registry import Experiment, get_experiment
 from zonal.experiments.report import flatten_metrics, format_value, render_report
@@ -45,7 +45,7 @@ class ExperimentRun:
     experiment: Experiment
     directory: RunDirectory
     config: dict[str, Any]
-    preset: str  # "quick" or "full"
+    preset: str  # the protocol: "quick", "converged" or "full"
     resumed: bool = False
 
 
@@ -84,23 +84,30 @@ def create_run(
     full: bool = False,
     overrides: Mapping[str, Any] | None = None,
     runs_root: str | os.PathLike[str] = DEFAULT_RUNS_ROOT,
+    protocol: str | None = None,
 ) -> ExperimentRun:
-    """Resolve the config, create a new run folder under ``runs_root`` and write ``config.json``."""
+    """Resolve the config, create a new run folder under ``runs_root`` and write ``config.json``.
+
+    ``protocol`` is "quick", "converged" or "full" (``full=True`` is "full"); ``config.json``
+    lists under "overridden" the keys whose values ``overrides`` changed from the protocol's."""
     experiment = _as_experiment(experiment)
+    preset = resolve_protocol(experiment, protocol, full=full)
     # Through JSON and back, so a fresh run sees exactly the config a resumed one reads from disk.
-    config = to_jsonable(resolve_config(experiment, full=full, overrides=overrides))
+    config = to_jsonable(resolve_config(experiment, protocol=preset, overrides=overrides))
+    base = to_jsonable(resolve_config(experiment, protocol=preset))
     if experiment.validate is not None:
         try:
             experiment.validate(dict(config))
         except ValueError as error:
             raise ExperimentError(f"{experiment.name}: {error}") from error
-    preset = "full" if full else "quick"
+    changed = sorted(key for key in config if config[key] != base[key])
     directory = RunDirectory.create(runs_root, experiment.name)
     directory.save_json(
         CONFIG_FILE,
         {
             "experiment": experiment.name,
             "preset": preset,
+            "overridden": changed,
             "config": config,
             "created_utc": datetime.now(UTC).isoformat(timespec="seconds"),
             "zonal_version": zonal.__version__,
@@ -132,11 +139,14 @@ def open_run(
             f"run folder {path} has already finished (see {path / REPORT_FILE}); nothing to resume"
         )
     directory = RunDirectory(path, description=name)
+    preset = stored.get("preset", "quick")
+    # A key added to the experiment after this folder was made takes its protocol's default.
+    config = {**resolve_config(expected, protocol=preset), **stored["config"]}
     return ExperimentRun(
         expected,
         directory,
-        stored["config"],
-        stored.get("preset", "quick"),
+        config,
+        preset,
         resumed=directory.checkpoint_path.exists(),
     )
 
@@ -167,6 +177,10 @@ def execute_run(run: ExperimentRun) -> RunResult:
         + (" (this session)" if run.resumed else ""),
         f"zonal {zonal.__version__}, torch {torch.__version__}, {torch.get_num_threads()} thread(s)",
     ]
+    if run.preset in experiment.differences:
+        details.append(
+            f"differences from the seed's protocol: {experiment.differences[run.preset]}"
+        )
     files = sorted(path.name for path in directory.path.iterdir() if not path.name.startswith("."))
     report = render_report(
         title=experiment.name,
@@ -190,9 +204,13 @@ def run_experiment(
     full: bool = False,
     overrides: Mapping[str, Any] | None = None,
     runs_root: str | os.PathLike[str] = DEFAULT_RUNS_ROOT,
+    protocol: str | None = None,
 ) -> RunResult:
     """Run ``experiment`` (an ``Experiment`` or a registered name) in a new folder under ``runs_root``."""
-    return execute_run(create_run(experiment, full=full, overrides=overrides, runs_root=runs_root))
+    run = create_run(
+        experiment, full=full, overrides=overrides, runs_root=runs_root, protocol=protocol
+    )
+    return execute_run(run)
 
 
 def resume_experiment(

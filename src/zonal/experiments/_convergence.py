@@ -1,0 +1,80 @@
+"""Training curves and the fixed rule that calls a run converged.
+
+A converged protocol (``--protocol converged``) must show its training curve flattening. Every fit of
+such a run keeps its loss curve thinned to ``curve_points`` points and is judged by one rule fixed
+before any run: the mean loss over the last tenth of the steps may be at most ``tolerance`` below
+the mean over the tenth before it,
+
+    plateau_drop = mean(loss[-n/10:]) - mean(loss[-2n/10:-n/10])   (negative: still falling),
+    converged    = plateau_drop >= -tolerance,
+
+with the loss per training point (e.g. the negative ELBO divided by N), so ``tolerance`` is in nats
+per point. The rule reads the curve only; it never looks at test metrics.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from typing import Any
+
+PLATEAU_TOLERANCE = 0.005
+"""Nats per point the loss may still fall over the last tenth of training for a converged fit."""
+
+
+def plateau_drop(losses: Sequence[float]) -> float:
+    """mean(last tenth) - mean(the tenth before); 0 for curves shorter than 20 steps."""
+    window = len(losses) // 10
+    if window < 2:
+        return 0.0
+    last = statistics.fmean(losses[-window:])
+    before = statistics.fmean(losses[-2 * window : -window])
+    return last - before
+
+
+def is_converged(losses: Sequence[float], tolerance: float = PLATEAU_TOLERANCE) -> bool:
+    """Whether the curve has flattened: ``plateau_drop(losses) >= -tolerance``."""
+    return plateau_drop(losses) >= -tolerance
+
+
+def thin_curve(losses: Sequence[float], points: int) -> list[tuple[int, float]]:
+    """(step, mean loss of the steps since the previous point) at ``points`` evenly spaced steps
+    (all steps when there are fewer), so that a curve of any length plots and saves small."""
+    if not losses:
+        return []
+    stride = max(1, len(losses) // max(1, points))
+    curve = []
+    for end in range(stride, len(losses) + 1, stride):
+        curve.append((end, statistics.fmean(losses[end - stride : end])))
+    if curve[-1][0] != len(losses):
+        curve.append((len(losses), statistics.fmean(losses[curve[-1][0] :])))
+    return curve
+
+
+def curve_summary(losses: Sequence[float], tolerance: float = PLATEAU_TOLERANCE) -> dict[str, Any]:
+    """The convergence columns of one fit: steps, plateau drop and the verdict of the rule."""
+    return {
+        "steps_run": len(losses),
+        "plateau_drop": plateau_drop(losses),
+        "converged": is_converged(losses, tolerance),
+    }
+
+
+def plot_curves(axis: Any, curves: Sequence[tuple[str, Sequence[tuple[int, float]]]]) -> None:
+    """Loss against step for each (label, thinned curve) on a matplotlib ``axis``."""
+    for label, curve in curves:
+        if curve:
+            steps, values = zip(*curve, strict=True)
+            axis.plot(steps, values, linewidth=0.8, label=label)
+    axis.set_xlabel("step")
+    axis.set_ylabel("training loss per point")
+
+
+__all__ = [
+    "PLATEAU_TOLERANCE",
+    "curve_summary",
+    "is_converged",
+    "plateau_drop",
+    "plot_curves",
+    "thin_curve",
+]
