@@ -11,6 +11,7 @@
     zonal experiment run NAME [--protocol quick|converged|full] [--full] [--output-dir DIR]
                          [--seed N] [--set KEY=VALUE ...]
     zonal experiment run NAME --resume RUN_DIR
+    zonal experiment report reproductions [--runs-dir DIR] [--output FILE]
     zonal data list
     zonal data fetch NAME
     zonal --version
@@ -111,6 +112,22 @@ def build_parser() -> argparse.ArgumentParser:
         help="continue this interrupted run from its last checkpoint, with its stored config",
     )
     run.set_defaults(handler=_experiment_run)
+    report = experiment_commands.add_parser(
+        "report",
+        help="write the reproduction report from the run folders",
+        description="Judge the seeds' claims on the finished converged and full runs under "
+        "--runs-dir and write the reproduction report (docs/reproductions.md).",
+    )
+    report.add_argument("which", choices=("reproductions",), help="the report to write")
+    report.add_argument(
+        "--runs-dir", type=Path, default=Path("runs"), metavar="DIR",
+        help="folder holding the run folders (default: ./runs)",
+    )  # fmt: skip
+    report.add_argument(
+        "--output", type=Path, default=Path("docs/reproductions.md"), metavar="FILE",
+        help="the markdown file to write (default: docs/reproductions.md)",
+    )  # fmt: skip
+    report.set_defaults(handler=_experiment_report)
 
     data = commands.add_parser("data", help="list and fetch the datasets")
     data_commands = data.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -572,6 +589,19 @@ def _experiment_run(args: argparse.Namespace) -> int:
             f"{run.experiment.name} failed ({type(error).__name__}: {reason}); {resume_hint}"
         ) from error
     print(result.summary_line())
+    return 0
+
+
+def _experiment_report(args: argparse.Namespace) -> int:
+    from zonal.experiments.reproductions import write_reproductions
+
+    try:
+        results = write_reproductions(args.runs_dir, args.output)
+    except OSError as error:
+        raise CommandError(f"cannot write {args.output}: {error.strerror or error}") from error
+    verdicts = [result.verdict for result in results]
+    counts = ", ".join(f"{verdicts.count(v)} {v}" for v in dict.fromkeys(verdicts))
+    print(f"zonal: {len(results)} claims ({counts}) -> {args.output}")
     return 0
 
 

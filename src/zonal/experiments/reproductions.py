@@ -1,0 +1,530 @@
+"""The reproduction report: the seeds' claims beside zonal's converged runs, with a verdict each.
+
+``zonal experiment report reproductions`` reads the run folders under ``runs/`` and writes
+``docs/reproductions.md``: one row per claim of ``zonal.experiments.claims`` with the seed's number,
+zonal's number and spread, the protocol and how it departs from the seed's, the command, and a
+verdict. Only finished runs of the claim's protocol (``converged`` or ``full``) count; quick runs
+never stand beside a paper's number.
+
+A number is a ``Statistic``: a column of a run's table (``results.csv``, one row per seed or split)
+summarised over the rows matching a filter, as a mean with its standard error
+(s / sqrt(n)) or a median with its quartiles. The verdict follows fixed rules:
+
+* **not run**: no finished run of the claim's protocol;
+* **not reproduced**: an ordering the seed claims (``Ordering``: one statistic beats another)
+  does not hold between zonal's central values, or, for a claim without orderings, a number is
+  worse than the seed's by more than its tolerance;
+* **reproduced**: every ordering holds and, where the data are the seed's own (``comparable``),
+  every number with a seed value is better than it or within its tolerance (the seed's spread);
+* **reproduced in direction only**: every ordering holds, but the numbers are not comparable
+  (stand-in data) or fall outside the tolerance.
+
+Every claim that is not reproduced carries its cause (``Claim.cause``), written from evidence: an
+ablation run (an ``Ablation``: the same protocol with named settings changed, reported in a table
+of its own), a test that failed before a fix, or the protocol difference that explains it.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from zonal._files import write_text_atomic
+from zonal.experiments.report import markdown_table
+
+VERDICTS = ("reproduced", "reproduced in direction only", "not reproduced", "not run")
+LAST = "last"
+"""A filter value meaning "the largest value of this column among the matching rows"."""
+
+
+@dataclass(frozen=True)
+class Statistic:
+    """One number of a run: ``summary`` of ``column`` over the rows of ``table`` that match ``where``.
+
+    Attributes:
+        label: the name the claim's orderings and the report use.
+        where: column -> value filter (compared as text; ``LAST`` picks the largest value).
+        column: the column summarised.
+        summary: ``"mean"`` (shown with its standard error) or ``"median"`` (with its quartiles).
+        seed_value: the seed's number for the same quantity, or None.
+        better: ``"higher"`` or ``"lower"``: the direction in which the quantity improves.
+        tolerance: how much worse than ``seed_value`` still counts as reproduced (the seed's spread).
+        table: the CSV file of the run folder.
+    """
+
+    label: str
+    where: Mapping[str, Any]
+    column: str
+    summary: str = "mean"
+    seed_value: float | None = None
+    better: str = "higher"
+    tolerance: float = 0.0
+    table: str = "results.csv"
+
+    def __post_init__(self) -> None:
+        if self.summary not in ("mean", "median"):
+            raise ValueError(f"summary must be 'mean' or 'median', got {self.summary!r}")
+        if self.better not in ("higher", "lower"):
+            raise ValueError(f"better must be 'higher' or 'lower', got {self.better!r}")
+
+
+@dataclass(frozen=True)
+class Ordering:
+    """The seed's claim that statistic ``better`` beats statistic ``worse`` (in ``better``'s
+    direction of improvement), compared on zonal's central values."""
+
+    better: str
+    worse: str
+
+
+@dataclass(frozen=True)
+class Ablation:
+    """Runs of the claim's experiment and protocol with ``settings`` changed (and nothing else),
+    reported beside the main run with the claim's statistics."""
+
+    label: str
+    settings: Mapping[str, Any]
+    command: str
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One of the seeds' headline results and how zonal checks it."""
+
+    number: str
+    title: str
+    source: str
+    experiment: str | None
+    command: str
+    data: str = "seed's"
+    comparable: bool = True
+    protocol: str = "converged"
+    statistics: tuple[Statistic, ...] = ()
+    orderings: tuple[Ordering, ...] = ()
+    ablations: tuple[Ablation, ...] = ()
+    cause: str = ""
+    notes: str = ""
+
+    def __post_init__(self) -> None:
+        labels = [statistic.label for statistic in self.statistics]
+        if len(set(labels)) != len(labels):
+            raise ValueError(f"claim {self.number}: statistic labels repeat: {labels}")
+        if not self.number or not self.number.replace("-", "").isalnum():
+            raise ValueError(
+                f"claim numbers are short ids such as '8' or '10a', got {self.number!r}"
+            )
+        for ordering in self.orderings:
+            for label in (ordering.better, ordering.worse):
+                if label not in labels:
+                    raise ValueError(f"claim {self.number}: ordering names unknown {label!r}")
+
+
+@dataclass(frozen=True)
+class Value:
+    """A statistic computed on a run: central value, spread (standard error or quartiles), count."""
+
+    centre: float
+    low: float
+    high: float
+    count: int
+    summary: str
+
+    def text(self) -> str:
+        if self.count == 0 or math.isnan(self.centre):
+            return "-"
+        if self.summary == "median":
+            return f"{_number(self.centre)} [{_number(self.low)}, {_number(self.high)}]"
+        return f"{_number(self.centre)} ± {_number(self.high - self.centre)}"
+
+
+@dataclass
+class ClaimResult:
+    """A claim judged on the runs found for it."""
+
+    claim: Claim
+    verdict: str
+    run: Path | None = None
+    values: dict[str, Value] = field(default_factory=dict)
+    failed: list[str] = field(default_factory=list)
+    converged: str = ""
+    ablations: list[tuple[Ablation, Path | None, dict[str, Value]]] = field(default_factory=list)
+    in_flight: list[Path] = field(default_factory=list)
+
+
+# -------------------------------------------------------------------------------------- runs
+@dataclass(frozen=True)
+class RunFolder:
+    """A run folder's stored config, and whether it has finished."""
+
+    path: Path
+    experiment: str
+    preset: str
+    overridden: tuple[str, ...]
+    config: Mapping[str, Any]
+    created: str
+    finished: bool
+
+
+def find_runs(runs_root: str | os.PathLike[str]) -> list[RunFolder]:
+    """Every run folder directly under ``runs_root`` (folders without a readable config skipped)."""
+    root = Path(runs_root)
+    if not root.is_dir():
+        return []
+    found = []
+    for path in sorted(root.iterdir()):
+        try:
+            stored = json.loads((path / "config.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if not isinstance(stored, dict) or not isinstance(stored.get("config"), dict):
+            continue
+        found.append(
+            RunFolder(
+                path=path,
+                experiment=str(stored.get("experiment", "")),
+                preset=str(stored.get("preset", "quick")),
+                overridden=tuple(stored.get("overridden", ())),
+                config=stored["config"],
+                created=str(stored.get("created_utc", "")),
+                finished=(path / "metrics.json").is_file(),
+            )
+        )
+    return found
+
+
+def _matching(
+    runs: Sequence[RunFolder], claim: Claim, settings: Mapping[str, Any]
+) -> list[RunFolder]:
+    """Runs of the claim's experiment and protocol whose overridden keys are exactly ``settings``,
+    at those values; newest first."""
+    chosen = [
+        run
+        for run in runs
+        if run.experiment == claim.experiment
+        and run.preset == claim.protocol
+        and set(run.overridden) == set(settings)
+        and all(run.config.get(key) == value for key, value in settings.items())
+    ]
+    return sorted(chosen, key=lambda run: (run.created, run.path.name), reverse=True)
+
+
+# -------------------------------------------------------------------------------------- numbers
+def read_table(path: Path) -> list[dict[str, str]]:
+    """The rows of a CSV file (empty when it is missing)."""
+    if not path.is_file():
+        return []
+    with path.open(newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+def _matches(row: Mapping[str, str], where: Mapping[str, Any], last: Mapping[str, str]) -> bool:
+    for column, wanted in where.items():
+        target = last.get(column) if wanted == LAST else _text(wanted)
+        if row.get(column) != target:
+            return False
+    return True
+
+
+def _text(value: Any) -> str:
+    """A filter value as the CSV writes it (True, 800, 0.5, text)."""
+    return str(value)
+
+
+def compute(statistic: Statistic, rows: Sequence[Mapping[str, str]]) -> Value:
+    """``statistic`` over ``rows``: mean and standard error, or median and quartiles."""
+    plain = {k: v for k, v in statistic.where.items() if v != LAST}
+    candidates = [row for row in rows if _matches(row, plain, {})]
+    last = {}
+    for column, wanted in statistic.where.items():
+        if wanted == LAST:
+            present = [
+                float(row[column]) for row in candidates if row.get(column) not in (None, "")
+            ]
+            if present:
+                last[column] = _as_written(max(present), candidates, column)
+    values = [
+        float(row[statistic.column])
+        for row in candidates
+        if _matches(row, statistic.where, last) and row.get(statistic.column) not in (None, "")
+    ]
+    values = [value for value in values if not math.isnan(value)]
+    if not values:
+        return Value(math.nan, math.nan, math.nan, 0, statistic.summary)
+    if statistic.summary == "median":
+        if len(values) == 1:
+            return Value(values[0], values[0], values[0], 1, "median")
+        low, centre, high = statistics.quantiles(values, n=4, method="inclusive")
+        return Value(centre, low, high, len(values), "median")
+    centre = statistics.fmean(values)
+    error = statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else 0.0
+    return Value(centre, centre - error, centre + error, len(values), "mean")
+
+
+def _as_written(value: float, rows: Sequence[Mapping[str, str]], column: str) -> str:
+    """The text of ``column`` in the row whose number is ``value``."""
+    for row in rows:
+        try:
+            if float(row[column]) == value:
+                return row[column]
+        except (KeyError, ValueError):
+            continue
+    return str(value)
+
+
+def _beats(a: float, b: float, better: str) -> bool:
+    return a > b if better == "higher" else a < b
+
+
+def _within(value: float, statistic: Statistic) -> bool:
+    """Better than the seed's number, or worse by at most the tolerance."""
+    assert statistic.seed_value is not None
+    gap = value - statistic.seed_value
+    return (
+        gap >= -statistic.tolerance if statistic.better == "higher" else gap <= statistic.tolerance
+    )
+
+
+def judge(claim: Claim, values: Mapping[str, Value]) -> tuple[str, list[str]]:
+    """The verdict on ``values`` (see the module docstring) and the orderings or numbers that failed."""
+    by_label = {statistic.label: statistic for statistic in claim.statistics}
+    failed = []
+    for ordering in claim.orderings:
+        better, worse = values[ordering.better], values[ordering.worse]
+        direction = by_label[ordering.better].better
+        if better.count == 0 or worse.count == 0:
+            failed.append(f"{ordering.better} > {ordering.worse}: missing")
+        elif not _beats(better.centre, worse.centre, direction):
+            failed.append(
+                f"{ordering.better} ({_number(better.centre)}) does not beat "
+                f"{ordering.worse} ({_number(worse.centre)})"
+            )
+    close = all(
+        values[s.label].count > 0 and _within(values[s.label].centre, s)
+        for s in claim.statistics
+        if s.seed_value is not None
+    )
+    if failed:
+        return "not reproduced", failed
+    if not claim.orderings and not close:
+        missed = [
+            f"{s.label}: {_number(values[s.label].centre)} against the seed's {_number(s.seed_value)}"
+            for s in claim.statistics
+            if s.seed_value is not None and not _within(values[s.label].centre, s)
+        ]
+        return "not reproduced", missed
+    if claim.comparable and close:
+        return "reproduced", []
+    return "reproduced in direction only", []
+
+
+def _run_values(claim: Claim, path: Path) -> dict[str, Value]:
+    tables: dict[str, list[dict[str, str]]] = {}
+    values = {}
+    for statistic in claim.statistics:
+        if statistic.table not in tables:
+            tables[statistic.table] = read_table(path / statistic.table)
+        values[statistic.label] = compute(statistic, tables[statistic.table])
+    return values
+
+
+def _convergence(path: Path) -> str:
+    """ "k of n fits converged" from a results table's ``converged`` column, if it has one."""
+    rows = read_table(path / "results.csv")
+    flags = [row["converged"] for row in rows if row.get("converged") not in (None, "")]
+    if not flags:
+        return ""
+    return f"{sum(flag == 'True' for flag in flags)} of {len(flags)} fits converged"
+
+
+def evaluate_claim(claim: Claim, runs: Sequence[RunFolder]) -> ClaimResult:
+    """Judge ``claim`` on the newest finished run of its protocol (and its ablations)."""
+    if claim.experiment is None:
+        return ClaimResult(claim, "not run")
+    matching = _matching(runs, claim, {})
+    finished = [run for run in matching if run.finished]
+    in_flight = [run.path for run in matching if not run.finished]
+    ablations = []
+    for ablation in claim.ablations:
+        done = [run for run in _matching(runs, claim, ablation.settings) if run.finished]
+        path = done[0].path if done else None
+        ablations.append((ablation, path, _run_values(claim, path) if path else {}))
+    if not finished:
+        return ClaimResult(claim, "not run", ablations=ablations, in_flight=in_flight)
+    run = finished[0].path
+    values = _run_values(claim, run)
+    verdict, failed = judge(claim, values)
+    return ClaimResult(claim, verdict, run, values, failed, _convergence(run), ablations, in_flight)
+
+
+# -------------------------------------------------------------------------------------- report
+def _number(value: float | None) -> str:
+    """Four significant digits ("-" for a missing number)."""
+    if value is None or math.isnan(value):
+        return "-"
+    return f"{value:.4g}"
+
+
+def _differences(claim: Claim) -> str:
+    if claim.experiment is None:
+        return "no experiment yet"
+    from zonal.experiments.registry import get_experiment
+
+    experiment = get_experiment(claim.experiment)
+    if claim.protocol not in experiment.protocols:
+        return f"no {claim.protocol} protocol yet"
+    return experiment.differences.get(claim.protocol, "the seed's protocol")
+
+
+def _headline(result: ClaimResult) -> tuple[str, str]:
+    """(the seed's numbers, zonal's numbers) for the summary row: statistics with a seed value."""
+    shown = [s for s in result.claim.statistics if s.seed_value is not None][:3]
+    seed = "; ".join(f"{s.label} {_number(s.seed_value)}" for s in shown) or "-"
+    if not result.values:
+        return seed, "-"
+    ours = "; ".join(f"{s.label} {result.values[s.label].text()}" for s in shown)
+    if not ours:
+        ours = "; ".join(
+            f"{s.label} {result.values[s.label].text()}" for s in result.claim.statistics[:3]
+        )
+    return seed, ours
+
+
+def render_reproductions(results: Sequence[ClaimResult], *, command: str) -> str:
+    """The markdown of ``docs/reproductions.md``."""
+    counts = {verdict: sum(r.verdict == verdict for r in results) for verdict in VERDICTS}
+    lines = [
+        "# Reproductions",
+        "",
+        f"Generated by `{command}` from the run folders it found; edit the claims in "
+        "`src/zonal/experiments/claims.py`, not this file. Only finished runs of a claim's "
+        "protocol count (converged: at most a few hours of one CPU core, run to convergence, at "
+        "least 3 seeds or splits; full: the seed's own); quick runs never stand beside a seed's "
+        "number. Spreads: mean ± standard error over seeds or splits, or median [quartiles] "
+        "where the seed reports medians. Verdicts follow fixed rules (module "
+        "`zonal.experiments.reproductions`): an ordering the seed claims must hold between "
+        "zonal's central values; *reproduced* also needs the seed's data and every number within "
+        "the seed's spread or better.",
+        "",
+        "Summary: " + ", ".join(f"{counts[v]} {v}" for v in VERDICTS) + f" (of {len(results)}).",
+        "",
+    ]
+    rows = []
+    for result in results:
+        claim = result.claim
+        seed, ours = _headline(result)
+        verdict = result.verdict
+        if result.verdict == "not run" and result.in_flight:
+            verdict += " (in flight)"
+        rows.append(
+            [
+                claim.number,
+                claim.title,
+                claim.source,
+                seed,
+                ours,
+                f"{claim.protocol}; data: {claim.data}",
+                f"`{claim.command}`",
+                f"**{verdict}**",
+            ]
+        )
+    lines.append(
+        markdown_table(
+            ["#", "claim", "seed", "seed's number", "zonal", "protocol", "command", "verdict"],
+            rows,
+        )
+    )
+    for result in results:
+        lines += ["", *_claim_section(result)]
+    return "\n".join(lines) + "\n"
+
+
+def _claim_section(result: ClaimResult) -> list[str]:
+    claim = result.claim
+    lines = [
+        f"## Claim {claim.number}: {claim.title}",
+        "",
+        f"- Seed: {claim.source}. Data: {claim.data}.",
+        f"- Protocol: {claim.protocol}; differences from the seed's: {_differences(claim)}.",
+        f"- Command: `{claim.command}`",
+        f"- Verdict: **{result.verdict}**"
+        + (f" (run folder `{result.run.name}`)" if result.run else ""),
+    ]
+    if result.converged:
+        lines.append(
+            f"- Convergence (plateau rule, `zonal.experiments._convergence`): {result.converged}."
+        )
+    for path in result.in_flight:
+        lines.append(f"- In flight: `{path.name}` (resume with `--resume {path}`).")
+    if result.values:
+        lines += ["", _values_table(claim.statistics, result.values)]
+    if result.failed:
+        lines += ["", "What failed: " + "; ".join(result.failed) + "."]
+    if claim.cause and result.verdict != "reproduced":
+        lines += ["", f"Cause: {claim.cause}"]
+    if claim.notes:
+        lines += ["", claim.notes]
+    for ablation, path, values in result.ablations:
+        lines += ["", f"Ablation, {ablation.label} (`{ablation.command}`):"]
+        if path is None:
+            lines.append("not run.")
+        else:
+            lines += ["", _values_table(claim.statistics, values)]
+    return lines
+
+
+def _values_table(statistics_: Sequence[Statistic], values: Mapping[str, Value]) -> str:
+    rows = [
+        [
+            s.label,
+            s.column,
+            ", ".join(f"{k}={v}" for k, v in s.where.items()),
+            _number(s.seed_value),
+            values[s.label].text() if s.label in values else "-",
+            str(values[s.label].count) if s.label in values else "0",
+        ]
+        for s in statistics_
+    ]
+    return markdown_table(["quantity", "column", "rows", "seed", "zonal", "n"], rows)
+
+
+def write_reproductions(
+    runs_root: str | os.PathLike[str],
+    output: str | os.PathLike[str],
+    claims: Sequence[Claim] | None = None,
+    *,
+    command: str = "zonal experiment report reproductions",
+) -> list[ClaimResult]:
+    """Judge every claim on the runs under ``runs_root`` and write the report to ``output``."""
+    if claims is None:
+        from zonal.experiments.claims import CLAIMS
+
+        claims = CLAIMS
+    runs = find_runs(runs_root)
+    results = [evaluate_claim(claim, runs) for claim in claims]
+    write_text_atomic(output, render_reproductions(results, command=command))
+    return results
+
+
+__all__ = [
+    "LAST",
+    "VERDICTS",
+    "Ablation",
+    "Claim",
+    "ClaimResult",
+    "Ordering",
+    "Statistic",
+    "Value",
+    "compute",
+    "evaluate_claim",
+    "find_runs",
+    "judge",
+    "render_reproductions",
+    "write_reproductions",
+]

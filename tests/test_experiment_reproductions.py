@@ -1,0 +1,194 @@
+"""The reproduction report: claims judged on small fake run folders by the fixed verdict rules."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import statistics
+
+import pytest
+
+from zonal.cli import main
+from zonal.experiments.claims import CLAIMS
+from zonal.experiments.reproductions import (
+    LAST,
+    Ablation,
+    Claim,
+    Ordering,
+    Statistic,
+    compute,
+    evaluate_claim,
+    find_runs,
+    write_reproductions,
+)
+
+ROWS = [
+    {"model": "deep", "size": 800, "repeat": r, "score": v, "converged": c}
+    for r, (v, c) in enumerate([(2.0, True), (2.2, True), (2.4, False)])
+] + [{"model": "shallow", "size": 800, "repeat": r, "score": v, "converged": True}
+     for r, v in enumerate([1.0, 1.1, 1.5])]  # fmt: skip
+
+
+def _fake_run(root, name, *, experiment="residual-dgp-sphere", preset="converged",
+              overridden=(), config=None, rows=ROWS, finished=True, created="2026-01-01"):  # fmt: skip
+    path = root / name
+    path.mkdir(parents=True)
+    stored = {
+        "experiment": experiment,
+        "preset": preset,
+        "overridden": list(overridden),
+        "config": config or {},
+        "created_utc": created,
+    }
+    (path / "config.json").write_text(json.dumps(stored))
+    if finished:
+        with (path / "results.csv").open("w", newline="") as handle:
+            writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+        (path / "metrics.json").write_text("{}")
+    return path
+
+
+def _claim(**changes):
+    fields = {
+        "number": "8",
+        "title": "deep beats shallow",
+        "source": "seed 004 fig. 3.4",
+        "experiment": "residual-dgp-sphere",
+        "command": "zonal experiment run residual-dgp-sphere --protocol converged",
+        "statistics": (
+            Statistic(
+                "deep", {"model": "deep", "size": 800}, "score", "median", 2.0, tolerance=0.1
+            ),
+            Statistic("shallow", {"model": "shallow", "size": 800}, "score", "median", 1.0),
+        ),
+        "orderings": (Ordering("deep", "shallow"),),
+    }
+    fields.update(changes)
+    return Claim(**fields)
+
+
+def test_mean_has_its_standard_error_and_median_its_quartiles():
+    rows = [{"k": "a", "x": str(v)} for v in (1.0, 2.0, 4.0, 7.0)]
+    mean = compute(Statistic("m", {"k": "a"}, "x"), rows)
+    assert mean.centre == pytest.approx(3.5)
+    assert mean.high - mean.centre == pytest.approx(statistics.stdev([1, 2, 4, 7]) / 2)
+    median = compute(Statistic("m", {"k": "a"}, "x", "median"), rows)
+    assert (median.low, median.centre, median.high) == pytest.approx((1.75, 3.0, 4.75))
+    assert compute(Statistic("m", {"k": "b"}, "x"), rows).count == 0
+
+
+def test_last_picks_the_largest_value_of_a_column():
+    rows = [{"step": str(s), "regret": str(10.0 - s)} for s in (0, 1, 10, 2)]
+    value = compute(Statistic("r", {"step": LAST}, "regret"), rows)
+    assert value.count == 1 and value.centre == 0.0
+
+
+def test_orderings_that_hold_with_seed_numbers_within_spread_reproduce(tmp_path):
+    _fake_run(tmp_path, "run-a")
+    result = evaluate_claim(_claim(), find_runs(tmp_path))
+    assert result.verdict == "reproduced"
+    assert result.values["deep"].centre == pytest.approx(2.2)
+    assert result.converged == "5 of 6 fits converged"
+
+
+def test_stand_in_data_reproduce_in_direction_only(tmp_path):
+    _fake_run(tmp_path, "run-a")
+    result = evaluate_claim(_claim(comparable=False), find_runs(tmp_path))
+    assert result.verdict == "reproduced in direction only"
+
+
+def test_numbers_outside_the_seed_spread_reproduce_in_direction_only(tmp_path):
+    _fake_run(tmp_path, "run-a")
+    far = (
+        Statistic("deep", {"model": "deep", "size": 800}, "score", "median", 3.0, tolerance=0.1),
+        Statistic("shallow", {"model": "shallow", "size": 800}, "score", "median"),
+    )
+    result = evaluate_claim(_claim(statistics=far), find_runs(tmp_path))
+    assert result.verdict == "reproduced in direction only"
+
+
+def test_a_failed_ordering_is_not_reproduced_and_named(tmp_path):
+    _fake_run(tmp_path, "run-a")
+    result = evaluate_claim(_claim(orderings=(Ordering("shallow", "deep"),)), find_runs(tmp_path))
+    assert result.verdict == "not reproduced"
+    assert result.failed == ["shallow (1.1) does not beat deep (2.2)"]
+
+
+def test_without_orderings_a_number_worse_than_the_seed_is_not_reproduced(tmp_path):
+    _fake_run(tmp_path, "run-a")
+    lower = (Statistic("deep", {"model": "deep"}, "score", "median", 1.0, better="lower"),)
+    result = evaluate_claim(_claim(statistics=lower, orderings=()), find_runs(tmp_path))
+    assert result.verdict == "not reproduced"
+    assert "against the seed's 1" in result.failed[0]
+
+
+def test_only_finished_runs_of_the_protocol_without_overrides_count(tmp_path):
+    _fake_run(tmp_path, "quick-run", preset="quick")
+    _fake_run(tmp_path, "custom-run", overridden=["steps"], config={"steps": 5})
+    _fake_run(tmp_path, "other-experiment", experiment="bo-sphere")
+    unfinished = _fake_run(tmp_path, "unfinished", finished=False)
+    result = evaluate_claim(_claim(), find_runs(tmp_path))
+    assert result.verdict == "not run"
+    assert result.in_flight == [unfinished]
+
+
+def test_the_newest_finished_run_is_judged(tmp_path):
+    _fake_run(tmp_path, "old", created="2026-01-01")
+    flipped = [dict(row, model="deep" if row["model"] == "shallow" else "shallow") for row in ROWS]
+    _fake_run(tmp_path, "new", created="2026-02-01", rows=flipped)
+    result = evaluate_claim(_claim(), find_runs(tmp_path))
+    assert result.run.name == "new" and result.verdict == "not reproduced"
+
+
+def test_ablations_match_exactly_their_settings(tmp_path):
+    _fake_run(tmp_path, "main")
+    _fake_run(tmp_path, "ablation", overridden=["hidden_variance"], config={"hidden_variance": 0.1})
+    ablations = (
+        Ablation("variance 0.1", {"hidden_variance": 0.1}, "cmd a"),
+        Ablation("variance 1", {"hidden_variance": 1.0}, "cmd b"),
+    )
+    result = evaluate_claim(_claim(ablations=ablations), find_runs(tmp_path))
+    (_, path, values), (_, missing, _) = result.ablations
+    assert path.name == "ablation" and values["deep"].count == 3
+    assert missing is None
+
+
+def test_report_file_has_a_row_per_claim_and_the_cause_where_not_reproduced(tmp_path):
+    _fake_run(tmp_path / "runs", "run-a")
+    claims = [
+        _claim(),
+        _claim(number="9", orderings=(Ordering("shallow", "deep"),), cause="the seed's noise"),
+        _claim(number="10a", experiment=None),
+    ]
+    output = tmp_path / "reproductions.md"
+    results = write_reproductions(tmp_path / "runs", output, claims)
+    assert [r.verdict for r in results] == ["reproduced", "not reproduced", "not run"]
+    text = output.read_text()
+    assert (
+        "Summary: 1 reproduced, 0 reproduced in direction only, 1 not reproduced, 1 not run" in text
+    )
+    assert "| 9 | deep beats shallow |" in text
+    assert "Cause: the seed's noise" in text
+    assert "2.2 [2.1, 2.3]" in text  # median [quartiles] of 2.0, 2.2, 2.4
+
+
+def test_claims_catalogue_is_well_formed():
+    numbers = [claim.number for claim in CLAIMS]
+    assert len(set(numbers)) == len(numbers) >= 11
+    for claim in CLAIMS:
+        assert claim.protocol in ("converged", "full")
+        for statistic in claim.statistics:
+            if statistic.seed_value is not None:
+                assert math.isfinite(statistic.seed_value)
+
+
+def test_cli_writes_the_report(tmp_path, capsys):
+    _fake_run(tmp_path / "runs", "run-a")
+    output = tmp_path / "out.md"
+    assert main(["experiment", "report", "reproductions", "--runs-dir", str(tmp_path / "runs"),
+                 "--output", str(output)]) == 0  # fmt: skip
+    assert output.is_file()
+    assert f"-> {output}" in capsys.readouterr().out
