@@ -60,6 +60,20 @@ def curve_summary(losses: Sequence[float], tolerance: float = PLATEAU_TOLERANCE)
     }
 
 
+def without_curve(row: dict[str, Any]) -> dict[str, Any]:
+    """A result row without its saved curve (for the one-row-per-fit table)."""
+    return {key: value for key, value in row.items() if key != "curve"}
+
+
+def curve_rows(rows: Sequence[dict[str, Any]], keys: Sequence[str]) -> list[dict[str, Any]]:
+    """Long-format training curves: one row per (fit, saved step), the fit named by ``keys``."""
+    return [
+        {**{key: row[key] for key in keys}, "step": step, "loss": loss}
+        for row in rows
+        for step, loss in row.get("curve", [])
+    ]
+
+
 def plot_curves(axis: Any, curves: Sequence[tuple[str, Sequence[tuple[int, float]]]]) -> None:
     """Loss against step for each (label, thinned curve) on a matplotlib ``axis``."""
     for label, curve in curves:
@@ -72,9 +86,11 @@ def plot_curves(axis: Any, curves: Sequence[tuple[str, Sequence[tuple[int, float
 
 __all__ = [
     "PLATEAU_TOLERANCE",
+    "curve_rows",
     "curve_summary",
     "is_converged",
     "plateau_drop",
     "plot_curves",
     "thin_curve",
+    "without_curve",
 ]

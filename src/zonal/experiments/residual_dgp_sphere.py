@@ -49,6 +49,7 @@ from typing import Any
 
 import torch
 
+from zonal.experiments._convergence import curve_rows, without_curve
 from zonal.experiments.registry import register_experiment
 from zonal.experiments.run_directory import RunDirectory
 
@@ -343,9 +344,10 @@ def run_residual_dgp_sphere(config: dict[str, Any], run_dir: RunDirectory) -> di
         run_dir.save_checkpoint({"rows": rows})
 
     summary = summarise(rows)
-    run_dir.save_table("results.csv", [_without_curve(r) for r in rows])
+    run_dir.save_table("results.csv", [without_curve(r) for r in rows])
     run_dir.save_table("summary.csv", summary)
-    run_dir.save_table("curves.csv", _curve_rows(rows))
+    keys = ("model", "num_train", "hidden_layers", "repeat")
+    run_dir.save_table("curves.csv", curve_rows(rows, keys))
     _plot(run_dir, rows, config)
     _plot_curves(run_dir, rows)
     metrics: dict[str, Any] = {}
@@ -360,20 +362,6 @@ def run_residual_dgp_sphere(config: dict[str, Any], run_dir: RunDirectory) -> di
     metrics["num_fits"] = len(rows)
     metrics["converged_fits"] = sum(bool(r.get("converged", False)) for r in rows)
     return metrics
-
-
-def _without_curve(row: dict[str, Any]) -> dict[str, Any]:
-    return {key: value for key, value in row.items() if key != "curve"}
-
-
-def _curve_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Long-format training curves: one row per (fit, saved step)."""
-    keys = ("model", "num_train", "hidden_layers", "repeat")
-    return [
-        {**{key: row[key] for key in keys}, "step": step, "loss": loss}
-        for row in rows
-        for step, loss in row.get("curve", [])
-    ]
 
 
 def _plot_curves(run_dir: RunDirectory, rows: list[dict[str, Any]]) -> None:
