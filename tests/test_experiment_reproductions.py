@@ -192,3 +192,16 @@ def test_cli_writes_the_report(tmp_path, capsys):
                  "--output", str(output)]) == 0  # fmt: skip
     assert output.is_file()
     assert f"-> {output}" in capsys.readouterr().out
+
+
+def test_an_unfinished_run_shows_its_checkpoint_rows_without_a_verdict(tmp_path):
+    import torch
+
+    path = _fake_run(tmp_path, "unfinished", finished=False)
+    torch.save({"rows": [dict(row, curve=[(1, 0.5)]) for row in ROWS[:4]]}, path / "checkpoint.pt")
+    result = evaluate_claim(_claim(), find_runs(tmp_path))
+    assert result.verdict == "not run" and result.partial_fits == 4
+    assert result.values["deep"].count == 3 and result.values["shallow"].count == 1
+    report = write_reproductions(tmp_path, tmp_path / "r.md", [_claim()])
+    assert report[0].partial_fits == 4
+    assert "(in flight, 4 fits so far)" in (tmp_path / "r.md").read_text()

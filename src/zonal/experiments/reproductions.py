@@ -156,6 +156,7 @@ class ClaimResult:
     converged: str = ""
     ablations: list[tuple[Ablation, Path | None, dict[str, Value]]] = field(default_factory=list)
     in_flight: list[Path] = field(default_factory=list)
+    partial_fits: int = 0  # > 0: ``values`` come from an unfinished run's checkpoint
 
 
 # -------------------------------------------------------------------------------------- runs
@@ -324,14 +325,39 @@ def judge(claim: Claim, values: Mapping[str, Value]) -> tuple[str, list[str]]:
     return "reproduced in direction only", []
 
 
-def _run_values(claim: Claim, path: Path) -> dict[str, Value]:
+def _run_values(
+    claim: Claim, path: Path, rows: list[dict[str, str]] | None = None
+) -> dict[str, Value]:
+    """The claim's statistics on a finished run's tables (or on ``rows`` given for every table)."""
     tables: dict[str, list[dict[str, str]]] = {}
     values = {}
     for statistic in claim.statistics:
         if statistic.table not in tables:
-            tables[statistic.table] = read_table(path / statistic.table)
+            tables[statistic.table] = (
+                rows if rows is not None else read_table(path / statistic.table)
+            )
         values[statistic.label] = compute(statistic, tables[statistic.table])
     return values
+
+
+def checkpoint_rows(path: Path) -> list[dict[str, str]]:
+    """The result rows an unfinished run has saved so far (its checkpoint's ``"rows"``, one per
+    fit, as the finished run's ``results.csv`` would hold them); empty when it has none."""
+    from zonal.experiments.errors import CheckpointError
+    from zonal.experiments.run_directory import RunDirectory
+
+    try:
+        state = RunDirectory(path, description=path.name).load_checkpoint()
+    except CheckpointError:
+        return []
+    rows = state.get("rows") if isinstance(state, dict) else None
+    if not isinstance(rows, list):
+        return []
+    return [
+        {str(key): str(value) for key, value in row.items() if key != "curve"}
+        for row in rows
+        if isinstance(row, dict)
+    ]
 
 
 def _convergence(path: Path) -> str:
@@ -356,7 +382,13 @@ def evaluate_claim(claim: Claim, runs: Sequence[RunFolder]) -> ClaimResult:
         path = done[0].path if done else None
         ablations.append((ablation, path, _run_values(claim, path) if path else {}))
     if not finished:
-        return ClaimResult(claim, "not run", ablations=ablations, in_flight=in_flight)
+        result = ClaimResult(claim, "not run", ablations=ablations, in_flight=in_flight)
+        rows = checkpoint_rows(in_flight[0]) if in_flight else []
+        if rows and claim.statistics:  # numbers so far, with no verdict
+            result.values = _run_values(claim, in_flight[0], rows)
+            result.failed = judge(claim, result.values)[1]
+            result.partial_fits = len(rows)
+        return result
     run = finished[0].path
     values = _run_values(claim, run)
     verdict, failed = judge(claim, values)
@@ -421,7 +453,7 @@ def render_reproductions(results: Sequence[ClaimResult], *, command: str) -> str
         seed, ours = _headline(result)
         verdict = result.verdict
         if result.verdict == "not run" and result.in_flight:
-            verdict += " (in flight)"
+            verdict += f" (in flight, {result.partial_fits} fits so far)"
         rows.append(
             [
                 claim.number,
@@ -461,11 +493,20 @@ def _claim_section(result: ClaimResult) -> list[str]:
             f"- Convergence (plateau rule, `zonal.experiments._convergence`): {result.converged}."
         )
     for path in result.in_flight:
-        lines.append(f"- In flight: `{path.name}` (resume with `--resume {path}`).")
+        lines.append(
+            f"- In flight: `{path.name}` (resume with `zonal experiment run {claim.experiment} "
+            f"--resume {path}`)."
+        )
+    if result.partial_fits:
+        lines.append(
+            f"- Partial: the numbers below are the {result.partial_fits} fits its checkpoint holds "
+            "so far; there is no verdict until the run finishes."
+        )
     if result.values:
         lines += ["", _values_table(claim.statistics, result.values)]
     if result.failed:
-        lines += ["", "What failed: " + "; ".join(result.failed) + "."]
+        so_far = " so far" if result.partial_fits else ""
+        lines += ["", f"What failed{so_far}: " + "; ".join(result.failed) + "."]
     if claim.cause and result.verdict != "reproduced":
         lines += ["", f"Cause: {claim.cause}"]
     if claim.notes:
