@@ -41,9 +41,13 @@ def test_no_command_is_a_usage_error(capsys):
 def test_experiment_list(capsys):
     assert main(["experiment", "list"]) == 0
     out = capsys.readouterr().out
-    assert out.splitlines()[0].split() == ["NAME", "REPRODUCES", "SUMMARY"]
+    assert out.splitlines()[0].split() == ["NAME", "PROTOCOLS", "REPRODUCES"]
     assert "toy-regression" in out
     assert "spectra" in out and "seed 002 figure 1; seed 000 figure 8" in out
+    residual = next(line for line in out.splitlines() if line.startswith("residual-dgp-sphere"))
+    assert "quick (reduced), converged (reduced, stand-in), full (stand-in)" in residual
+    # no column is padded to the longest "reproduces" text: every row fits in 160 characters
+    assert max(len(line) for line in out.splitlines()) <= 160
 
 
 def test_unknown_experiment_is_one_line_listing_the_known_ones(capsys, tmp_path):

@@ -553,10 +553,14 @@ def _experiment_list(args: argparse.Namespace) -> int:
 
     experiments = list_experiments()
     rows = [
-        (experiment.name, "; ".join(experiment.reproduces) or "-", experiment.summary)
+        (
+            experiment.name,
+            ", ".join(experiment.protocol_label(p) for p in experiment.protocols),
+            _shorten("; ".join(experiment.reproduces) or "-", _LIST_COLUMN),
+        )
         for experiment in experiments
     ]
-    _print_table(("NAME", "REPRODUCES", "SUMMARY"), rows)
+    _print_table(("NAME", "PROTOCOLS", "REPRODUCES"), rows)
     for module, reason in discovery_failures().items():
         print(f"zonal: warning: could not import {module}: {reason}", file=sys.stderr)
     return 0
@@ -699,6 +703,15 @@ def _format_shape(shape: object) -> str:
     if isinstance(shape, tuple | list):
         return " x ".join(str(size) for size in shape)
     return str(shape)
+
+
+_LIST_COLUMN = 60
+"""Characters of a padded column of ``experiment list`` before it is shortened with "..."."""
+
+
+def _shorten(text: str, width: int) -> str:
+    """``text`` cut to ``width`` characters, the cut marked by "..."."""
+    return text if len(text) <= width else text[: width - 3].rstrip() + "..."
 
 
 def _print_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> None:

@@ -191,6 +191,10 @@ def _check_config(config: dict[str, Any]) -> None:
     "(seed 004 fig. 4.2)",
     quick=QUICK,
     full=FULL,
+    differences={
+        "quick": "reduced: 3 seeds, 24 steps with the switch after 16 (seed: 15 seeds, 180 + 20)",
+        "full": "the seed's protocol (15 seeds, 180 + 20 steps)",
+    },
     paper=PAPER,
     headline=(
         "singular-s2.shallow.final_median",

@@ -120,6 +120,15 @@ class Experiment:
         """The protocols this experiment offers: quick and full always, converged where defined."""
         return tuple(p for p in PROTOCOLS if p != "converged" or self.converged)
 
+    def protocol_label(self, protocol: str) -> str:
+        """``protocol`` with how it departs from the seed's: "quick (reduced)", "full (stand-in)";
+        a quick preset is always reduced, a protocol without a difference stated is the seed's."""
+        text = self.differences.get(protocol, "")
+        marks = [mark for mark in ("reduced", "stand-in") if mark in text]
+        if protocol == "quick" and "reduced" not in marks:
+            marks.insert(0, "reduced")
+        return f"{protocol} ({', '.join(marks)})" if marks else protocol
+
     @property
     def reproduces(self) -> tuple[str, ...]:
         """The seed tables and figures this experiment reproduces (the sources of ``paper``)."""

@@ -173,6 +173,11 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     "complete (5 frequencies) harmonic features, polynomial-decay kernel; RMSE and NLL",
     quick=QUICK,
     full=FULL,
+    differences={
+        "quick": "stand-in data: protein for song, buzz and houseelectric; reduced: 1 split, 40 "
+        "phases, 200 steps (not converged)",
+        "full": "stand-in data: protein and NYC flights for song, buzz and houseelectric",
+    },
     paper=PAPER,
 )
 def run_seed002_regression(config: dict[str, Any], run_dir: RunDirectory) -> dict[str, Any]:
