@@ -62,6 +62,13 @@ QUICK: dict[str, Any] = {
     "hidden_scale": 0.01,
     "euclidean_inner_scale": 0.01,
 }
+# yacht and concrete, depths 1-3, 3 splits, 1000 epochs (the seed's): estimated 2-3 CPU-hours.
+CONVERGED: dict[str, Any] = {
+    "datasets": ["yacht", "concrete"],
+    "depths": [1, 2, 3],
+    "num_splits": 3,
+    "epochs": 1000,
+}
 FULL: dict[str, Any] = {
     "datasets": ["yacht", "concrete", "power", "boston"],
     "depths": [1, 2, 3, 4, 5],
@@ -208,8 +215,11 @@ def _check_config(config: dict[str, Any]) -> None:
     summary="UCI regression: residual deep GPs with spherical-harmonic features in every layer vs "
     "Euclidean DGPs at the same M, depths 1-5, TLL box plots (seed 004 fig. 5.1)",
     quick=QUICK,
+    converged=CONVERGED,
     full=FULL,
     differences={
+        "converged": "reduced: yacht and concrete (seed: also power, boston, energy, "
+        "kin8nm), depths 1-3 (seed: 1-5), 3 splits (seed: 5)",
         "quick": "reduced: yacht only, 2 splits, depths 1-3 (not converged)",
         "full": "reduced: the seed's datasets that are obtainable here (yacht, concrete, power, "
         "boston; energy and kin8nm are not)",
