@@ -22,7 +22,9 @@ from __future__ import annotations
 import math
 
 import torch
-from botorch.models.model import Model
+from botorch.models.model import FantasizeMixin, Model
+from botorch.models.transforms.input import InputTransform
+from botorch.models.transforms.outcome import OutcomeTransform
 from botorch.posteriors import GPyTorchPosterior
 from botorch.posteriors.fully_bayesian import GaussianMixturePosterior
 from gpytorch.distributions import MultitaskMultivariateNormal, MultivariateNormal
@@ -34,13 +36,14 @@ from gpytorch.likelihoods import (
 )
 
 from zonal._validation import check_finite
+from zonal.models import conditioning
 
 #: rows evaluated at a time by ``predict`` and ``log_predictive_density``
 PREDICTION_CHUNK = 4096
 GAUSSIAN_LIKELIHOODS = (GaussianLikelihood, MultitaskGaussianLikelihood)
 
 
-class ZonalModel(Model):
+class ZonalModel(Model, FantasizeMixin):
     """Base of every zonal model: ``posterior``, ``predict`` and ``log_predictive_density``.
 
     Subclasses set ``self.likelihood`` and ``self._num_outputs`` and implement
@@ -66,8 +69,73 @@ class ZonalModel(Model):
 
     @property
     def batch_shape(self) -> torch.Size:
-        """Zonal models have no model batch: an input [*b, q, D] gives a posterior over [*b, q]."""
-        return torch.Size()
+        """The model batch: empty for a fitted model (an input [*b, q, D] gives a posterior over
+        [*b, q]); [*F, *b] for a model conditioned on observations [*F, *b, q]."""
+        return getattr(self, "_conditioned_batch", torch.Size())
+
+    # ------------------------------------------------------------------ transforms
+    def set_transforms(
+        self,
+        input_transform: InputTransform | None = None,
+        outcome_transform: OutcomeTransform | None = None,
+    ) -> None:
+        """Attach BoTorch transforms (module docstring); None leaves a transform out."""
+        if input_transform is not None:
+            self.input_transform = input_transform
+        if outcome_transform is not None:
+            if self.num_outputs != 1:
+                raise ValueError("outcome transforms are supported for single-output models")
+            self.outcome_transform = outcome_transform
+
+    def transform_training_data(
+        self, x: torch.Tensor, y: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Learn the transforms on training data (x [N, D], y [N] or [N, 1]) and return them
+        transformed (y as given: [N] or [N, 1]); without transforms, (x, y) as they are."""
+        input_transform = getattr(self, "input_transform", None)
+        if input_transform is not None:
+            input_transform.train()
+            x = input_transform(torch.as_tensor(x))
+            input_transform.eval()
+        outcome_transform = getattr(self, "outcome_transform", None)
+        if outcome_transform is not None:
+            y = torch.as_tensor(y)
+            column = y.reshape(-1, 1).to(x)  # [N, 1]
+            outcome_transform.train()
+            transformed, _ = outcome_transform(column)
+            outcome_transform.eval()
+            y = transformed.reshape(y.shape)
+        return x, y
+
+    def _set_transformed_inputs(self) -> None:
+        """Zonal models hold no training inputs: the input transform is applied to every input."""
+
+    def _revert_to_original_inputs(self) -> None:
+        """See ``_set_transformed_inputs``."""
+
+    # ------------------------------------------------------------------ conditioning
+    def condition_on_observations(
+        self, X: torch.Tensor, Y: torch.Tensor, noise: torch.Tensor | None = None, **kwargs
+    ) -> ZonalModel:
+        """This model conditioned on new rows X [*b, q, D], Y [*F, *b, q, 1] (``noise`` [*b, q, 1]:
+        their noise variances; None: the likelihood's), at the current hyperparameters, with
+        batch shape [*F, *b] (``zonal.models.conditioning``)."""
+        return conditioning.condition_on_observations(self, X, Y, noise)
+
+    def fantasize(
+        self, X: torch.Tensor, sampler, observation_noise: torch.Tensor | None = None, **kwargs
+    ) -> ZonalModel:
+        """A fantasy model: observations drawn at X [*b, q, D] by ``sampler`` ([*F] draws) and
+        conditioned on, batch shape [*F, *b] (``zonal.models.conditioning.fantasize``)."""
+        return conditioning.fantasize(self, X, sampler, observation_noise, **kwargs)
+
+    def _conditioned(
+        self, X: torch.Tensor, Y: torch.Tensor, noise: torch.Tensor | None, *, per_component: bool
+    ) -> ZonalModel:
+        """The conditioned model for checked X [*b, q, D], Y [*F, *b, (S,) q], noise [*b, q]."""
+        raise conditioning.ConditioningError(
+            f"{type(self).__name__} does not support conditioning on observations"
+        )
 
     def check_inputs(self, X: torch.Tensor) -> torch.Tensor:
         """X [*b, N, D] as a tensor of the model's dtype and device; a named error otherwise."""
@@ -100,11 +168,15 @@ class ZonalModel(Model):
         [*b, q]) gives the noise variance of each point instead.
         """
         self.eval()
-        distribution = self._noisy_distribution(self.check_inputs(X), observation_noise)
+        X = self.check_inputs(self.transform_inputs(X))
+        distribution = self._noisy_distribution(X, observation_noise)
         if output_indices is not None:
             distribution = _select_outputs(distribution, output_indices, self.num_outputs)
         family = GaussianMixturePosterior if self._is_ensemble else GPyTorchPosterior
         posterior = family(distribution)
+        outcome_transform = getattr(self, "outcome_transform", None)
+        if outcome_transform is not None:
+            posterior = family(outcome_transform.untransform_posterior(posterior).distribution)
         return posterior if posterior_transform is None else posterior_transform(posterior)
 
     def _noisy_distribution(
@@ -170,14 +242,16 @@ class ZonalModel(Model):
         self, X: torch.Tensor, y: torch.Tensor, *, chunk_size: int = PREDICTION_CHUNK
     ) -> torch.Tensor:
         """log p(y_i | data) per point [N]: the likelihood's marginal log density under q(f(x_i))
-        (log-mean-exp over the mixture components of a deep model)."""
-        X = self.check_inputs(X)
+        (log-mean-exp over the mixture components of a deep model). With an outcome transform
+        (an affine one such as ``Standardize``) y is transformed and the log-Jacobian added."""
+        X = self.check_inputs(self.transform_inputs(X))
         if X.dim() != 2:
             raise ValueError(f"log_predictive_density takes inputs [N, D], got {tuple(X.shape)}")
         y = torch.as_tensor(y, device=X.device)
         if y.shape[0] != len(X):
             raise ValueError(f"X has {len(X)} rows but y has {y.shape[0]}")
         y = y.to(X.dtype) if y.is_floating_point() else y
+        y, log_jacobian = self._transformed_targets(y)
         self.eval()
         densities = []
         for start in range(0, len(X), chunk_size):
@@ -192,7 +266,22 @@ class ZonalModel(Model):
                 count = log_density.shape[-2]
                 log_density = torch.logsumexp(log_density, dim=-2) - math.log(count)
             densities.append(log_density)
-        return torch.cat(densities)
+        return torch.cat(densities) + log_jacobian
+
+    def _transformed_targets(self, y: torch.Tensor) -> tuple[torch.Tensor, float]:
+        """(y in the outcome-transformed space, log |dy_tf / dy|) for ``log_predictive_density``:
+        y itself and 0 without an outcome transform; affine transforms (``stdvs``) only."""
+        transform = getattr(self, "outcome_transform", None)
+        if transform is None:
+            return y, 0.0
+        scale = getattr(transform, "stdvs", None)
+        if scale is None:
+            raise ValueError(
+                f"log_predictive_density supports affine outcome transforms (Standardize), got "
+                f"{type(transform).__name__}"
+            )
+        transformed, _ = transform(y.reshape(-1, 1))  # [N, 1]
+        return transformed.reshape(y.shape), -float(scale.log().sum())
 
 
 def _select_outputs(

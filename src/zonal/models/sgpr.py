@@ -57,6 +57,7 @@ from zonal.features import InducingFeatures
 from zonal.features.base import base_zonal_kernel
 from zonal.geometry import InputMap
 from zonal.linalg import cholesky
+from zonal.models.conditioning import conditioned_copy
 from zonal.models.contract import ZonalModel
 from zonal.models.svgp import resolve_input_map
 from zonal.variational.root_difference import RootDifferenceLinearOperator
@@ -398,13 +399,68 @@ class SGPR(ZonalModel):
     # ------------------------------------------------------------------ predictions
     def latent_distribution(self, X: torch.Tensor) -> MultivariateNormal:
         """q(f(X)) [*b, q] for inputs X [*b, q, D] (module docstring): the mean and a lazy
-        covariance K** - psi psi^T + P^T P whose diagonal costs O(q M)."""
+        covariance K** - psi psi^T + P^T P whose diagonal costs O(q M). A conditioned model's
+        statistics carry a batch [*F, *b_c] that X's batch broadcasts against."""
         self._check_statistics()
         lifted = self.input_map.lift(X)  # [*b, q, ambient_dim]
-        root, factor, noise = self._posterior_terms()
+        root, factor, noise = self._posterior_terms()  # factor [*b_c, M, M]
         scaled = self.features.kuf(self.kernel, lifted) * root.unsqueeze(-1)  # psi^T [*b, M, q]
-        solved = torch.cholesky_solve((root * self.stat_cross).unsqueeze(-1), factor)  # [M, 1]
-        mean = (scaled.mT @ solved).squeeze(-1) / noise  # [*b, q]
-        projected = torch.linalg.solve_triangular(factor, scaled, upper=False)  # P [*b, M, q]
-        correction = RootDifferenceLinearOperator(projected, scaled)  # P^T P - psi psi^T
-        return MultivariateNormal(mean, SumLinearOperator(self.kernel(lifted), correction))
+        cross = (root * self.stat_cross).unsqueeze(-1)  # [*F, *b_c, M, 1]
+        solved = torch.cholesky_solve(cross, factor)  # [*F, *b_c, M, 1]
+        mean = (scaled.mT @ solved).squeeze(-1) / noise  # [*B, q]
+        projected = torch.linalg.solve_triangular(factor, scaled, upper=False)  # P [*B', M, q]
+        batch_shape = torch.broadcast_shapes(mean.shape[:-1], projected.shape[:-2])
+        correction = RootDifferenceLinearOperator(
+            projected, scaled, batch_shape
+        )  # P^T P - psi psi^T
+        prior = self.kernel(lifted)
+        prior = prior.expand(*batch_shape, *prior.shape[-2:])
+        mean = mean.expand(*batch_shape, mean.shape[-1])
+        return MultivariateNormal(mean, SumLinearOperator(prior, correction))
+
+    # ------------------------------------------------------------------ conditioning
+    def _conditioned(
+        self, X: torch.Tensor, Y: torch.Tensor, noise: torch.Tensor | None, *, per_component: bool
+    ) -> SGPR:
+        """Exact conditioning on new rows X [*b, q, D], Y [*F, *b, q]: their statistics are added
+        to the stored ones at the current hyperparameters (no refit), so the result is the SGPR
+        fitted on all rows. The Gram part (Phi_r^T Phi_r [*b, M, M]) depends on X only and is
+        shared by the fantasies; Phi_r^T y [*F, *b, M] is the one statistic per fantasy. Noise
+        variances n_i of the new rows weight them by w_i = s^2 / n_i (rows sqrt(w_i) phi_r,
+        targets sqrt(w_i) y_i): the posterior is then exactly that of N(y_i | f_i, n_i).
+
+        A single unweighted chunk without gradients goes through ``chunk_statistics`` (the
+        statistics pass itself); batches, weights or inputs that need a gradient (look-ahead
+        acquisitions differentiate through the fantasy model) through ``_row_statistics``.
+        """
+        self._check_statistics()
+        single = X.dim() == 2 and Y.dim() == 1 and noise is None
+        if single and not (X.requires_grad or Y.requires_grad):
+            parts = self.chunk_statistics(X, Y)
+        else:
+            weights = None if noise is None else self.likelihood.noise.reshape(()) / noise
+            parts = self._row_statistics(X, Y, weights)
+        model = conditioned_copy(self)
+        for name, part in zip(self.STATISTICS, parts, strict=True):
+            setattr(model, name, getattr(model, name) + part)
+        model._conditioned_batch = torch.broadcast_shapes(
+            model.stat_cross.shape[:-1], model.stat_gram.shape[:-2]
+        )
+        return model
+
+    def _row_statistics(
+        self, X: torch.Tensor, Y: torch.Tensor, weights: torch.Tensor | None
+    ) -> tuple[torch.Tensor, ...]:
+        """The statistics of ``chunk_statistics`` for batched rows X [*b, q, D], Y [*F, *b, q]
+        with optional row weights [*b, q], differentiable: Phi_r^T W Phi_r [*b, M, M],
+        Phi_r^T W y [*F, *b, M], y^T W y [*F, *b], sum w r^2 [*b], q."""
+        lifted = self.input_map.lift(X)  # [*b, q, ambient_dim]
+        phi_r = self.features.kuf(self.kernel, lifted).mT  # [*b, q, M]
+        radius2 = self._squared_radius(lifted)  # [*b, q]
+        if weights is not None:
+            phi_r = phi_r * weights.sqrt().unsqueeze(-1)
+            Y = Y * weights.sqrt()
+            radius2 = radius2 * weights
+        cross = (phi_r.mT @ Y.unsqueeze(-1)).squeeze(-1)  # [*F, *b, M]
+        count = Y.new_tensor(float(X.shape[-2]))
+        return (phi_r.mT @ phi_r, cross, Y.pow(2).sum(-1), radius2.sum(-1), count)

@@ -27,8 +27,10 @@ from gpytorch.variational import (
 
 from zonal.features import InducingFeatures
 from zonal.geometry import InputMap, SphereEmbedding
+from zonal.models.conditioning import ConditioningError, conditioned_copy, gaussian_noise
 from zonal.models.contract import ZonalModel
 from zonal.variational import InterDomainVariationalStrategy
+from zonal.variational.online import conditioned_marginal, online_update
 
 VARIATIONAL_FAMILIES = {
     "cholesky": CholeskyVariationalDistribution,
@@ -172,5 +174,28 @@ class SVGP(ApproximateGP, ZonalModel):
         return super().__call__(self.lift(x), prior=prior, **kwargs)
 
     def latent_distribution(self, X: torch.Tensor) -> MultivariateNormal:
-        """q(f(X)) [*b, q] (a multitask normal [*b, q, P] for several outputs)."""
-        return self(X)
+        """q(f(X)) [*b, q] (a multitask normal [*b, q, P] for several outputs); for a conditioned
+        model the online-conditioned q (``zonal.variational.online``), batch [*F, *b] broadcast."""
+        update = getattr(self, "_online", None)
+        if update is None:
+            return self(X)
+        return conditioned_marginal(self.inducing_strategy, update, self.lift(X))
+
+    def _conditioned(
+        self, X: torch.Tensor, Y: torch.Tensor, noise: torch.Tensor | None, *, per_component: bool
+    ) -> SVGP:
+        """Online variational conditioning (Maddox, Stanton and Wilson, 2021;
+        ``zonal.variational.online``): q(u) times the new rows' sparse Gaussian likelihood, at
+        the current hyperparameters and features, for every feature type. A Gaussian likelihood
+        is required (others are refused by name); a model is conditioned once (condition on all
+        new rows together)."""
+        if getattr(self, "_online", None) is not None:
+            raise ConditioningError(
+                "this SVGP is already conditioned: condition the fitted model on all new rows at once"
+            )
+        noise = gaussian_noise(self).expand(X.shape[:-1]) if noise is None else noise  # [*b, q]
+        model = conditioned_copy(self)
+        lifted = model.lift(X)  # [*b, q, ambient_dim]
+        model._online = online_update(model.inducing_strategy, lifted, Y, noise)
+        model._conditioned_batch = model._online.mean.shape[:-1]  # [*F, *b]
+        return model

@@ -1,0 +1,117 @@
+"""Conditioning on new observations and fantasies: BoTorch's batch semantics for zonal models.
+
+``ZonalModel.condition_on_observations(X, Y, noise=None)`` and ``ZonalModel.fantasize(X, sampler,
+observation_noise=None)`` (``zonal.models.contract``) check and reshape their arguments here, then
+call the model's own ``_conditioned(X, Y, noise, per_component)``:
+
+* X [*b, q, D] in data space (the input transform, if any, is applied here);
+* Y [*F, *b, q, m] (m = 1 output; fewer batch dimensions broadcast), outcome-transformed here;
+  the model receives Y [*F, *b, q];
+* noise [*b, q, m] of the new rows' observation variances in the outcome-transformed space
+  (BoTorch's convention), or None for the likelihood's noise; the model receives [*b, q];
+* ``per_component`` (fantasies of a mixture model): Y [*F, *b, S, q] holds one observation per
+  mixture component, as the sampler draws them from a ``GaussianMixturePosterior``.
+
+The returned model has the batch shape [*F, *b] (``batch_shape``): ``posterior(X')`` broadcasts X'
+[*b', q', D] against it, as BoTorch's look-ahead acquisitions (``qKnowledgeGradient``,
+``qMaxValueEntropy`` with pending points, ``qJointEntropySearch``,
+``qNegIntegratedPosteriorVariance``) expect. The hyperparameters are never refitted.
+"""
+
+from __future__ import annotations
+
+from copy import deepcopy
+
+import torch
+from botorch import settings
+from botorch.models.utils.assorted import fantasize as fantasize_flag
+from botorch.sampling import MCSampler
+from gpytorch.likelihoods import FixedNoiseGaussianLikelihood, GaussianLikelihood
+from gpytorch.utils.memoize import clear_cache_hook
+
+
+class ConditioningError(ValueError):
+    """A model, likelihood or argument that conditioning on observations does not support."""
+
+
+def gaussian_noise(model) -> torch.Tensor:
+    """The homoscedastic noise variance s^2 (a scalar tensor) of ``model``'s Gaussian likelihood;
+    other likelihoods are refused by name (the update needs a Gaussian likelihood)."""
+    likelihood = getattr(model, "likelihood", None)
+    if not isinstance(likelihood, GaussianLikelihood) or isinstance(
+        likelihood, FixedNoiseGaussianLikelihood
+    ):
+        name = type(likelihood).__name__
+        raise ConditioningError(
+            f"conditioning on observations needs a GaussianLikelihood, the model has {name} "
+            "(online variational conditioning is exact only for a Gaussian likelihood)"
+        )
+    return likelihood.noise.reshape(())
+
+
+def conditioned_copy(model):
+    """A copy of ``model`` in eval mode to hold a conditioned state: parameters and buffers are
+    copied, so the original is left as it was (GPyTorch's memoised values, which may carry an
+    autograd graph, are dropped first)."""
+    model.eval()
+    for module in model.modules():
+        if hasattr(module, "_memoize_cache"):
+            clear_cache_hook(module)
+    copy = deepcopy(model)
+    return copy.eval()
+
+
+def prepare_observations(
+    model, X: torch.Tensor, Y: torch.Tensor, noise: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """(X [*b, q, D] input-transformed, Y [*F, *b, q] outcome-transformed, noise [*b, q] or None)
+    from BoTorch-shaped arguments (module docstring), with named errors."""
+    if model.num_outputs != 1:
+        raise ConditioningError(
+            f"conditioning is implemented for single-output models; this one has "
+            f"{model.num_outputs} outputs (use a ModelListGP of single-output models)"
+        )
+    if not isinstance(X, torch.Tensor) or X.dim() < 2:
+        raise ConditioningError("X must be a tensor [q, D] (or [..., q, D])")
+    X = model.check_inputs(model.transform_inputs(X))
+    Y = torch.as_tensor(Y).to(X)
+    if Y.dim() == 1:
+        Y = Y.unsqueeze(-1)
+    if Y.shape[-1] != 1 or Y.shape[-2] != X.shape[-2]:
+        raise ConditioningError(
+            f"Y must have shape [..., q, 1] with q = {X.shape[-2]} rows of X, got {tuple(Y.shape)}"
+        )
+    if not torch.isfinite(Y).all():
+        raise ConditioningError("Y contains NaN or infinite values")
+    outcome_transform = getattr(model, "outcome_transform", None)
+    if outcome_transform is not None:
+        Y, _ = outcome_transform(Y, X=X)  # eval mode: the training statistics
+    if noise is not None:
+        noise = torch.as_tensor(noise).to(X)
+        noise = noise.squeeze(-1) if noise.dim() > 1 and noise.shape[-1] == 1 else noise
+        if not (noise > 0).all():
+            raise ConditioningError("noise variances must be positive")
+    return X, Y.squeeze(-1), noise
+
+
+def condition_on_observations(model, X, Y, noise=None, *, per_component: bool = False):
+    """The model conditioned on (X, Y) (module docstring)."""
+    X, Y, noise = prepare_observations(model, X, Y, noise)
+    return model._conditioned(X, Y, noise, per_component=per_component)
+
+
+def fantasize(model, X: torch.Tensor, sampler: MCSampler, observation_noise=None, **kwargs):
+    """BoTorch's ``fantasize``: draw Y ~ p(y(X) | data) with ``sampler`` ([*F, *b, (S,) q, 1]) and
+    condition on each draw. ``observation_noise`` None uses the likelihood's noise; a tensor
+    [*b, q, 1] (outcome-transformed) gives the new rows' noise. ``propagate_grads`` keeps the
+    gradient through the posterior at X (as BoTorch's)."""
+    if observation_noise is not None and not isinstance(observation_noise, torch.Tensor):
+        raise ConditioningError("observation_noise must be None or a tensor [..., q, 1]")
+    with fantasize_flag(), settings.propagate_grads(kwargs.pop("propagate_grads", False)):
+        posterior = model.posterior(
+            X, observation_noise=True if observation_noise is None else observation_noise
+        )
+        Y = sampler(posterior)  # [*F, *b, (S,) q, 1]
+    noise = None if observation_noise is None else observation_noise.expand(*X.shape[:-1], 1)
+    with fantasize_flag():
+        return condition_on_observations(model, X, Y, noise, per_component=bool(model._is_ensemble))

@@ -1,0 +1,109 @@
+"""Online variational conditioning: q(u) updated by new Gaussian observations, no refit.
+
+Maddox, Stanton and Wilson (2021), "Conditioning sparse variational Gaussian processes for online
+decision-making" (NeurIPS), sec. 3: with the inducing features and hyperparameters kept, the
+variational posterior that accounts for new rows (X_n, y_n) under a Gaussian likelihood is the
+current q(u) = N(m, S) times the sparse likelihood of the new rows,
+
+    q_new(u)  proportional to  q(u) N(y_n | A^T u + mu(X_n), N),   N = diag(noise_i),
+
+where A [M, q] is the strategy's projection at the new rows (``InterDomainVariationalStrategy.
+projection``: A = L^{-1} Kuf whitened, Kuu^{-1} Kuf otherwise, so that the conditional mean is A^T m
+in the strategy's own coordinates). It is Gaussian, a Kalman update with the q x q innovation
+covariance C = A^T S A + N = L_C L_C^T and G = L_C^{-1} A^T S [q, M]:
+
+    m_new = m + G^T L_C^{-1} (y_n - mu(X_n) - A^T m),      S_new = S - G^T G.
+
+With S = R R^T the conditional at test inputs (projection A*, whitened B*, seed 000 eq. 2) is
+
+    mean = A*^T m_new + mu(x*),   cov = Kff + (R^T A*)^T (R^T A*) - B*^T B* - (G A*)^T (G A*),
+
+so S_new is never formed: the update costs O(q M^2 + q^3) per batch of new inputs, and the
+covariance stays the lazy ``RootDifferenceLinearOperator`` with G A* appended to the negative root.
+When q(u) is the Titsias optimum on rows D (``set_optimal_variational_distribution``), q_new is the
+Titsias optimum on D and the new rows together: the product of Gaussian likelihoods is exact.
+
+Batches: new inputs [*b, q, d] give G [*b, q, M]; observations [*F, *b, q] (fantasies in front)
+give m_new [*F, *b, M], and the covariance is shared by the fantasies.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+from gpytorch.distributions import Delta, MultivariateNormal
+from linear_operator.operators import SumLinearOperator
+
+from zonal.linalg import cholesky
+from zonal.variational.root_difference import RootDifferenceLinearOperator
+
+
+class OnlineUpdate(NamedTuple):
+    """q_new(u) (module docstring): mean [*F, *b, M]; gain G [*b, q, M] with S_new = S - G^T G."""
+
+    mean: torch.Tensor
+    gain: torch.Tensor
+
+
+def _prior_mean(strategy, x: torch.Tensor) -> torch.Tensor | None:
+    """mu(x) [*b, N] of the model that owns ``strategy`` (None for a zero mean)."""
+    mean_module = getattr(strategy.model, "mean_module", None)
+    return None if mean_module is None else mean_module(x)
+
+
+def _q_root(strategy) -> tuple[torch.Tensor, torch.Tensor]:
+    """(m [*, M], R [*, M, K]) of the strategy's current q = N(m, R R^T); a point mass is refused."""
+    q = strategy.current_q()
+    if isinstance(q, Delta):
+        raise ValueError(
+            "online conditioning needs a Gaussian q(u); a DeltaVariationalDistribution (MAP "
+            "inducing values) has no covariance to update"
+        )
+    return q.mean, q.lazy_covariance_matrix.root_decomposition().root.to_dense()
+
+
+def online_update(strategy, x: torch.Tensor, y: torch.Tensor, noise: torch.Tensor) -> OnlineUpdate:
+    """q_new(u) for the new rows: kernel inputs x [*b, q, d] (already lifted), observations
+    y [*F, *b, q] and noise variances [*b, q] (module docstring)."""
+    mean, root = _q_root(strategy)  # [M], [M, K]
+    projection, _ = strategy.projection(x)  # A [*b, M, q]
+    projection = projection.expand(*x.shape[:-2], *projection.shape[-2:])
+    reduced = root.mT @ projection  # R^T A [*b, K, q]
+    innovation = reduced.mT @ reduced + torch.diag_embed(noise)  # A^T S A + N [*b, q, q]
+    factor = cholesky(innovation, name="innovation covariance A^T S A + noise")  # L_C [*b, q, q]
+    gain = torch.linalg.solve_triangular(factor, (root @ reduced).mT, upper=False)  # G [*b, q, M]
+    residual = y - (projection.mT @ mean.unsqueeze(-1)).squeeze(-1)  # [*F, *b, q]
+    prior = _prior_mean(strategy, x)
+    if prior is not None:
+        residual = residual - prior
+    whitened = torch.linalg.solve_triangular(
+        factor, residual.unsqueeze(-1), upper=False
+    )  # L_C^{-1} r [*F, *b, q, 1]
+    new_mean = mean + (gain.mT @ whitened).squeeze(-1)  # [*F, *b, M]
+    return OnlineUpdate(new_mean, gain)
+
+
+def conditioned_marginal(strategy, update: OnlineUpdate, x: torch.Tensor) -> MultivariateNormal:
+    """q_new(f(x)) for kernel inputs x [*b', N, d] (module docstring): batch the broadcast of
+    *b' with the update's [*F, *b], event [N]."""
+    _, root = _q_root(strategy)  # [M, K]
+    projection, whitened = strategy.projection(x)  # A*, B* [*b', M, N]
+    mean = (projection.mT @ update.mean.unsqueeze(-1)).squeeze(-1)  # [*B, N]
+    prior = _prior_mean(strategy, x)
+    if prior is not None:
+        mean = mean + prior
+    corrected = update.gain @ projection  # G A* [*B, q, N]
+    batch_shape = torch.broadcast_shapes(mean.shape[:-1], corrected.shape[:-2], x.shape[:-2])
+    mean = mean.expand(*batch_shape, mean.shape[-1])
+    minus = torch.cat(
+        [
+            whitened.expand(*batch_shape, *whitened.shape[-2:]),
+            corrected.expand(*batch_shape, *corrected.shape[-2:]),
+        ],
+        dim=-2,
+    )  # [*B, M + q, N]
+    correction = RootDifferenceLinearOperator(root.mT @ projection, minus, batch_shape)
+    prior_covariance = strategy.model.covar_module(x)
+    prior_covariance = prior_covariance.expand(*batch_shape, *prior_covariance.shape[-2:])
+    return MultivariateNormal(mean, SumLinearOperator(prior_covariance, correction))
