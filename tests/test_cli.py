@@ -230,3 +230,31 @@ def test_fit_help_documents_the_auto_rule_budget_and_classification(capsys):
         assert fragment in text
     assert main(["--help"]) == 0
     assert "regression or classification" in capsys.readouterr().out
+
+
+def test_help_imports_neither_torch_nor_the_fitting_layer():
+    import subprocess
+
+    code = (
+        "import sys\n"
+        "from zonal.cli import main\n"
+        "for argv in (['--help'], ['fit', '--help'], ['experiment', 'run', '--help']):\n"
+        "    try:\n"
+        "        main(argv)\n"
+        "    except SystemExit:\n"
+        "        pass\n"
+        "heavy = sorted(m for m in ('torch', 'gpytorch', 'botorch', 'zonal.recipes') if m in sys.modules)\n"
+        "print(heavy)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_the_help_lists_every_recipe_with_its_defaults():
+    from zonal.fit_options import RECIPE_DEFAULTS, RECIPE_SUMMARIES
+    from zonal.recipes import RECIPES
+
+    assert list(RECIPE_SUMMARIES) == list(RECIPES)
+    for name, recipe in RECIPES.items():
+        assert recipe.summary == RECIPE_SUMMARIES[name]
+        assert recipe.defaults == RECIPE_DEFAULTS[name]

@@ -8,7 +8,24 @@ inter-domain inducing features (``zonal.features``), their variational strategy
 exact pathwise samples of them (``zonal.sampling``).
 """
 
-from zonal import features, geometry, harmonics, kernels, models, sampling, variational
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 __all__ = ["features", "geometry", "harmonics", "kernels", "models", "sampling", "variational"]
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    """Import a subpackage on first use (``zonal.models``), so that ``import zonal`` and the
+    command line (``zonal --help``) do not pay for torch, GPyTorch and BoTorch up front."""
+    if name in __all__:
+        module = importlib.import_module(f"zonal.{name}")
+        globals()[name] = module
+        return module
+    raise AttributeError(f"module 'zonal' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

@@ -201,8 +201,14 @@ def _budget(text: str) -> float | None:
 
 
 def _add_fit_parser(commands: Any) -> None:
-    from zonal.fitting import DEFAULT_BUDGET, DEFAULT_VALIDATION_FRACTION
-    from zonal.recipes import KERNELS, LIKELIHOODS, RECIPES
+    from zonal.fit_options import (
+        DEFAULT_BUDGET,
+        DEFAULT_VALIDATION_FRACTION,
+        KERNELS,
+        LIKELIHOODS,
+        RECIPE_DEFAULTS,
+        RECIPE_SUMMARIES,
+    )
 
     fit = commands.add_parser(
         "fit",
@@ -227,10 +233,10 @@ def _add_fit_parser(commands: Any) -> None:
     )
     fit.add_argument(
         "--model",
-        choices=("auto", *RECIPES),
+        choices=("auto", *RECIPE_SUMMARIES),
         default="auto",
         help="auto: chosen or stacked by validation (see above); "
-        + "; ".join(f"{name}: {recipe.summary}" for name, recipe in RECIPES.items())
+        + "; ".join(f"{name}: {summary}" for name, summary in RECIPE_SUMMARIES.items())
         + " (sgpr: regression only)",
     )
     fit.add_argument(
@@ -301,7 +307,7 @@ def _add_fit_parser(commands: Any) -> None:
         metavar="LR",
         help="the optimiser's learning rate (default: the recipe's, "
         + ", ".join(
-            f"{name} {recipe.defaults['learning_rate']:g}" for name, recipe in RECIPES.items()
+            f"{name} {defaults['learning_rate']:g}" for name, defaults in RECIPE_DEFAULTS.items()
         )
         + ")",
     )
@@ -705,7 +711,7 @@ def _format_shape(shape: object) -> str:
     return str(shape)
 
 
-_LIST_COLUMN = 60
+_LIST_COLUMN = 48
 """Characters of a padded column of ``experiment list`` before it is shortened with "..."."""
 
 

@@ -48,6 +48,7 @@ import torch
 from gpytorch.likelihoods import GaussianLikelihood
 
 from zonal.datasets import Standardizer
+from zonal.fit_options import DEFAULT_VALIDATION_FRACTION
 from zonal.models import SGPR, SVGP, ZonalModel
 from zonal.models.stacking import StackedModel, quantize_weights, stacking_weights
 from zonal.models.training import TrainingControl
@@ -74,12 +75,6 @@ from zonal.targets import (
     label_texts,
 )
 
-DEFAULT_VALIDATION_FRACTION = 0.1
-#: default wall-clock budget of ``zonal fit`` and the ``zonal.sklearn`` estimators, seconds: a cap,
-#: since early stopping ends most fits sooner; the activated DGP's network was still improving at it
-#: on compactiv and grid-stability of ``benchmarks/fit_default.py``, which then took 34-36 s per
-#: split against 38-48 s for the RBF-ARD SVGP's 1000 Adam steps in the same runs
-DEFAULT_BUDGET = 45.0
 #: ``--model auto`` runs the Adam recipes for this many times their default steps (the budget
 #: and early stopping end them sooner)
 AUTO_STEP_FACTOR = 10

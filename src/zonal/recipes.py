@@ -61,6 +61,7 @@ from zonal.features import (
 )
 from zonal.features.levels import nonzero_levels
 from zonal.features.spherical_harmonic import max_degree_for_budget
+from zonal.fit_options import KERNELS, LIKELIHOODS, RECIPE_DEFAULTS, RECIPE_SUMMARIES
 from zonal.geometry import SphereEmbedding
 from zonal.harmonics import num_harmonics
 from zonal.kernels import ArcCosineKernel, PolynomialDecayKernel
@@ -119,9 +120,6 @@ ARD_ITERATIONS = 30
 ARD_MODELS = ("sgpr", "svgp", "svgp-activated", "adgp")
 #: the largest N x M for which q(u) starts at its closed-form optimum (Kuf is held in memory)
 OPTIMAL_Q_MAX_ENTRIES = 20_000_000
-KERNELS = ("auto", "arccos", "polynomial-decay")
-#: likelihood names: regression, binary classification (probit), multi-class (softmax)
-LIKELIHOODS = ("gaussian", "bernoulli", "softmax")
 
 
 class UnsupportedLikelihoodError(ValueError):
@@ -169,7 +167,10 @@ RECIPES: dict[str, Recipe] = {}
 
 
 def register(recipe: Recipe) -> Recipe:
-    """Add ``recipe`` to ``RECIPES`` (names are unique)."""
+    """Add ``recipe`` to ``RECIPES`` (names are unique, each with its line in
+    ``zonal.fit_options.RECIPE_SUMMARIES``, which the command line's help shows)."""
+    if recipe.name not in RECIPE_SUMMARIES:
+        raise ValueError(f"recipe {recipe.name!r} has no summary in zonal.fit_options")
     if recipe.name in RECIPES:
         raise ValueError(f"a recipe named {recipe.name!r} is already registered")
     RECIPES[recipe.name] = recipe
@@ -756,8 +757,8 @@ def auto_refinement(scores: Mapping[str, Mapping[str, float]], likelihood: str) 
 register(
     Recipe(
         name="sgpr",
-        summary="collapsed SGPR with spherical-harmonic features: one data pass, then L-BFGS",
-        defaults={"num_inducing": 512, "steps": 200, "learning_rate": 1.0},
+        summary=RECIPE_SUMMARIES["sgpr"],
+        defaults=RECIPE_DEFAULTS["sgpr"],
         kernels=("auto", "arccos", "polynomial-decay"),
         feature_kind="spherical-harmonic features",
         build=build_sgpr,
@@ -768,8 +769,8 @@ register(
 register(
     Recipe(
         name="svgp",
-        summary="minibatch SVGP with spherical-harmonic features",
-        defaults={"num_inducing": 512, "steps": 1000, "learning_rate": 0.05},
+        summary=RECIPE_SUMMARIES["svgp"],
+        defaults=RECIPE_DEFAULTS["svgp"],
         kernels=("arccos", "polynomial-decay"),
         feature_kind="spherical-harmonic features",
         build=build_svgp,
@@ -779,8 +780,8 @@ register(
 register(
     Recipe(
         name="svgp-activated",
-        summary="SVGP with activated Softplus features: its mean is a one-hidden-layer network",
-        defaults={"num_inducing": 128, "steps": 1000, "learning_rate": 0.05},
+        summary=RECIPE_SUMMARIES["svgp-activated"],
+        defaults=RECIPE_DEFAULTS["svgp-activated"],
         kernels=("arccos",),
         feature_kind="activated Softplus features",
         build=build_svgp,
@@ -790,8 +791,8 @@ register(
 register(
     Recipe(
         name="adgp",
-        summary="activated deep GP: trained as a network, then by the ELBO (seed 000 sec. 5)",
-        defaults={"num_inducing": 128, "steps": 1000, "learning_rate": 0.01},
+        summary=RECIPE_SUMMARIES["adgp"],
+        defaults=RECIPE_DEFAULTS["adgp"],
         kernels=("arccos",),
         feature_kind="activated Softplus features per layer",
         build=build_deep,
@@ -802,8 +803,8 @@ register(
 register(
     Recipe(
         name="dgp",
-        summary="deep GP with inducing points and arc-cosine kernels, by the ELBO",
-        defaults={"num_inducing": 128, "steps": 1000, "learning_rate": 0.01},
+        summary=RECIPE_SUMMARIES["dgp"],
+        defaults=RECIPE_DEFAULTS["dgp"],
         kernels=("arccos",),
         feature_kind="inducing points per layer",
         build=build_deep,

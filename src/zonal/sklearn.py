@@ -39,13 +39,8 @@ try:
 except ImportError as error:  # pragma: no cover - the optional extra is missing
     raise ImportError("zonal.sklearn needs scikit-learn: pip install 'zonal[sklearn]'") from error
 
-from zonal.fitting import (
-    DEFAULT_BUDGET,
-    DEFAULT_VALIDATION_FRACTION,
-    TabularModel,
-    fit_data,
-    predict_data,
-)
+from zonal.fit_options import DEFAULT_BUDGET, DEFAULT_VALIDATION_FRACTION
+from zonal.fitting import TabularModel, fit_data, predict_data
 from zonal.targets import REGRESSION, Target
 
 
