@@ -35,11 +35,13 @@ from zonal._validation import check_finite
 from zonal.features import InducingFeatures, InducingPoints
 from zonal.geometry import InputMap, SphereEmbedding
 from zonal.kernels import ArcCosineKernel
+from zonal.models.conditioning import ConditioningError, conditioned_copy, gaussian_noise
 from zonal.models.contract import ZonalModel
 from zonal.models.means import make_mean
 from zonal.models.svgp import resolve_input_map
 from zonal.models.training import PlateauSchedule, Seed, adam_on_minibatches, check_targets
 from zonal.variational import InterDomainVariationalStrategy
+from zonal.variational.online import conditioned_marginal, online_update
 
 #: Monte Carlo samples of the inner layers in a deep model's posterior
 POSTERIOR_SAMPLES = 32
@@ -194,33 +196,88 @@ class DGP(DeepGP, ZonalModel):
 
     def latent_distribution(self, X: torch.Tensor) -> MultivariateNormal:
         """The S mixture components of q(f(X)) for X [*b, q, D]: batch [*b, S], event [q]
-        (or [q, P]).
+        (or [q, P]); for a conditioned model batch [*F, *b, S] (``_conditioned``).
 
         Hidden layer l's output is drawn as h = mu + sigma * eps with eps [S, q, D_l] from
         ``posterior_seed`` (fresh when None), shared by every t-batch: a point gets the same
         inner draws wherever it sits in the batch, as BoTorch's fixed base samples do.
         """
+        return self._output_marginal(self._output_layer_inputs(X))
+
+    def _output_layer_inputs(self, X: torch.Tensor) -> torch.Tensor:
+        """The last layer's inputs for the S components at X [*b, q, D]: [*b, S, q, D_L] (X
+        itself, repeated, for a one-layer model)."""
         samples = self.num_posterior_samples
+        if len(self.layers) == 1:
+            return X.unsqueeze(-3).expand(*X.shape[:-2], samples, *X.shape[-2:])  # [*b, S, q, D]
         generator = None
         if self.posterior_seed is not None:
             generator = torch.Generator(device=X.device).manual_seed(self.posterior_seed)
-        if len(self.layers) == 1:
-            h = X.unsqueeze(-3).expand(*X.shape[:-2], samples, *X.shape[-2:])  # [*b, S, q, D]
-            return self.layers[0](h, are_samples=True)
         # the first layer's marginals at the deterministic X are the same for every draw: computed
         # once and broadcast against the S draws
         output = self.layers[0](X, are_samples=True)  # [*b, q, D_1]
         mean = output.mean.unsqueeze(-3)  # [*b, 1, q, D_1]
         std = output.variance.sqrt().unsqueeze(-3)  # [*b, 1, q, D_1]
-        last = len(self.layers) - 1
-        for index, layer in enumerate(self.layers[1:], start=1):
+        for layer in self.layers[1:]:
             noise = torch.randn(
                 (samples, *mean.shape[-2:]), generator=generator, dtype=X.dtype, device=X.device
             )  # [S, q, D_l]
-            output = layer(mean + std * noise, are_samples=True)  # [*b, S, q, D_{l+1}]
-            if index < last:
-                mean, std = output.mean, output.variance.sqrt()
-        return output
+            h = mean + std * noise  # [*b, S, q, D_l]
+            if layer is self.layers[-1]:
+                return h
+            output = layer(h, are_samples=True)  # [*b, S, q, D_{l+1}]
+            mean, std = output.mean, output.variance.sqrt()
+        raise AssertionError("unreachable: the loop returns at the last layer")
+
+    def _output_marginal(self, h: torch.Tensor) -> MultivariateNormal:
+        """The last layer's q(f) at its inputs h [*b, S, q, D_L]: the fitted q(u), or the
+        online-conditioned one of a conditioned model (``zonal.variational.online``)."""
+        layer = self.layers[-1]
+        update = getattr(self, "_online", None)
+        if update is None:
+            return layer(h, are_samples=True)
+        return conditioned_marginal(layer.variational_strategy, update, layer.input_map.lift(h))
+
+    def _output_stage(self, X: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(the last layer's inputs [*b, S, q, D_L], the radius [*b, 1, q] that scales its output,
+        or None)."""
+        return self._output_layer_inputs(X), None
+
+    def _conditioned(
+        self, X: torch.Tensor, Y: torch.Tensor, noise: torch.Tensor | None, *, per_component: bool
+    ) -> DGP:
+        """The output layer conditioned on the new rows for each inner draw, the hidden layers
+        kept (online variational conditioning, ``zonal.variational.online``).
+
+        For component s the new rows reach the output layer at the hidden draw h_s(X) (drawn as
+        in ``latent_distribution``), and the output layer's q(u) is updated with N(y | g(h_s(X)),
+        noise): Y [*F, *b, q] (the same rows for every component) or [*F, *b, S, q] (one per
+        component, as ``fantasize`` draws them). What this approximates: the exact posterior
+        would also update the hidden layers and correlate the hidden draws at the new rows with
+        those at test points; here the hidden layers' q are kept and their draws at test points
+        are independent of those at the new rows (each point's marginal, as in prediction), so
+        the update reaches a test point only through the output layer's inducing variables.
+        Exact for a one-layer model. The model is conditioned once (condition the fitted model
+        on all new rows together); Gaussian likelihood only.
+        """
+        if getattr(self, "_online", None) is not None:
+            raise ConditioningError(
+                "this model is already conditioned: condition the fitted model on all new rows "
+                "at once"
+            )
+        noise = gaussian_noise(self).expand(X.shape[:-1]) if noise is None else noise  # [*b, q]
+        model = conditioned_copy(self)
+        h, radius = model._output_stage(X)  # [*b, S, q, D_L], [*b, 1, q] or None
+        noise = noise.unsqueeze(-2)  # [*b, 1, q]
+        if not per_component:
+            Y = Y.unsqueeze(-2)  # [*F, *b, 1, q]
+        if radius is not None:  # y = r g(h) + e: g(h) observed as y / r with noise / r^2
+            Y, noise = Y / radius, noise / radius**2
+        layer = model.layers[-1]
+        lifted = layer.input_map.lift(h)  # [*b, S, q, ambient_dim]
+        model._online = online_update(layer.variational_strategy, lifted, Y, noise)
+        model._conditioned_batch = model._online.mean.shape[:-2]  # [*F, *b]
+        return model
 
     def set_variational_scale(self, scale: float) -> None:
         """Every layer's q covariance to scale^2 I (whitened: relative to the prior)."""

@@ -125,7 +125,7 @@ class ResidualDGP(DGP):
     ) -> MultivariateNormal:
         """g's q at hidden points h [..., N, d], times the radius r [..., N] of an embedding:
         N(r m, diag(r) C diag(r)) (each output of a multi-output g alike)."""
-        output = self.output_layer(h, are_samples=True)
+        output = self._output_marginal(h)
         if radius is None:
             return output
         if not isinstance(output, MultitaskMultivariateNormal):
@@ -157,11 +157,17 @@ class ResidualDGP(DGP):
         return self.output_distribution(self.hidden_points(z, noise), radius)
 
     def latent_distribution(self, X: torch.Tensor) -> MultivariateNormal:
-        """The S mixture components of q(F(X)) for X [*b, q, D]: batch [*b, S], event [q].
+        """The S mixture components of q(F(X)) for X [*b, q, D]: batch [*b, S], event [q] (batch
+        [*F, *b, S] for a conditioned model, ``DGP._conditioned``).
 
         Field l's components are drawn with eps [S, q, P] from ``posterior_seed`` (fresh when None),
         shared by every t-batch, as in ``DGP.latent_distribution``.
         """
+        return self.output_distribution(*self._output_stage(X))
+
+    def _output_stage(self, X: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(h_L [*b, S, q, d], the points the output layer g sees, and the radius [*b, 1, q] of
+        an embedding or None)."""
         samples = self.num_posterior_samples
         z, radius = self.to_sphere(X)
         z = z.unsqueeze(-3).expand(*z.shape[:-2], samples, *z.shape[-2:])  # [*b, S, q, d]
@@ -174,7 +180,7 @@ class ResidualDGP(DGP):
         def noise(shape: torch.Size) -> torch.Tensor:
             return torch.randn(shape[-3:], generator=generator, dtype=X.dtype, device=X.device)
 
-        return self.output_distribution(self.hidden_points(z, noise), radius)
+        return self.hidden_points(z, noise), radius
 
     def posterior_mean(self, x: torch.Tensor) -> torch.Tensor:
         """The composition of the posterior means, r g_mean(h_L) with h_{l+1} = exp_{h_l}(mean

@@ -32,6 +32,7 @@ from gpytorch.distributions import MultivariateNormal
 from gpytorch.likelihoods import GaussianLikelihood
 from linear_operator.operators import DenseLinearOperator
 
+from zonal.models import conditioning
 from zonal.models.contract import PREDICTION_CHUNK, ZonalModel
 
 #: stacking weights are multiples of 1 / WEIGHT_RESOLUTION (their posterior repeats components)
@@ -192,26 +193,68 @@ class StackedModel(ZonalModel):
         the weight r_k S_k / T = w_k. With ``observation_noise`` each component adds its own noise
         (or the given noise tensor), so ``posterior`` is the mixture's over y(X). The covariance
         stays a lazy operator: it is factorised (with GPyTorch's jitter) only when sampled."""
-        units = torch.round(self.weights * WEIGHT_RESOLUTION).long().tolist()
         parts = []
-        for component, count in zip(self.components, units, strict=True):
-            if count == 0:
-                continue
+        for component, _, _, repeat in self._layout():
             distribution = component.posterior(X, observation_noise=observation_noise).distribution
             mean = distribution.mean  # [*b, (S,) q]
             covariance = distribution.lazy_covariance_matrix.to_dense()  # [*b, (S,) q, q]
             if not component._is_ensemble:
                 mean, covariance = mean.unsqueeze(-2), covariance.unsqueeze(-3)
-            parts.append((count, mean, covariance))
-        common = math.lcm(*(mean.shape[-2] for _, mean, _ in parts))
-        repeats = [count * common // mean.shape[-2] for count, mean, _ in parts]
-        divisor = math.gcd(*repeats)
-        means = [mean.repeat_interleave(repeat // divisor, dim=-2)  # [*b, S_k r_k, q]
-                 for repeat, (_, mean, _) in zip(repeats, parts, strict=True)]  # fmt: skip
-        covariances = [covariance.repeat_interleave(repeat // divisor, dim=-3)
-                       for repeat, (_, _, covariance) in zip(repeats, parts, strict=True)]  # fmt: skip
+            parts.append((repeat, mean, covariance))
+        means = [mean.repeat_interleave(repeat, dim=-2)  # [*b, S_k r_k, q]
+                 for repeat, mean, _ in parts]  # fmt: skip
+        covariances = [covariance.repeat_interleave(repeat, dim=-3)
+                       for repeat, _, covariance in parts]  # fmt: skip
         covariance = DenseLinearOperator(torch.cat(covariances, dim=-3))  # [*b, T, q, q]
         return MultivariateNormal(torch.cat(means, dim=-2), covariance)
+
+    def _layout(self) -> list[tuple[ZonalModel, float, int, int]]:
+        """(model k, w_k, S_k, r_k) for the components of positive weight, in the order of the mixture
+        dimension (``_noisy_distribution``): each of model k's S_k components appears r_k times
+        in a row."""
+        units = torch.round(self.weights * WEIGHT_RESOLUTION).long().tolist()
+        parts = [
+            (component, component.num_posterior_samples if component._is_ensemble else 1, count)
+            for component, count in zip(self.components, units, strict=True)
+            if count > 0
+        ]
+        common = math.lcm(*(samples for _, samples, _ in parts))
+        repeats = [count * common // samples for _, samples, count in parts]
+        divisor = math.gcd(*repeats)
+        return [(component, count / WEIGHT_RESOLUTION, samples, repeat // divisor)
+                for (component, samples, count), repeat in zip(parts, repeats, strict=True)]  # fmt: skip
+
+    # ------------------------------------------------------------------ conditioning
+    def _conditioned(
+        self, X: torch.Tensor, Y: torch.Tensor, noise: torch.Tensor | None, *, per_component: bool
+    ) -> StackedModel:
+        """Each component of positive weight conditioned on the new rows (with its own noise when
+        ``noise`` is None), the weights kept; components of weight 0 are left out. Fantasies
+        (``per_component``, Y [*F, *b, T, q]) give each mixture component its own draw: model k
+        gets the draws of its own S_k components (the first of each component's r_k repeats)."""
+        components, weights, offset = [], [], 0
+        for component, weight, samples, repeat in self._layout():
+            targets = Y
+            if per_component:
+                slots = offset + repeat * torch.arange(samples, device=Y.device)  # [S_k]
+                targets = Y.index_select(-2, slots)  # [*F, *b, S_k, q]
+                if not component._is_ensemble:
+                    targets = targets.squeeze(-2)
+                offset += samples * repeat
+            component_noise = None if noise is None else noise.unsqueeze(-1)
+            components.append(
+                conditioning.condition_on_observations(
+                    component,
+                    X,
+                    targets.unsqueeze(-1),
+                    component_noise,
+                    per_component=per_component and component._is_ensemble,
+                )
+            )
+            weights.append(weight)
+        model = StackedModel(components, weights)
+        model._conditioned_batch = components[0].batch_shape
+        return model
 
     @torch.no_grad()
     def predict(
