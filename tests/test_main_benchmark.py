@@ -410,3 +410,26 @@ def test_trace_evaluations_leave_the_peers_training_untouched(model):
     assert len(trace) > 5
     for key in ("mse", "tll"):
         assert traced[key] == pytest.approx(plain[key], rel=1e-9, abs=1e-12)
+
+
+def test_figure_legend_names_every_line_and_the_target_stands_for_the_seeds_dgp3(tmp_path):
+    from zonal.experiments import RunDirectory
+    from zonal.experiments.main_benchmark import QUICK, plot_traces
+
+    pytest.importorskip("matplotlib")
+    config = {**QUICK, "datasets": ["concrete"], "num_splits": 1, "models": ["adgp", "dgp"]}
+    traces = [
+        {"dataset": "concrete", "model": model, "split": 0, "stage": "elbo", "seconds": s,
+         "test_mse": 0.2 / s}
+        for model in ("adgp", "dgp")
+        for s in (1.0, 2.0)
+    ]  # fmt: skip
+    run_dir = RunDirectory.create(tmp_path, "main-benchmark")
+    saved = {}
+    run_dir.save_figure = lambda name, figure: saved.update({name: figure})
+    plot_traces(run_dir, traces, config)
+    (figure,) = saved.values()
+    labels = [text.get_text() for legend in figure.legends for text in legend.get_texts()]
+    assert "seed 000 table 1 ADGP-3 (full protocol)" in labels
+    assert "target test MSE = seed 000 table 1 DGP-3 (full protocol)" in labels
+    assert TABLE_1["concrete"]["mse"]["DGP-3"][0] == config["target_mse"]["concrete"]
