@@ -39,7 +39,13 @@ from zonal.models.conditioning import ConditioningError, conditioned_copy, gauss
 from zonal.models.contract import ZonalModel
 from zonal.models.means import make_mean
 from zonal.models.svgp import resolve_input_map
-from zonal.models.training import PlateauSchedule, Seed, adam_on_minibatches, check_targets
+from zonal.models.training import (
+    PlateauSchedule,
+    Seed,
+    adam_on_minibatches,
+    check_targets,
+    transformed_training_data,
+)
 from zonal.variational import InterDomainVariationalStrategy
 from zonal.variational.online import conditioned_marginal, online_update
 
@@ -312,9 +318,11 @@ def fit_dgp(
 
     ``seed`` is an int or a ``torch.Generator`` for the minibatch order; ``plateau`` cuts the
     learning rate on plateaus of the epoch loss; ``callback(step, loss)`` runs after every step
-    (traces, checkpoints).
+    (traces, checkpoints). Targets [N] or [N, 1]; the model's input and outcome transforms, if
+    any, are learnt on (x, y) first (``ZonalModel.transform_training_data``).
     """
     x = model.check_inputs(torch.as_tensor(x))
+    x, y = transformed_training_data(model, x, y)
     y = check_targets(model.likelihood, y, len(x)).to(device=x.device)
     y = y.to(x.dtype) if y.is_floating_point() else y
     objective = gpytorch.mlls.DeepApproximateMLL(

@@ -156,7 +156,8 @@ class SVGP(ApproximateGP, ZonalModel):
         """
         if self.num_outputs != 1:
             raise ValueError("the closed-form optimum is implemented for a single output")
-        lifted = self.lift(torch.as_tensor(x))
+        x, y = self.transform_training_data(torch.as_tensor(x), y)
+        lifted = self.lift(x)
         y = torch.as_tensor(y).to(lifted).reshape(-1)
         if self.mean_module is not None:
             y = y - self.mean_module(lifted)

@@ -52,16 +52,21 @@ def check_targets(likelihood: Likelihood, y: torch.Tensor, num_points: int) -> t
     """Validate targets for ``likelihood`` and return them in the dtype it needs.
 
     Gaussian: real values [N] (or [N, P] for a multitask likelihood); Bernoulli: labels in {0, 1};
-    softmax / categorical: integer class labels in [0, num_classes). NaN or infinite values are
-    reported with the first bad row.
+    softmax / categorical: integer class labels in [0, num_classes). A single-output likelihood
+    also takes one column [N, 1] (BoTorch's convention) and returns [N]. NaN or infinite values
+    are reported with the first bad row.
     """
     if not isinstance(y, torch.Tensor):
         y = torch.as_tensor(y)
-    if y.shape[0] != num_points:
-        raise ValueError(f"the inputs have {num_points} rows but the targets have {y.shape[0]}")
+    multitask = isinstance(likelihood, MultitaskGaussianLikelihood)
+    if y.dim() == 2 and y.shape[1] == 1 and not multitask:
+        y = y.squeeze(-1)  # [N, 1] -> [N]
+    if y.dim() == 0 or y.shape[0] != num_points:
+        found = tuple(y.shape)
+        raise ValueError(f"the inputs have {num_points} rows but the targets have shape {found}")
     if num_points:  # (zero rows, e.g. an empty data-parallel shard, have nothing to check)
         check_finite(y.reshape(num_points, -1).double(), "targets")
-    if isinstance(likelihood, MultitaskGaussianLikelihood):
+    if multitask:
         if y.dim() != 2 or y.shape[1] != likelihood.num_tasks:
             raise ValueError(
                 f"a multitask Gaussian likelihood with {likelihood.num_tasks} tasks needs targets "
@@ -91,6 +96,13 @@ def check_targets(likelihood: Likelihood, y: torch.Tensor, num_points: int) -> t
     return y
 
 
+def transformed_training_data(model, x: torch.Tensor, y) -> tuple[torch.Tensor, torch.Tensor]:
+    """(x, y) through the model's input and outcome transforms, learnt on them
+    (``ZonalModel.transform_training_data``); as they are for a model without transforms."""
+    transform = getattr(model, "transform_training_data", None)
+    return (x, torch.as_tensor(y)) if transform is None else transform(x, y)
+
+
 def fit_svgp(
     model,
     x: torch.Tensor,
@@ -107,9 +119,11 @@ def fit_svgp(
     and its ``model.likelihood``; returns the loss per step.
 
     ``plateau`` cuts the learning rate on plateaus; ``callback(step, loss)`` is called after every
-    step (for traces and checkpoints).
+    step (for traces and checkpoints). Targets [N] or [N, 1]; the model's input and outcome
+    transforms, if any, are learnt on (x, y) first (``ZonalModel.transform_training_data``).
     """
     x = model.check_inputs(torch.as_tensor(x))  # shape and NaN checks before anything else
+    x, y = transformed_training_data(model, x, y)
     likelihood = model.likelihood
     y = check_targets(likelihood, y, len(x)).to(device=x.device)
     if y.is_floating_point():
