@@ -73,6 +73,7 @@ def prepare_observations(
         )
     if not isinstance(X, torch.Tensor) or X.dim() < 2:
         raise ConditioningError("X must be a tensor [q, D] (or [..., q, D])")
+    model.eval()  # transforms in training mode would learn from the new rows
     X = model.check_inputs(model.transform_inputs(X))
     Y = torch.as_tensor(Y).to(X)
     if Y.dim() == 1:

@@ -1,0 +1,248 @@
+"""Conditioning on observations and fantasies (zonal.models.conditioning,
+zonal.variational.online), each claim against an independent truth: SGPR conditioned on q rows
+against SGPR fitted on all rows; SVGP's online update against the Titsias optimum on all rows and
+against the dense closed form of the same q(u) update; fantasy models against a loop over single
+fantasies; transforms against models fitted on data transformed by hand."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from botorch.models.transforms import Normalize, Standardize
+from botorch.sampling import SobolQMCNormalSampler
+from gpytorch.likelihoods import BernoulliLikelihood
+from gpytorch.means import ConstantMean
+
+from test_contract import (
+    INPUT_DIM,
+    arccos,
+    dgp,
+    sgpr,
+    svgp_activated,
+    svgp_harmonic,
+    svgp_points,
+    training_data,
+)
+from zonal.features import SphericalHarmonicFeatures
+from zonal.models import SGPR, SVGP, StackedModel, fit_svgp
+from zonal.models.conditioning import ConditioningError, condition_on_observations
+
+TOLERANCE = {"atol": 1e-10, "rtol": 1e-10}
+
+
+def moments(model, x):
+    with torch.no_grad():
+        distribution = model.posterior(x).distribution
+    return distribution.mean, distribution.covariance_matrix
+
+
+def assert_same_posterior(first, second, x, **tolerance):
+    tolerance = tolerance or TOLERANCE
+    for a, b in zip(moments(first, x), moments(second, x), strict=True):
+        torch.testing.assert_close(a, b, **tolerance)
+
+
+@pytest.fixture(scope="module")
+def data():
+    x, y = training_data(60)
+    test_x, _ = training_data(9, seed=11)
+    return x, y, test_x
+
+
+# ------------------------------------------------------------------ SGPR: exact
+def refitted_sgpr(model: SGPR, x, y) -> SGPR:
+    """The same SGPR (same hyperparameters) with statistics from all rows."""
+    full = copy.deepcopy(model)
+    full.fit_statistics(x, y)
+    return full
+
+
+def test_sgpr_conditioned_on_q_rows_equals_sgpr_fitted_on_all_rows(data):
+    x, y, test_x = data
+    model = sgpr(x[:45], y[:45])
+    full = refitted_sgpr(model, x, y)
+    with torch.no_grad():  # the statistics pass itself (chunk_statistics)
+        conditioned = model.condition_on_observations(x[45:], y[45:].unsqueeze(-1))
+    assert_same_posterior(conditioned, full, test_x)
+    torch.testing.assert_close(conditioned.elbo(), full.elbo(), **TOLERANCE)
+    # the differentiable, batched path (what look-ahead acquisitions use) gives the same model
+    rows = x[45:].clone().requires_grad_(True)
+    differentiable = model.condition_on_observations(rows, y[45:].unsqueeze(-1))
+    assert_same_posterior(differentiable, full, test_x)
+    assert conditioned.batch_shape == torch.Size() and model.stat_count == 45
+
+
+def test_sgpr_row_noise_weights_rows_exactly(data):
+    """A row observed with noise s^2 / 2 carries the information of the same row observed twice
+    with noise s^2 (N(y|f, s^2)^2 is proportional to N(y|f, s^2 / 2))."""
+    x, y, test_x = data
+    model = sgpr(x[:45], y[:45])
+    noise = model.likelihood.noise.reshape(()).expand(15).clone()
+    noise[:5] = noise[:5] / 2
+    conditioned = model.condition_on_observations(x[45:], y[45:].unsqueeze(-1), noise.unsqueeze(-1))
+    rows = torch.cat([x, x[45:50]]), torch.cat([y, y[45:50]])
+    assert_same_posterior(conditioned, refitted_sgpr(model, *rows), test_x)
+
+
+# ------------------------------------------------------------------ SVGP: online conditioning
+@pytest.mark.parametrize("build", [svgp_harmonic, svgp_activated, svgp_points])
+def test_svgp_conditioned_from_titsias_optimum_is_titsias_optimum_on_all_rows(data, build):
+    x, y, test_x = data
+    conditioned = build(x[:45], y[:45]).condition_on_observations(x[45:], y[45:].unsqueeze(-1))
+    assert_same_posterior(conditioned, build(x, y), test_x, atol=1e-9, rtol=1e-9)
+
+
+@pytest.mark.parametrize("whiten", [True, False])
+def test_svgp_conditioned_posterior_is_the_dense_closed_form(data, whiten):
+    """Any q(u) = N(m, S) (here random, with a constant prior mean): q_new(u) = N(m', S') with
+    S' = (S^-1 + A N^-1 A^T)^-1, m' = S' (S^-1 m + A N^-1 (y - mu)), A = Kuu^-1 Kuf, and the
+    dense predictive N(A*^T m' + mu, K** - Kfu Kuu^-1 Kuf + A*^T S' A*) (whitened q converted
+    to u first)."""
+    x, y, test_x = data
+    kernel = arccos()
+    features = SphericalHarmonicFeatures(INPUT_DIM + 1, 5, kernel=kernel)
+    model = SVGP(kernel, features, INPUT_DIM, whiten=whiten, mean_module=ConstantMean())
+    model.mean_module.constant.data.fill_(0.3)
+    generator = torch.Generator().manual_seed(1)
+    size = features.num_inducing
+    mean = torch.randn(size, generator=generator, dtype=torch.float64)
+    factor = torch.randn(size, size, generator=generator, dtype=torch.float64) / size
+    strategy = model.inducing_strategy
+    strategy.set_variational(mean, factor @ factor.mT + 0.1 * torch.eye(size), whitened=whiten)
+    new_x, new_y = x[:6], y[:6]
+    noise = torch.linspace(0.05, 0.2, 6, dtype=torch.float64)
+    conditioned = model.condition_on_observations(new_x, new_y.unsqueeze(-1), noise.unsqueeze(-1))
+
+    with torch.no_grad():
+        q = strategy.current_q()
+        m_u, s_u = strategy.to_unwhitened(q.mean, q.covariance_matrix) if whiten else (
+            q.mean, q.covariance_matrix)  # fmt: skip
+        kuu = features.kuu(kernel).to_dense()
+        lift = model.input_map.lift
+        a_new = torch.linalg.solve(kuu, features.kuf(kernel, lift(new_x)))  # [M, q]
+        precision = torch.linalg.inv(s_u) + a_new @ torch.diag(1 / noise) @ a_new.mT
+        s_new = torch.linalg.inv(precision)
+        residual = new_y - 0.3
+        m_new = s_new @ (torch.linalg.solve(s_u, m_u) + a_new @ (residual / noise))
+        kuf = features.kuf(kernel, lift(test_x))
+        a_test = torch.linalg.solve(kuu, kuf)
+        expected_mean = a_test.mT @ m_new + 0.3
+        kff = kernel(lift(test_x)).to_dense()
+        expected_cov = kff - kuf.mT @ a_test + a_test.mT @ s_new @ a_test
+    actual_mean, actual_cov = moments(conditioned, test_x)  # (the naive path's inverses: 1e-8)
+    torch.testing.assert_close(actual_mean.squeeze(-1), expected_mean, atol=1e-8, rtol=1e-6)
+    torch.testing.assert_close(actual_cov, expected_cov, atol=1e-8, rtol=1e-6)
+
+
+def test_conditioning_refuses_what_it_cannot_do(data):
+    x, y, _ = data
+    kernel = arccos()
+    features = SphericalHarmonicFeatures(INPUT_DIM + 1, 4, kernel=kernel)
+    classifier = SVGP(kernel, features, INPUT_DIM, likelihood=BernoulliLikelihood())
+    with pytest.raises(ConditioningError, match=r"GaussianLikelihood.*BernoulliLikelihood"):
+        classifier.condition_on_observations(x[:3], torch.ones(3, 1))
+    point_mass = SVGP(kernel, features, INPUT_DIM, variational_family="delta")
+    with pytest.raises(ValueError, match="DeltaVariationalDistribution"):
+        point_mass.condition_on_observations(x[:3], y[:3].unsqueeze(-1))
+    model = svgp_harmonic(x, y)
+    with pytest.raises(ConditioningError, match=r"\[\.\.\., q, 1\]"):
+        model.condition_on_observations(x[:3], y[:4].unsqueeze(-1))
+    conditioned = model.condition_on_observations(x[:3], y[:3].unsqueeze(-1))
+    with pytest.raises(ConditioningError, match="already conditioned"):
+        conditioned.condition_on_observations(x[3:5], y[3:5].unsqueeze(-1))
+
+
+# ------------------------------------------------------------------ fantasies
+def single_fantasies(model, X, Y):
+    """The loop: model conditioned on one t-batch and one fantasy at a time."""
+    per_component = bool(model._is_ensemble)
+    return [
+        [
+            condition_on_observations(model, X[j], Y[i, j], per_component=per_component)
+            for j in range(X.shape[0])
+        ]
+        for i in range(Y.shape[0])
+    ]
+
+
+def stacked(x, y):
+    return StackedModel([sgpr(x, y), svgp_points(x, y), dgp(x, y)], [0.5, 0.25, 0.25])
+
+
+@pytest.mark.parametrize("build", [sgpr, svgp_activated, dgp, stacked])
+def test_fantasies_equal_a_loop_over_single_fantasies(data, build):
+    x, y, test_x = data
+    torch.manual_seed(0)
+    model = build(x, y)
+    X = training_data(6, seed=7)[0].reshape(2, 3, INPUT_DIM)  # [b = 2, q = 3, d]
+    sampler = SobolQMCNormalSampler(torch.Size([3]), seed=0)
+    fantasy = model.fantasize(X, sampler)
+    assert fantasy.batch_shape == torch.Size([3, 2])
+    Y = sampler(model.posterior(X, observation_noise=True))  # the same draws (cached base samples)
+    mean, covariance = moments(fantasy, test_x)  # [3, 2, (T,) 9, 1]
+    assert mean.shape[:2] == torch.Size([3, 2])
+    for i, row in enumerate(single_fantasies(model, X, Y)):
+        for j, single in enumerate(row):
+            single_mean, single_covariance = moments(single, test_x)
+            torch.testing.assert_close(mean[i, j], single_mean, atol=1e-9, rtol=1e-9)
+            torch.testing.assert_close(covariance[i, j], single_covariance, atol=1e-9, rtol=1e-9)
+
+
+def test_one_layer_dgp_conditions_like_the_svgp_it_is(data):
+    """With no hidden layer the deep model's update is exact: a one-layer DGP conditioned equals
+    an SVGP with the same kernel, features and q(u), conditioned."""
+    from zonal.models import DGP, DGPLayer
+
+    x, y, test_x = data
+    svgp = svgp_harmonic(x[:40], y[:40])
+    layer = DGPLayer(svgp.covar_module, svgp.features, INPUT_DIM, None)
+    q = svgp.inducing_strategy.current_q()
+    layer.variational_strategy.set_variational(q.mean, q.covariance_matrix, whitened=True)
+    deep = DGP([layer], copy.deepcopy(svgp.likelihood), num_posterior_samples=2)
+    rows = x[40:45], y[40:45].unsqueeze(-1)
+    expected_mean, expected_cov = moments(svgp.condition_on_observations(*rows), test_x)
+    mean, covariance = moments(deep.condition_on_observations(*rows), test_x)  # [S, 9(, 1)]
+    for s in range(2):
+        torch.testing.assert_close(mean[s], expected_mean, **TOLERANCE)
+        torch.testing.assert_close(covariance[s], expected_cov, **TOLERANCE)
+
+
+# ------------------------------------------------------------------ transforms
+def test_transforms_equal_a_model_on_data_transformed_by_hand(data):
+    """Normalize + Standardize: the model's posterior is the untransformed model's on the data
+    transformed by hand, mapped back (mean * s + m, covariance * s^2), before and after
+    conditioning; its log density adds -log s."""
+    x, y, test_x = data
+    x_raw, y_raw = 3 * x + 1, 5 * y - 2  # data in other units
+    kernel = arccos()
+    features = SphericalHarmonicFeatures(INPUT_DIM + 1, 5, kernel=kernel)
+    bounds = torch.stack([x_raw.min(0).values, x_raw.max(0).values])
+    transformed = SVGP(kernel, features, INPUT_DIM)
+    transformed.set_transforms(Normalize(INPUT_DIM), Standardize(1))
+    fit_svgp(transformed, x_raw, y_raw.unsqueeze(-1), num_steps=3, batch_size=60)
+    plain = SVGP(copy.deepcopy(kernel), features, INPUT_DIM)
+    plain.load_state_dict(transformed.state_dict(), strict=False)
+    x_hand = (x_raw - bounds[0]) / (bounds[1] - bounds[0])
+    center, scale = y_raw.mean(), y_raw.std()
+    test_raw = 3 * test_x + 1
+    test_hand = (test_raw - bounds[0]) / (bounds[1] - bounds[0])
+    rows_raw = (3 * test_x[:2] + 1, 5 * torch.tensor([[0.1], [0.2]], dtype=torch.float64) - 2)
+    rows_hand = (
+        (rows_raw[0] - bounds[0]) / (bounds[1] - bounds[0]),
+        (rows_raw[1] - center) / scale,
+    )
+    for model, reference in (
+        (transformed, plain),
+        (transformed.condition_on_observations(*rows_raw),
+         plain.condition_on_observations(*rows_hand)),
+    ):  # fmt: skip
+        mean, covariance = moments(model, test_raw)
+        expected_mean, expected_cov = moments(reference, test_hand)
+        torch.testing.assert_close(mean, expected_mean * scale + center, atol=1e-9, rtol=1e-9)
+        torch.testing.assert_close(covariance, expected_cov * scale**2, atol=1e-9, rtol=1e-9)
+    targets = 5 * training_data(9, seed=11)[1] - 2
+    expected = plain.log_predictive_density(test_hand, (targets - center) / scale) - scale.log()
+    torch.testing.assert_close(transformed.log_predictive_density(test_raw, targets), expected)
+    assert torch.equal(x_hand, transformed.input_transform(x_raw))
