@@ -32,6 +32,7 @@ from zonal.features.base import (
     unit_and_radius,
 )
 from zonal.features.levels import check_kernel_dim, nonzero_levels
+from zonal.features.zonal_basis import apply_level_factors, zonal_columns
 from zonal.harmonics import load_fundamental_system, num_harmonics
 from zonal.harmonics.fundamental_system import check_fundamental_systems
 from zonal.harmonics.recurrence import zonal_by_level
@@ -147,15 +148,18 @@ class SparseSphericalHarmonicFeatures(InducingFeatures):
     def basis(self, x: torch.Tensor) -> torch.Tensor:
         """The orthonormalised harmonics psi_m at unit vectors x [..., N, d]: [..., N, M]."""
         check_unit_vectors(x, self.ambient_dim)
-        directions = self.directions.to(x.dtype)  # [M, d]
-        zonal = zonal_by_level(
-            (x @ directions.mT).clamp(-1, 1), self.level_sizes, self.ambient_dim
-        )  # [..., N, M]
-        blocks = zonal.split(self.level_sizes, dim=-1)
-        inverses = self._inverse_factors(directions)
-        return torch.cat(
-            [block @ inverse.mT for block, inverse in zip(blocks, inverses, strict=True)], dim=-1
-        )  # [..., N, M]
+        return apply_level_factors(self.zonal_basis(x), self.basis_factors())
+
+    def zonal_basis(self, x: torch.Tensor, **options: torch.Tensor | None) -> torch.Tensor:
+        """Z_{n(m)}(v_m . x) at unit vectors x [..., N, d] (not checked), in x's dtype:
+        [..., N, M]. ``basis(x)`` is this times ``basis_factors``; ``options`` (``row_scale``,
+        ``out``) as for ``zonal.features.zonal_basis.zonal_columns``."""
+        return zonal_columns(x, self.directions, self.level_sizes, self.ambient_dim, **options)
+
+    def basis_factors(self) -> list[torch.Tensor]:
+        """F_n = L_n^{-1} [m_n, m_n] of each level with directions, ascending: psi = Z F^T."""
+        directions = self.directions  # [M, d]
+        return [factor for factor in self._inverse_factors(directions) if len(factor)]
 
     def kuu(self, kernel: Kernel) -> DiagLinearOperator:
         """diag(1 / lambda_{n(m)}) [*b, M, M]; ``NonFiniteCovarianceError`` at a zero eigenvalue."""

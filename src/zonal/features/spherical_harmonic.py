@@ -16,7 +16,7 @@ import torch
 from gpytorch.kernels import Kernel
 from linear_operator.operators import DiagLinearOperator
 
-from zonal._validation import check_ambient_dim, check_degree
+from zonal._validation import check_ambient_dim, check_degree, check_unit_vectors
 from zonal.features.base import (
     InducingFeatures,
     inverse_spectrum,
@@ -25,6 +25,7 @@ from zonal.features.base import (
     unit_and_radius,
 )
 from zonal.features.levels import check_kernel_dim, nonzero_levels
+from zonal.features.zonal_basis import apply_level_factors, zonal_columns
 from zonal.harmonics import SphericalHarmonics, num_harmonics, total_harmonics
 from zonal.harmonics.fundamental_system import check_fundamental_systems
 
@@ -119,6 +120,10 @@ class SphericalHarmonicFeatures(InducingFeatures):
         )  # [M_all]
         self.register_buffer("columns", torch.nonzero(keep).squeeze(-1))  # [M]
         self.register_buffer("levels", self.harmonics.levels[self.columns])  # [M]
+        self.level_sizes = [
+            size if n in self.kept_levels else 0
+            for n, size in enumerate(self.harmonics.num_harmonics_per_level)
+        ]
 
     @property
     def num_inducing(self) -> int:
@@ -131,7 +136,20 @@ class SphericalHarmonicFeatures(InducingFeatures):
 
     def basis(self, x: torch.Tensor) -> torch.Tensor:
         """The orthonormal harmonics phi_m at unit vectors x [..., N, d]: [..., N, M]."""
-        return self.harmonics(x)[..., self.columns]
+        check_unit_vectors(x, self.ambient_dim)
+        zonal = self.zonal_basis(x.to(self.harmonics.points.dtype))  # [..., N, M]
+        return apply_level_factors(zonal, self.basis_factors())
+
+    def zonal_basis(self, x: torch.Tensor, **options: torch.Tensor | None) -> torch.Tensor:
+        """Z_{n(m)}(eta_m . x) at unit vectors x [..., N, d] (not checked), in x's dtype:
+        [..., N, M]. ``basis(x)`` is this times ``basis_factors``; ``options`` (``row_scale``,
+        ``out``) as for ``zonal.features.zonal_basis.zonal_columns``."""
+        directions = self.harmonics.points[self.columns]  # [M, d]
+        return zonal_columns(x, directions, self.level_sizes, self.ambient_dim, **options)
+
+    def basis_factors(self) -> list[torch.Tensor]:
+        """F_n = L_n^{-1} [N_n, N_n] of each kept level, ascending: phi = Z blockdiag(F_n)^T."""
+        return [self.harmonics.inverse_cholesky(n) for n in self.kept_levels]
 
     def kuu(self, kernel: Kernel) -> DiagLinearOperator:
         """diag(1 / lambda_{n(m)}) [*b, M, M]; ``NonFiniteCovarianceError`` at a zero eigenvalue."""

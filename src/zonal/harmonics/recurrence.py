@@ -18,8 +18,8 @@ Forms, all built on ``step_coefficients``:
 * out of place, autograd-friendly: ``gegenbauer_iter`` (one degree at a time), ``gegenbauer_stack``;
 * in place, no autograd: ``zonal_of_degree`` (one degree), ``clenshaw_series`` (a weighted sum);
 * blocked: ``series_no_grad`` cuts a large ``t`` into cache-sized blocks;
-* by harmonic level: ``zonal_by_level`` (in place without autograd, a shrinking out-of-place
-  recurrence with it);
+* by harmonic level: ``zonal_by_level`` (one fused in-place recurrence without autograd,
+  ``zonal_by_level_``; a shrinking out-of-place recurrence with it);
 * custom autograd with the closed-form derivative: ``gegenbauer_differentiable`` (all degrees) and
   ``series_differentiable`` (a weighted sum, differentiable in t and in the weights).
 """
@@ -155,18 +155,72 @@ def series_no_grad(t: torch.Tensor, coeffs: torch.Tensor, alpha: float) -> torch
 def zonal_by_level(cosines: torch.Tensor, level_sizes: list[int], ambient_dim: int) -> torch.Tensor:
     """Z_{n(m)}(t_m) for columns grouped by degree: t [..., M] -> [..., M].
 
-    Column block k (of ``level_sizes[k]`` columns, possibly 0) gets degree k. Without autograd each
-    block runs its own recurrence in place (about 2x faster); with autograd one out-of-place
-    recurrence runs over the columns still needed (a suffix: those of degree >= k).
+    Column block k (of ``level_sizes[k]`` columns, possibly 0) gets degree k. Without autograd one
+    fused in-place recurrence runs over a copy (``zonal_by_level_``); with autograd one
+    out-of-place recurrence runs over the columns still needed (a suffix: those of degree >= k).
     """
     alpha = (ambient_dim - 2) / 2
     if torch.is_grad_enabled() and cosines.requires_grad:
         return _zonal_by_level_differentiable(cosines, level_sizes, alpha)
-    blocks = [
-        zonal_of_degree(block, degree, alpha)
-        for degree, block in enumerate(cosines.split(level_sizes, dim=-1))
-    ]  # each [..., N_k]
-    return torch.cat(blocks, dim=-1)
+    return zonal_by_level_(cosines.clone(), level_sizes, ambient_dim)
+
+
+def signed_recurrence(max_degree: int, alpha: float) -> tuple[list[float], list[float]]:
+    """(g_k, w_k) for k = 0..L of the one-operation form of the recurrence.
+
+    With s_0 = s_1 = 1, s_k = b_k s_{k-2} and signs e_k = (-1)^{floor(k / 2)}, the rescaled
+    E_k = e_k C_k / s_k obey E_k = g_k t E_{k-1} + E_{k-2} (k >= 2), g_k = a_k e_k s_{k-1} /
+    (e_{k-1} s_k), one fused multiply-add per degree with no sign change or rescaling of E_{k-2};
+    E_0 = 1, E_1 = c_1 t. Then Z_k = w_k E_k with w_k = (n + alpha) / alpha e_k s_k (g_0 = g_1 = 0
+    are unused). The b_k are positive for every d >= 2, so the rescaling is a positive constant.
+    """
+    scales, signs, steps = [1.0, 1.0], [1.0, 1.0], [0.0, 0.0]
+    for k in range(2, max_degree + 1):
+        a, b = step_coefficients(k, alpha)
+        scales.append(b * scales[k - 2])
+        signs.append(-signs[k - 2])
+        steps.append(a * signs[k] * scales[k - 1] / (signs[k - 1] * scales[k]))
+    weights = [zonal_factor(k, alpha) * signs[k] * scales[k] for k in range(max_degree + 1)]
+    return steps[: max_degree + 1], weights
+
+
+def zonal_by_level_(
+    cosines: torch.Tensor, level_sizes: list[int], ambient_dim: int
+) -> torch.Tensor:
+    """``zonal_by_level`` in place: t [..., M] is overwritten by Z_{n(m)}(t_m) and returned.
+
+    One recurrence for all columns, in the form of ``signed_recurrence`` (one multiply-add per
+    degree and entry): step k updates only the columns of degree >= k (a suffix, the columns being
+    grouped by degree), and the columns of degree k are written back into t (times w_k) as soon as
+    E_k is known, since their t is not read again. Two buffers the size of the suffix of degree
+    >= 2, no per-level Python loop beyond the degrees themselves, no autograd.
+    """
+    alpha = (ambient_dim - 2) / 2
+    offsets = [0]
+    for size in level_sizes:
+        offsets.append(offsets[-1] + size)
+    max_degree = max((k for k, size in enumerate(level_sizes) if size), default=0)
+    steps, weights = signed_recurrence(max_degree, alpha)
+    first = first_coefficient(alpha)
+    t = cosines
+    with torch.no_grad():
+        if max_degree >= 2:
+            tail = t[..., offsets[2] :]  # degrees >= 2: [..., M_2]
+            one = tail.new_ones(())
+            previous = tail * first  # E_1
+            current = torch.addcmul(one, tail, tail, value=steps[2] * first)  # E_2 = g_2 t E_1 + 1
+            for k in range(2, max_degree + 1):
+                start = offsets[k] - offsets[2]  # the suffix of degree >= k
+                if k >= 3:
+                    later = previous[..., start:]
+                    later.addcmul_(tail[..., start:], current[..., start:], value=steps[k])  # E_k
+                    previous, current = current, previous
+                done = current[..., start : start + level_sizes[k]]  # E_k of degree k
+                torch.mul(done, weights[k], out=t[..., offsets[k] : offsets[k + 1]])
+        if len(level_sizes) > 1:
+            t[..., offsets[1] : offsets[2]].mul_(first * weights[1])
+        t[..., : offsets[1]].fill_(1.0)
+    return t
 
 
 def _zonal_by_level_differentiable(

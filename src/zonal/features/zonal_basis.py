@@ -1,0 +1,74 @@
+"""The factored form of the harmonic features: zonal functions, then one small matrix per level.
+
+Both harmonic feature sets (complete levels, ``SphericalHarmonicFeatures``; phase-truncated,
+``SparseSphericalHarmonicFeatures``) are orthonormalised zonal functions of the same shape
+(seed 001 theorems 3-4, seed 002 sec. 5.2): with directions eta_m grouped by degree and, per
+degree n, the inverse Cholesky factor F_n = L_n^{-1} of G_n = Z_n(eta_i . eta_j),
+
+    phi(x) = Z(x) F^T,   Z(x)_m = Z_{n(m)}(eta_m . x) [M],   F = blockdiag(F_n) [M, M].
+
+Evaluating Z is one matrix product (the cosines eta_m . x) and one fused Gegenbauer recurrence;
+applying F costs sum_n N_n^2 per row, as much as half of a Gram product phi^T phi. Because F is
+linear, sums over rows can be taken in the zonal basis and transformed once:
+
+    sum_i phi(x_i) phi(x_i)^T = F (sum_i Z(x_i) Z(x_i)^T) F^T,
+
+which is what the SGPR's statistics pass does (``zonal.models.sgpr_statistics``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from zonal.harmonics.recurrence import zonal_by_level, zonal_by_level_
+
+#: rows per block of the in-place recurrence: its three buffers stay in a core's L2 cache
+RECURRENCE_ROWS = 256
+
+
+def zonal_columns(
+    x: torch.Tensor,
+    directions: torch.Tensor,
+    level_sizes: Sequence[int],
+    ambient_dim: int,
+    *,
+    row_scale: torch.Tensor | None = None,
+    out: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Z_{n(m)}(eta_m . x) [..., N, M] for x [..., N, d] and directions eta [M, d] grouped by degree
+    (``level_sizes[n]`` of degree n), in x's dtype, each row times ``row_scale`` [..., N] if given.
+
+    Differentiable when x or eta need gradients. Otherwise, blocks of ``RECURRENCE_ROWS`` rows are
+    finished one at a time while they are in cache (the cosines by one matrix product, the fused
+    in-place recurrence, the row scale), written into ``out`` ([N, M], e.g. a buffer reused from
+    chunk to chunk: a fresh N x M tensor costs about as much in page faults as the work itself).
+    """
+    directions = directions.to(x.dtype)  # [M, d]
+    sizes = list(level_sizes)
+    if torch.is_grad_enabled() and (x.requires_grad or directions.requires_grad):
+        zonal = zonal_by_level((x @ directions.mT).clamp(-1, 1), sizes, ambient_dim)
+        return zonal if row_scale is None else zonal * row_scale.unsqueeze(-1)
+    with torch.no_grad():
+        flat_x = x.reshape(-1, x.shape[-1])  # [B N, d]
+        if out is None:
+            out = flat_x.new_empty(len(flat_x), len(directions))  # [B N, M]
+        transposed = directions.mT.contiguous()  # [d, M]
+        scales = None if row_scale is None else row_scale.reshape(-1, 1).to(x.dtype)  # [B N, 1]
+        for start in range(0, len(flat_x), RECURRENCE_ROWS):
+            rows = slice(start, start + RECURRENCE_ROWS)
+            block = torch.mm(flat_x[rows], transposed, out=out[rows]).clamp_(-1, 1)  # [n, M]
+            zonal_by_level_(block, sizes, ambient_dim)
+            if scales is not None:
+                block.mul_(scales[rows])
+        return out.reshape(*x.shape[:-1], len(directions))
+
+
+def apply_level_factors(zonal: torch.Tensor, factors: Sequence[torch.Tensor]) -> torch.Tensor:
+    """Z F^T: zonal columns [..., M] grouped by level times each level's factor F_n [m_n, m_n]."""
+    blocks = zonal.split([len(factor) for factor in factors], dim=-1)
+    return torch.cat(
+        [block @ factor.to(block.dtype).mT for block, factor in zip(blocks, factors, strict=True)],
+        dim=-1,
+    )  # [..., M]
