@@ -7,13 +7,15 @@ only through sums over rows,
     A = sum_i phi_r(x_i) phi_r(x_i)^T [M, M],  c = sum_i phi_r(x_i) y_i [M],  y^T y,  sum_i r_i^2,  N,
 
 so the pass over the data splits over any partitioning of the rows: *map* each partition p to its
-partial sums with the model's own ``SGPR.chunk_statistics`` (the same code as the in-memory pass),
-*reduce* by adding them (a tree of fan-in ``split_every``, so that no node holds more than
-``split_every`` partial [M, M] matrices). The totals are committed to the model as
+partial sums with the model's own kernel of work ``SGPR.statistics_kernel`` (the same code as the
+in-memory and streamed passes: sums in the features' zonal basis, one triangle of the Gram product,
+the model's ``statistics_dtype``), *reduce* by adding them (a tree of fan-in ``split_every``, so
+that no node holds more than ``split_every`` partial [M, M] matrices), and finish them once on the
+driver (mirror the triangle, apply the level factors). The totals are committed to the model as
 ``SGPR.fit_statistics`` commits its own: all at once, after every partition has succeeded. A bad
 partition (a NaN or infinite value, a wrong column count, a missing column) stops the pass with a
-``PartitionError`` naming the partition and the row, and leaves the model's statistics untouched;
-so an interrupted pass is restarted from scratch and never counts a row twice. The collapsed-bound
+``PartitionError`` naming the partition and the row, and leaves the model's statistics untouched; so
+an interrupted pass is restarted from scratch and never counts a row twice. The collapsed-bound
 optimisation (``SGPR.fit``) then runs on the driver at a cost independent of N.
 
 Inputs: a Dask array x [N, D] with targets y (a Dask array [N], or anything array-like of length
@@ -66,7 +68,8 @@ def _dask() -> Any:
 def _partition_statistics(
     model: SGPR, index: int, first_row: int | None, x_block: Any, y_block: Any
 ) -> tuple[np.ndarray, ...]:
-    """The map: ``model.chunk_statistics`` of one partition, as numpy arrays. ``first_row`` is the
+    """The map: the zonal-basis totals (``StatisticsKernel.add_``) of one partition, as numpy
+    arrays. ``first_row`` is the
     partition's first row in the whole data where known (arrays), None for a DataFrame (rows are
     then counted within the partition)."""
     where = (
@@ -77,7 +80,9 @@ def _partition_statistics(
     try:
         x = torch.from_numpy(np.require(x_block, np.float64, ["C", "W"]))  # [n, D]
         y = torch.from_numpy(np.require(y_block, np.float64, ["C", "W"]))  # [n]
-        parts = model.chunk_statistics(x, y, first_row=first_row or 0)
+        kernel = model.statistics_kernel()
+        parts = kernel.empty()
+        kernel.add_(parts, *model._checked_rows(x, y, first_row or 0))
     except (ValueError, TypeError) as error:
         raise PartitionError(f"{where}: {error}") from error
     return tuple(part.detach().cpu().numpy() for part in parts)
@@ -182,10 +187,8 @@ def statistics_map_reduce(
     (totals,) = dask.compute(_tree_sum(dask.delayed, tasks, split_every), scheduler=scheduler)
     if float(totals[-1]) == 0:
         raise ValueError("no data: the statistics are empty")
-    return tuple(
-        torch.as_tensor(value, dtype=getattr(model, name).dtype).to(getattr(model, name).device)
-        for name, value in zip(model.STATISTICS, totals, strict=True)
-    )
+    device = model.stat_gram.device
+    return model.statistics_kernel().finish([torch.as_tensor(value).to(device) for value in totals])
 
 
 def fit_statistics_distributed(

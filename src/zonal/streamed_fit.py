@@ -15,13 +15,14 @@ chunks of ``chunk_size`` rows and never held whole:
    magnitude-relative, overflow-safe rule), the distinct target values (a classification target
    is refused: the SGPR is Gaussian only) and, with ARD, the training rows of the
    ``ARD_SUBSAMPLE`` smallest hash keys (a uniform subsample without replacement).
-2. **Pass 2** adds each chunk's statistics (``SGPR.chunk_statistics`` of the standardised
-   training rows) for every candidate kernel; they are committed to the models only when the
-   pass has ended. Every ``checkpoint_every`` chunks (and on Ctrl-C) the running totals and the
-   position reached are written together, atomically, to a state file beside the output, so an
+2. **Pass 2** adds each chunk's statistics (the kernel of work ``SGPR.statistics_kernel``, shared
+   with the in-memory and Dask passes, on the standardised training rows; the next chunk is read
+   while the current one is added) for every candidate kernel; they are committed to the models only
+   when the pass has ended. Every ``checkpoint_every`` chunks (and on Ctrl-C) the running totals and
+   the position reached are written together, atomically, to a state file beside the output, so an
    interrupted pass resumes after the last saved chunk and counts no row twice; a state file from
-   other data (size, modification time or a hash of the first and last MiB of a partition) or
-   other settings is refused (``ResumeError``), ``restart=True`` discards it.
+   other data (size, modification time or a hash of the first and last MiB of a partition) or other
+   settings is refused (``ResumeError``), ``restart=True`` discards it.
 3. **The bound** is maximised by L-BFGS (``SGPR.fit``), the kernel with the larger bound is kept
    (as ``zonal.recipes.train_sgpr`` does) and the checkpoint is written in the format of
    ``zonal.saved_model``, so ``zonal predict`` reads it unchanged.
@@ -70,6 +71,7 @@ from zonal.fitting import (
 )
 from zonal.models import SGPR
 from zonal.models.sgpr import add_statistics
+from zonal.models.sgpr_statistics import StatisticsKernel, read_ahead
 from zonal.recipes import (
     ARD_ITERATIONS,
     ARD_SUBSAMPLE,
@@ -94,7 +96,8 @@ CHECKPOINT_EVERY = 16
 #: bytes hashed at each end of a partition for the resume fingerprint
 FINGERPRINT_BYTES = 1 << 20
 STATE_FORMAT = "zonal.streamed-fit-state"
-STATE_VERSION = 1
+#: 2: the running totals are in the features' zonal basis (``zonal.models.sgpr_statistics``)
+STATE_VERSION = 2
 #: the relative spread below which a column counts as constant (``Standardizer.fit``'s default)
 RELATIVE_TOLERANCE = 1e-12
 _UINT64 = (1 << 64) - 1
@@ -619,17 +622,19 @@ def first_pass(
 
 
 def accumulate_chunk(
-    models: dict[str, SGPR],
+    kernels: dict[str, StatisticsKernel],
     totals: dict[str, list[torch.Tensor]],
     x: torch.Tensor,
     y: torch.Tensor,
     first_row: int,
 ) -> dict[str, list[torch.Tensor]]:
-    """New running totals: ``totals`` plus each model's ``chunk_statistics`` of standardised
-    training rows x [n, D], y [n] (the sums ``SGPR.fit_statistics`` adds)."""
+    """New running totals (in the zonal basis of ``zonal.models.sgpr_statistics``): ``totals``
+    plus each model's statistics of the standardised training rows x [n, D], y [n]; ``totals`` is
+    not changed, so an interrupted call leaves the saved totals whole."""
     added = {}
-    for name, model in models.items():
-        parts = model.chunk_statistics(x, y, first_row=first_row)
+    for name, kernel in kernels.items():
+        parts = kernel.empty()
+        kernel.add_(parts, *kernel.model._checked_rows(x, y, first_row))
         added[name] = add_statistics(totals.get(name), parts)
     return added
 
@@ -643,9 +648,11 @@ def second_pass(
     checkpoint_every: int = CHECKPOINT_EVERY,
     progress: bool = False,
 ) -> dict[str, list[torch.Tensor]]:
-    """Pass 2 (module docstring) from the position saved in ``state``: the statistics totals of
-    every model over the training rows. The totals and the position after the last chunk added
-    are saved together every ``checkpoint_every`` chunks and on Ctrl-C."""
+    """Pass 2 (module docstring) from the position saved in ``state``: the statistics of every
+    model over the training rows (``SGPR.STATISTICS`` order). The running totals and the position
+    after the last chunk added are saved together every ``checkpoint_every`` chunks and on
+    Ctrl-C."""
+    kernels = {name: model.statistics_kernel() for name, model in models.items()}
     settings, first = state["settings"], state["first_pass"]
     x_scaler = Standardizer(mean=first["x_mean"].numpy(), std=first["x_std"].numpy())
     y_scaler = Standardizer(mean=first["y_mean"].numpy(), std=first["y_std"].numpy())
@@ -660,7 +667,7 @@ def second_pass(
     try:
         for partition in range(done[1]["partition"], len(reader.partitions)):
             skip = done[1]["chunks"] if partition == done[1]["partition"] else 0
-            chunks = reader.chunks(partition, partition_starts[partition])
+            chunks = read_ahead(reader.chunks(partition, partition_starts[partition]))
             for index, chunk in enumerate(chunks):
                 if index < skip:
                     continue
@@ -670,7 +677,7 @@ def second_pass(
                 y = torch.from_numpy(y_scaler.transform(chunk.y[train]))  # [n]
                 totals = done[0]
                 if len(y):
-                    totals = accumulate_chunk(models, totals, x, y, chunk.first_global_row)
+                    totals = accumulate_chunk(kernels, totals, x, y, chunk.first_global_row)
                 done = (totals, {"partition": partition, "chunks": index + 1,
                                  "rows": int(rows[-1]) + 1})  # fmt: skip
                 bar.update(len(rows))
@@ -685,7 +692,7 @@ def second_pass(
         raise
     finally:
         bar.close()
-    return done[0]
+    return {name: kernels[name].finish(totals) for name, totals in done[0].items()}
 
 
 @torch.no_grad()

@@ -59,6 +59,7 @@ from zonal.geometry import InputMap
 from zonal.linalg import cholesky
 from zonal.models.conditioning import conditioned_copy
 from zonal.models.contract import ZonalModel
+from zonal.models.sgpr_statistics import StatisticsKernel, read_ahead
 from zonal.models.svgp import resolve_input_map
 from zonal.variational.root_difference import RootDifferenceLinearOperator
 
@@ -159,14 +160,26 @@ class SGPR(ZonalModel):
             self.register_buffer(name, reference.new_zeros(()))
 
     STATISTICS = ("stat_gram", "stat_cross", "stat_yy", "stat_radius2", "stat_count")
+    #: the dtype of the statistics pass's per-chunk work (``zonal.models.sgpr_statistics``): float64,
+    #: or float32 with float64 running totals (the user's choice: set it on the model)
+    statistics_dtype: torch.dtype = torch.float64
+
+    def statistics_kernel(self, dtype: torch.dtype | None = None) -> StatisticsKernel:
+        """The per-chunk work of the statistics pass (default dtype: ``statistics_dtype``), shared
+        by the in-memory, streamed and Dask passes."""
+        return StatisticsKernel(self, dtype)
 
     @torch.no_grad()
     def chunk_statistics(
         self, x: torch.Tensor, y: torch.Tensor, *, first_row: int = 0
     ) -> tuple[torch.Tensor, ...]:
         """The statistics (Phi_r^T Phi_r, Phi_r^T y, y^T y, sum r^2, n) of one chunk x [n, D],
-        y [n]; bad values are reported by their row in the whole data (``first_row`` + i)."""
-        return self._statistics(*self._checked_rows(x, y, first_row))
+        y [n], in the model's dtype; bad values are reported by their row in the whole data
+        (``first_row`` + i)."""
+        kernel = self.statistics_kernel()
+        totals = kernel.empty()
+        kernel.add_(totals, *self._checked_rows(x, y, first_row))
+        return kernel.finish(totals)
 
     def _checked_rows(
         self, x: torch.Tensor, y: torch.Tensor, first_row: int
@@ -218,27 +231,29 @@ class SGPR(ZonalModel):
         *,
         chunks: Iterable[tuple[torch.Tensor, torch.Tensor]] | None = None,
         chunk_size: int = 4096,
+        dtype: torch.dtype | None = None,
     ) -> None:
         """One streaming pass: from arrays (x, y) (numpy memmaps are read chunk by chunk) or from
-        an iterable of (x, y) chunks. The new statistics replace the old ones only when the whole
-        pass succeeds; a bad value is reported by its row in the whole data."""
+        an iterable of (x, y) chunks, the next chunk read while the current one is added
+        (``read_ahead``). The new statistics replace the old ones only when the whole pass
+        succeeds; a bad value is reported by its row in the whole data. ``dtype``: the per-chunk
+        work's dtype (default ``statistics_dtype``; the totals are float64 either way)."""
         if chunks is None:
             if x is None or y is None:
                 raise ValueError("give x and y, or chunks")
             chunks = (
                 (x[i : i + chunk_size], y[i : i + chunk_size]) for i in range(0, len(x), chunk_size)
             )
-        totals: list[torch.Tensor] | None = None
+        kernel = self.statistics_kernel(dtype)
+        totals = kernel.empty()
         rows = 0
-        for x_chunk, y_chunk in chunks:
-            parts = self.chunk_statistics(
-                _chunk_tensor(x_chunk), _chunk_tensor(y_chunk), first_row=rows
-            )
-            totals = add_statistics(totals, parts)
+        tensors = ((_chunk_tensor(xc), _chunk_tensor(yc)) for xc, yc in chunks)
+        for x_chunk, y_chunk in read_ahead(tensors):
+            kernel.add_(totals, *self._checked_rows(x_chunk, y_chunk, rows))
             rows += len(x_chunk)
-        if totals is None or rows == 0:
+        if rows == 0:
             raise ValueError("no data: the statistics are empty")
-        self.commit_statistics(totals)
+        self.commit_statistics(kernel.finish(totals))
 
     def commit_statistics(self, totals: Sequence[torch.Tensor]) -> None:
         """Replace the statistics by complete totals (in the order of ``STATISTICS``), summed over
