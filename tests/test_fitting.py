@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from zonal.cli import main
-from zonal.fitting import fit_table, predict_table
+from zonal.fitting import fit_data, fit_table, predict_table
 from zonal.saved_model import FORMAT, load_model, save_model
 from zonal.tabular import TableError, read_table, write_table
 
@@ -207,7 +207,8 @@ def test_column_mismatch_between_fit_and_predict(table_csv, tmp_path, capsys):
     other = write_csv(tmp_path / "new.csv", ["a", "c"], [[0.1, 0.2], [0.3, 0.4]])
     assert main(["predict", str(checkpoint), str(other), "-o", str(tmp_path / "p.csv")]) == 1
     line = one_line_error(capsys)
-    assert str(other) in line and "lacks 'b'" in line and "its columns are 'a', 'c'" in line
+    assert str(other) in line and "lacks 1 of them ('b')" in line
+    assert "its 2 columns are 'a', 'c'" in line
 
 
 def test_failed_predict_leaves_an_existing_output_untouched(table_csv, tmp_path, capsys):
@@ -281,14 +282,37 @@ def test_deep_models_round_trip(tmp_path, model):
     assert not np.allclose(other["mean"], before["mean"])  # other draws, other Monte Carlo error
 
 
+def test_a_cell_too_large_to_standardise_is_named_by_its_column_and_line(tmp_path):
+    data = tmp_path / "huge.csv"
+    rows = [f"{i * 0.1},{i * 0.2},{i * 0.3}" for i in range(12)]
+    rows[4] = "0.4,1e300,1.2"  # line 6 of the file
+    data.write_text("a,b,y\n" + "\n".join(rows))
+    with pytest.raises(
+        TableError, match=r"values too large \(\|x\| > 1e\+150\) in column 'b' at line 6"
+    ):
+        fit_table(read_table(data), "y", steps=2)
+
+
+def test_a_width_mismatch_names_a_few_columns_not_all(table_csv, tmp_path):
+    names = [f"x{i}" for i in range(2000)]
+    table = read_table(write_csv(tmp_path / "wide.csv", names, [[0.0] * 2000]))
+    with pytest.raises(TableError) as error:
+        table.require(["y", "z"], "target")
+    message = str(error.value)
+    assert "no target column 'y', 'z'" in message
+    assert "'x7' and 1992 more" in message and "'x8'" not in message
+
+
 def test_targets_whose_variances_overflow_are_refused(tmp_path):
     rng = np.random.default_rng(1)
     x = rng.normal(size=(30, 2))
     y = rng.normal(size=30) * 1e300
     data = tmp_path / "huge.csv"
     data.write_text("a,b,y\n" + "\n".join(f"{p},{q},{r}" for (p, q), r in zip(x, y, strict=True)))
+    with pytest.raises(TableError, match=r"values too large .* in column 'y' at line 2"):
+        fit_table(read_table(data), "y", steps=2)  # a table names the cells
     with pytest.raises(TableError, match="overflow float64; rescale the column"):
-        fit_table(read_table(data), "y", steps=2)
+        fit_data(x, y, feature_columns=["a", "b"], steps=2)  # arrays (the estimators) too
 
 
 def test_cli_probe_small_defects(table_csv, tmp_path, capsys):
@@ -298,11 +322,11 @@ def test_cli_probe_small_defects(table_csv, tmp_path, capsys):
     assert main([*fit, "--model", "sgpr", "--layers", "3", *FAST]) == 1
     assert "--layers is for adgp and dgp" in one_line_error(capsys)
     assert main(["fit", str(tmp_path), "--target", "y"]) == 1
-    assert "unknown table format" in one_line_error(capsys)  # a folder has no .csv suffix
+    assert "is a folder; give a .csv or .npz file, or stream" in one_line_error(capsys)
     folder = tmp_path / "folder.csv"
     folder.mkdir()
     assert main(["fit", str(folder), "--target", "y"]) == 1
-    assert "is a folder, not a table file" in one_line_error(capsys)
+    assert "is a folder; give a .csv or .npz file" in one_line_error(capsys)
     original = table_csv.read_bytes()
     assert main([*fit, "-o", str(table_csv), "--force", *FAST]) == 1
     assert "is the input file" in one_line_error(capsys)

@@ -65,7 +65,7 @@ from zonal.recipes import (
     resolve_spec,
     train,
 )
-from zonal.tabular import Table, TableError
+from zonal.tabular import Table, TableError, name_list
 from zonal.targets import (
     REGRESSION,
     LabelError,
@@ -669,9 +669,10 @@ def predict_table(
     missing = [name for name in fitted.feature_columns if name not in table.cells]
     if missing:
         raise TableError(
-            f"{table.path}: the model was fitted on columns "
-            f"{', '.join(map(repr, fitted.feature_columns))} but this table lacks "
-            f"{', '.join(map(repr, missing))}; its columns are {', '.join(map(repr, table.columns))}"
+            f"{table.path}: the model was fitted on {len(fitted.feature_columns)} columns "
+            f"({name_list(fitted.feature_columns)}) but this table lacks {len(missing)} of them "
+            f"({name_list(missing)}); its {len(table.columns)} columns are "
+            f"{name_list(table.columns)}"
         )
     if fitted.target.is_classification and fitted.target_column in table.cells:
         labels, absent = label_texts(table.cells[fitted.target_column])

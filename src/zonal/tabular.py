@@ -35,6 +35,17 @@ from zonal._files import write_new_file
 MISSING_TOKENS = frozenset({"", "na", "n/a", "nan", "null", "none", "?"})
 SUFFIXES = (".csv", ".npz")
 _SHOWN = 5  # rows named per column in an error message
+_NAMES_SHOWN = 8  # column names listed by an error message before "and N more"
+MAX_MAGNITUDE = 1e150
+"""Largest |value| a numeric cell may hold: squares of larger numbers overflow float64, so the
+standardisation (and every kernel after it) would turn the column into zeros or NaN."""
+_TOO_LARGE = f"values too large (|x| > {MAX_MAGNITUDE:g})"
+
+
+def name_list(names: Sequence[str], shown: int = _NAMES_SHOWN) -> str:
+    """Quoted, comma-separated ``names``, the first ``shown`` of them and "and N more" after."""
+    listed = ", ".join(repr(str(name)) for name in names[:shown])
+    return listed + (f" and {len(names) - shown} more" if len(names) > shown else "")
 
 
 class TableError(ValueError):
@@ -63,22 +74,21 @@ class Table:
         """Raise a ``TableError`` listing the table's columns if any of ``names`` is missing."""
         missing = [name for name in names if name not in self.cells]
         if missing:
-            listed = ", ".join(repr(name) for name in missing)
             raise TableError(
-                f"{self.path}: no {role} column {listed}; its columns are "
-                f"{', '.join(repr(name) for name in self.columns)}"
+                f"{self.path}: no {role} column {name_list(missing)}; its columns are "
+                f"{name_list(self.columns)}"
             )
 
     def numeric(self, names: Sequence[str], role: str = "input") -> np.ndarray:
         """The columns ``names`` as a float64 matrix [N, len(names)].
 
-        Missing, non-numeric or infinite cells are a ``TableError`` naming every bad column with its
-        first rows.
+        Missing, non-numeric, infinite or too large (|x| > ``MAX_MAGNITUDE``) cells are a
+        ``TableError`` naming every bad column with its first rows.
         """
         self.require(names, role)
         matrix = np.empty((self.num_rows, len(names)), dtype=np.float64)
         problems: dict[str, list[str]] = {"missing values": [], "non-numeric values": [],
-                                          "infinite values": []}  # fmt: skip
+                                          "infinite values": [], _TOO_LARGE: []}  # fmt: skip
         for index, name in enumerate(names):
             values, bad = _to_float(self.cells[name])
             matrix[:, index] = values
@@ -103,10 +113,13 @@ class Table:
 def read_table(path: str | os.PathLike[str]) -> Table:
     """Read a CSV or NPZ table (see the module docstring for the layouts)."""
     path = Path(path)
+    if path.is_dir():
+        raise TableError(
+            f"{path}: is a folder; give a .csv or .npz file, or stream a folder of CSV / Parquet "
+            "partitions with --chunk-size ROWS"
+        )
     if path.suffix.lower() not in SUFFIXES:
         raise TableError(f"{path}: unknown table format {path.suffix!r}; use a .csv or .npz file")
-    if path.is_dir():
-        raise TableError(f"{path}: is a folder, not a table file")
     if not path.is_file():
         raise TableError(f"{path}: no such file")
     if path.suffix.lower() == ".csv":
@@ -305,10 +318,13 @@ def _to_float(column: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         missing_rows = np.flatnonzero(np.isnan(values))
         text_rows = np.array([], dtype=np.int64)
     infinite_rows = np.flatnonzero(np.isinf(values))
+    finite = np.isfinite(values)
+    large_rows = np.flatnonzero(np.abs(np.where(finite, values, 0.0)) > MAX_MAGNITUDE)
     return values, {
         "missing values": missing_rows,
         "non-numeric values": text_rows,
         "infinite values": infinite_rows,
+        _TOO_LARGE: large_rows,
     }
 
 
