@@ -67,6 +67,35 @@ def test_the_task_is_read_from_the_target_column():
         detect_target(texts(["a", "b", "c"]), "bernoulli")
 
 
+def test_an_integer_target_read_as_classes_is_announced_with_the_switch(tmp_path, capsys):
+    texts = lambda values: label_texts(np.asarray(values))[0]  # noqa: E731
+    quality = detect_target(texts(np.repeat([3.0, 4.0, 5.0, 6.0], 6)), None)
+    assert quality.ambiguous and quality.likelihood == "softmax"
+    line = quality.announce("quality", lambda name: f"--likelihood {name}")
+    assert line.startswith("target 'quality': classification (4 classes: 3, 4, 5, 6), softmax")
+    assert "4 distinct integer values from 3 to 6, each on at least 5 rows" in line
+    assert line.endswith("; for regression use --likelihood gaussian")
+    labels = detect_target(texts(["a", "b"] * 5), None)
+    assert not labels.ambiguous and "(text labels)" in labels.announce("c", str)
+    counts = detect_target(texts(np.arange(40.0)), None)  # 40 integers: too many for classes
+    assert counts.likelihood == "gaussian"
+    assert "for classification use --likelihood softmax" in counts.announce(
+        "n", lambda name: f"--likelihood {name}"
+    )
+    asked = detect_target(texts(np.repeat([3.0, 4.0], 6)), "gaussian")
+    assert asked.announce("q", str) == "target 'q': regression, Gaussian likelihood (as asked)"
+    # the command line says it first, before any training output
+    rng = np.random.default_rng(0)
+    path = tmp_path / "q.csv"
+    rows = [f"{a},{b},{int(q)}" for a, b, q in zip(rng.normal(size=40), rng.normal(size=40),
+                                                     np.repeat([1, 2, 3, 4], 10), strict=True)]  # fmt: skip
+    path.write_text("a,b,quality\n" + "\n".join(rows))
+    assert main(["fit", str(path), "--target", "quality", *FAST]) == 0
+    first = capsys.readouterr().err.splitlines()[0]
+    assert first.startswith("zonal: target 'quality': classification (4 classes")
+    assert first.endswith("for regression use --likelihood gaussian")
+
+
 def test_labels_are_kept_as_text_and_missing_labels_are_named(tmp_path, capsys):
     x, labels = ring_labels(40)
     labels[[3, 7]] = "NA"

@@ -406,7 +406,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 def _fit(args: argparse.Namespace) -> int:
     from zonal._files import check_new_output
-    from zonal.fitting import fit_table
+    from zonal.fitting import fit_table, table_target
     from zonal.saved_model import save_model
     from zonal.tabular import read_table
 
@@ -423,6 +423,9 @@ def _fit(args: argparse.Namespace) -> int:
     with _user_errors():
         check_new_output(output, force=args.force)  # refuse before the training, not after it
         table = read_table(args.data)
+        target = table_target(table, args.target, args.likelihood)
+        print(f"zonal: {target.announce(args.target, lambda name: f'--likelihood {name}')}",
+              file=sys.stderr)  # fmt: skip
         try:
             fitted = fit_table(
                 table,

@@ -168,6 +168,15 @@ def select_columns(
     return columns
 
 
+def table_target(table: Table, target: str, likelihood: str | None = None) -> Target:
+    """The task of ``table``'s column ``target`` (``detect_target`` on its non-missing cells;
+    ``likelihood`` forces it), with the reason, for the line that announces it."""
+    table.require([target], "target")
+    labels, missing = label_texts(table.cells[target])
+    present = np.setdiff1d(np.arange(table.num_rows), missing)
+    return detect_target(labels[present], likelihood, f"target {target!r}")
+
+
 def fit_table(
     table: Table,
     target: str,
@@ -180,8 +189,7 @@ def fit_table(
     options these are)."""
     columns = select_columns(table, target, features)
     labels, missing = label_texts(table.cells[target])
-    present = np.setdiff1d(np.arange(table.num_rows), missing)
-    kind = detect_target(labels[present], likelihood, f"target {target!r}")
+    kind = table_target(table, target, likelihood)
     if kind.is_classification:
         x = table.numeric(columns)  # [N, D]
         if len(missing):

@@ -11,7 +11,7 @@ alphabetically): class c is the c-th label.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -36,6 +36,10 @@ class Target:
 
     likelihood: str
     classes: tuple[str, ...] = ()
+    #: why this likelihood: "as asked", "text labels", "N distinct integer values ..." (not saved)
+    reason: str = field(default="", compare=False)
+    #: True when a numeric column was read as class labels: the user may have meant regression
+    ambiguous: bool = field(default=False, compare=False)
 
     @property
     def is_classification(self) -> bool:
@@ -48,6 +52,20 @@ class Target:
             return "regression"
         shown = ", ".join(self.classes[:6]) + (", ..." if len(self.classes) > 6 else "")
         return f"classification ({len(self.classes)} classes: {shown})"
+
+    def announce(self, column: str, switch: str) -> str:
+        """The line that says which likelihood a fit of ``column`` uses, why, and how to change
+        it: ``switch(likelihood)`` names the option (``--likelihood gaussian``, say)."""
+        likelihood = {"gaussian": "Gaussian", "bernoulli": "Bernoulli (probit)",
+                      "softmax": "softmax"}[self.likelihood]  # fmt: skip
+        line = f"target {column!r}: {self.describe()}, {likelihood} likelihood"
+        if self.reason:
+            line += f" ({self.reason})"
+        if self.ambiguous:
+            line += f"; for regression use {switch('gaussian')}"
+        elif self.reason.startswith("integer values"):
+            line += f"; for classification use {switch('softmax')}"
+        return line
 
 
 #: the target of a regression (Gaussian likelihood, no classes)
@@ -94,16 +112,26 @@ def detect_target(labels: np.ndarray, likelihood: str | None, name: str = "targe
     distinct = sorted(set(labels.tolist()))
     numbers = {text: _as_number(text) for text in distinct}
     numeric = all(value is not None and math.isfinite(value) for value in numbers.values())
+    reason, ambiguous = "as asked", False
     if likelihood is None:
         if not numeric:
             share = np.mean([numbers[text] is not None for text in labels.tolist()])
             if share > 0.5:  # a numeric column with some bad cells: regression reports them
-                return Target("gaussian")
+                return Target("gaussian", reason="numeric values")
+            reason = "text labels"
         elif not _looks_like_classes(numbers, len(labels)):
-            return Target("gaussian")
+            return Target("gaussian", reason=_numeric_reason(numbers, len(labels)))
+        else:
+            low, high = min(numbers.values()), max(numbers.values())  # type: ignore[type-var]
+            reason = (
+                f"{len(distinct)} distinct integer values from {_number_text(low)} to "
+                f"{_number_text(high)}, each on at least {MIN_ROWS_PER_AUTO_CLASS} rows, read as "
+                "class labels"
+            )
+            ambiguous = True
         likelihood = "bernoulli" if len(distinct) == 2 else "softmax"
     if likelihood == "gaussian":
-        return Target("gaussian")
+        return Target("gaussian", reason=reason)
     if numeric:
         distinct.sort(key=lambda text: numbers[text])
     if len(distinct) < 2:
@@ -116,7 +144,21 @@ def detect_target(labels: np.ndarray, likelihood: str | None, name: str = "targe
             f"a Bernoulli likelihood needs two classes but the {name} has {len(distinct)}; "
             "use the softmax likelihood"
         )
-    return Target(likelihood, tuple(distinct))
+    return Target(likelihood, tuple(distinct), reason=reason, ambiguous=ambiguous)
+
+
+def _numeric_reason(numbers: dict[str, float | None], num_rows: int) -> str:
+    """Why a numeric column is regression: "numeric values", or, for a column of integers that
+    could be labels, why it was not read as classes."""
+    values = [value for value in numbers.values() if value is not None]
+    limit = min(MAX_AUTO_CLASSES, num_rows // MIN_ROWS_PER_AUTO_CLASS)
+    if len(values) <= limit or any(value != round(value) for value in values):
+        return "numeric values"
+    return (
+        f"integer values, {len(values)} distinct: more than the {limit} a classification target "
+        f"may have here (at most {MAX_AUTO_CLASSES}, each on at least {MIN_ROWS_PER_AUTO_CLASS} "
+        "rows)"
+    )
 
 
 def _looks_like_classes(numbers: dict[str, float | None], num_rows: int) -> bool:
