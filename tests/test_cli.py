@@ -258,3 +258,23 @@ def test_the_help_lists_every_recipe_with_its_defaults():
     for name, recipe in RECIPES.items():
         assert recipe.summary == RECIPE_SUMMARIES[name]
         assert recipe.defaults == RECIPE_DEFAULTS[name]
+
+
+def test_quiet_silences_the_numerical_libraries_warnings_only():
+    import warnings
+
+    import torch
+    from linear_operator.utils.cholesky import psd_safe_cholesky
+
+    from zonal.cli import _quiet_numerics
+
+    singular = torch.ones(3, 3, dtype=torch.float64)  # rank one: the Cholesky adds jitter
+    for quiet, expected in ((False, True), (True, False)):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with _quiet_numerics(quiet):
+                psd_safe_cholesky(singular)
+                warnings.warn("zonal's own warning", UserWarning, stacklevel=1)
+        messages = [str(w.message) for w in caught]
+        assert any("jitter" in m for m in messages) is expected
+        assert "zonal's own warning" in messages

@@ -29,6 +29,7 @@ import importlib
 import math
 import sys
 import traceback
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -324,7 +325,11 @@ def _add_fit_parser(commands: Any) -> None:
     )
     fit.add_argument("--seed", type=int, default=0, metavar="N", help="random seed (default 0)")
     fit.add_argument("--force", action="store_true", help="replace an existing checkpoint")
-    fit.add_argument("--quiet", action="store_true", help="no progress bar")
+    fit.add_argument(
+        "--quiet",
+        action="store_true",
+        help="no progress bar and no numerical warnings of GPyTorch / linear_operator",
+    )
     fit.add_argument(
         "--chunk-size",
         type=int,
@@ -404,7 +409,22 @@ def _demo(args: argparse.Namespace) -> int:
     return _exit_code(demo.main())
 
 
+@contextlib.contextmanager
+def _quiet_numerics(quiet: bool) -> Iterator[None]:
+    """With ``quiet``, silence the numerical warnings of GPyTorch, linear_operator and BoTorch
+    (added jitter, non-PSD retries) for the block; zonal's own errors and results still print."""
+    with warnings.catch_warnings():
+        if quiet:
+            warnings.filterwarnings("ignore", module=r"(gpytorch|linear_operator|botorch)(\.|$)")
+        yield
+
+
 def _fit(args: argparse.Namespace) -> int:
+    with _quiet_numerics(args.quiet):
+        return _fit_quietly_or_not(args)
+
+
+def _fit_quietly_or_not(args: argparse.Namespace) -> int:
     from zonal._files import check_new_output
     from zonal.fitting import fit_table, table_target
     from zonal.saved_model import save_model
