@@ -8,6 +8,8 @@
   or geoopt's Riemannian Adam); ``optimize_acqf_normalised``: the ambient-box baseline;
 * ``objectives``: test functions on spheres with known optima (Ackley on S^3, a singular function
   and a smooth one on S^2);
+* ``lookahead``: knowledge gradient, max-value and joint entropy search for zonal models (which
+  condition on fantasies), on spheres and in boxes;
 * ``optimize``: the loop (shallow, deep, switch after K steps, adaptive switch), resumable.
 """
 
@@ -21,6 +23,7 @@ from zonal.bo.errors import (
     ObjectiveNaNError,
     OffSphereError,
 )
+from zonal.bo.lookahead import KnowledgeGradient, lookahead_acquisition, optimal_samples
 from zonal.bo.loop import LoopSettings, optimize
 from zonal.bo.models import exact_sphere_gp, fit_deep_gp, fit_exact_gp, residual_deep_gp
 from zonal.bo.objectives import (
@@ -42,6 +45,7 @@ __all__ = [
     "BOState",
     "BudgetError",
     "DeepPathwiseThompsonSampling",
+    "KnowledgeGradient",
     "LoopSettings",
     "MissingOptionalDependencyError",
     "NormalisedInput",
@@ -53,6 +57,8 @@ __all__ = [
     "fit_deep_gp",
     "fit_exact_gp",
     "geoopt_ascent",
+    "lookahead_acquisition",
+    "optimal_samples",
     "optimize",
     "optimize_acqf_normalised",
     "optimize_acqf_sphere",

@@ -45,14 +45,15 @@ from tqdm.auto import tqdm
 
 from zonal._validation import check_ambient_dim, unit_tolerance
 from zonal.bo.acquisition_optimization import optimize_acqf_sphere
-from zonal.bo.design import uniform_sphere
+from zonal.bo.design import sobol_sphere, uniform_sphere
 from zonal.bo.errors import BudgetError, ObjectiveNaNError, OffSphereError
+from zonal.bo.lookahead import LOOKAHEAD_ACQUISITIONS, KnowledgeGradient, lookahead_acquisition
 from zonal.bo.models import exact_sphere_gp, fit_deep_gp, fit_exact_gp, residual_deep_gp
 from zonal.bo.state import BOState
 from zonal.bo.thompson import thompson_sampling
 
 STRATEGIES = ("shallow", "deep", "switch", "adaptive")
-ACQUISITIONS = ("qlogei", "qei", "qucb", "thompson")
+ACQUISITIONS = ("qlogei", "qei", "qucb", "thompson", *LOOKAHEAD_ACQUISITIONS)
 #: largest | ||x|| - 1 | of a point the loop evaluates
 SPHERE_TOLERANCE = 1e-10
 
@@ -80,6 +81,9 @@ class LoopSettings:
     check_every: int = 1
     adaptive_min_points: int = 20
     num_anchors: int = 3
+    num_fantasies: int = 16
+    num_optima: int = 16
+    num_candidates: int = 1024
 
 
 Objective = Callable[[torch.Tensor], torch.Tensor]
@@ -140,10 +144,20 @@ def fit_surrogate(
     )
 
 
-def make_acquisition(name: str, model, targets: torch.Tensor, settings: LoopSettings, seed: int):
+def make_acquisition(
+    name: str,
+    model,
+    targets: torch.Tensor,
+    settings: LoopSettings,
+    seed: int,
+    *,
+    ambient_dim: int | None = None,
+):
     """The acquisition function ``name`` (``ACQUISITIONS``) of ``model``; MC acquisitions use
     fixed quasi-random base samples (``seed``), so with a deep model's fixed inner draws they are
-    deterministic functions of the candidates."""
+    deterministic functions of the candidates. The look-ahead ones (``zonal.bo.lookahead``) use
+    ``settings.num_candidates`` Sobol points on S^{d-1} (``ambient_dim`` d) as the candidate set
+    of MES's max values and JES's optima."""
     sampler = SobolQMCNormalSampler(torch.Size([settings.mc_samples]), seed=seed)
     best = targets.max()
     if name == "qlogei":
@@ -152,6 +166,18 @@ def make_acquisition(name: str, model, targets: torch.Tensor, settings: LoopSett
         return qExpectedImprovement(model, best_f=best, sampler=sampler)
     if name == "qucb":
         return qUpperConfidenceBound(model, beta=settings.ucb_beta, sampler=sampler)
+    if name in LOOKAHEAD_ACQUISITIONS:  # MES's max values and JES's optima: on the sphere
+        if ambient_dim is None:
+            raise ValueError(f"acquisition {name!r} needs the ambient_dim of the sphere")
+        candidates = sobol_sphere(settings.num_candidates, ambient_dim, seed=seed).to(targets)
+        return lookahead_acquisition(
+            name,
+            model,
+            candidates,
+            num_fantasies=settings.num_fantasies,
+            num_optima=settings.num_optima,
+            seed=seed,
+        )
     return thompson_sampling(model)
 
 
@@ -320,7 +346,11 @@ def optimize(
             ``"adaptive"``.
         switch_after: BO steps with the shallow model before the deep one (``"switch"``).
         num_initial: points of the uniform initial design.
-        acquisition: ``"qlogei"`` (seed 004 app. A.2), ``"qei"``, ``"qucb"`` or ``"thompson"``.
+        acquisition: ``"qlogei"`` (seed 004 app. A.2), ``"qei"``, ``"qucb"``, ``"thompson"``, or
+            the look-ahead ``"kg"`` (one-shot knowledge gradient, its fantasies' maximisers on
+            the sphere too), ``"mes"`` (max-value entropy) or ``"jes"`` (joint entropy search),
+            ``zonal.bo.lookahead``; MES and JES need a single-layer surrogate
+            (``model="shallow"``).
         minimize: minimise (the seed's regret is of a minimum) or maximise.
         optimum_value: the known optimum, for the regret trace.
         seed: the run's seed (initial design and every step).
@@ -339,6 +369,11 @@ def optimize(
         raise ValueError(f"model must be one of {STRATEGIES}, got {model!r}")
     if acquisition not in ACQUISITIONS:
         raise ValueError(f"acquisition must be one of {ACQUISITIONS}, got {acquisition!r}")
+    if acquisition in ("mes", "jes") and model != "shallow":
+        raise ValueError(
+            f"acquisition {acquisition!r} reads one Gaussian per point: use model='shallow' (the "
+            "deep model's posterior is a mixture), or acquisition='kg'"
+        )
     if model == "switch" and (switch_after is None or switch_after < 0):
         raise ValueError(f"model='switch' needs switch_after >= 0 BO steps, got {switch_after}")
     if num_initial < 1:
@@ -426,12 +461,15 @@ def _propose(
     maximise the acquisition on the sphere."""
     targets = standardise(state.Y, state.minimize)
     surrogate = fit_surrogate(kind, state.X, targets, settings, seed, previous)
-    acq_function = make_acquisition(acquisition, surrogate, targets, settings, seed)
+    acq_function = make_acquisition(
+        acquisition, surrogate, targets, settings, seed, ambient_dim=state.ambient_dim
+    )
     best = targets.argsort(descending=True)[: settings.num_anchors]
+    one_shot = isinstance(acq_function, KnowledgeGradient)  # the fantasies' maximisers too
     candidate, _ = optimize_acqf_sphere(
         acq_function,
         state.ambient_dim,
-        q=1,
+        q=1 + (settings.num_fantasies if one_shot else 0),
         num_restarts=settings.num_restarts,
         raw_samples=settings.raw_samples,
         options=settings.ascent_options,
@@ -439,6 +477,8 @@ def _propose(
         optimizer=optimizer,
         seed=seed,
     )
+    if one_shot:
+        candidate = acq_function.extract_candidates(candidate)  # [1, d]
     return surrogate, candidate.detach()
 
 

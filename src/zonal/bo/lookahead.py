@@ -1,0 +1,121 @@
+"""Look-ahead and information-theoretic acquisitions for zonal models, on spheres and in boxes.
+
+Every zonal model can be conditioned on new observations and fantasised
+(``zonal.models.conditioning``), so BoTorch's acquisitions that look ahead take them:
+
+* ``"kg"``: the one-shot knowledge gradient (``qKnowledgeGradient``): X [b, q + F, d] holds the
+  q candidates and the F maximisers of the fantasy models' posterior means; optimising all of
+  them on the sphere (``optimize_acqf_sphere`` with q + F points) maximises the inner problem on
+  the sphere too, and ``extract_candidates`` returns the q candidates;
+* ``"mes"``: max-value entropy search (``qMaxValueEntropy``, Wang and Jegelka 2017) with the max
+  values drawn on a candidate set (points on the sphere, or in the box);
+* ``"jes"``: joint entropy search (``qJointEntropySearch``, Hvarfner et al. 2022; Tu et al. 2022)
+  with the optima of pathwise posterior draws (``draw_matheron_paths``, registered by
+  ``zonal.sampling``) maximised over the same candidate set, so optima lie on the sphere.
+
+Deep models are ensembles (a Gaussian mixture over the inner draws). BoTorch's ``qKnowledgeGradient``
+averages the ensemble twice for them: its value function (``PosteriorMean`` of the fantasy model)
+already averages the mixture, and its ``forward`` then averages the last dimension again, which is
+by then the t-batch. ``KnowledgeGradient`` is BoTorch's class with the second average left out, and
+is what ``lookahead_acquisition`` builds (it equals ``qKnowledgeGradient`` for other models).
+BoTorch's ``qMaxValueEntropy`` and ``qJointEntropySearch`` read one Gaussian per point and do
+not take mixture posteriors: for an ensemble they are refused by name here.
+"""
+
+from __future__ import annotations
+
+import torch
+from botorch import settings
+from botorch.acquisition import AcquisitionFunction, qKnowledgeGradient
+from botorch.acquisition.joint_entropy_search import qJointEntropySearch
+from botorch.acquisition.knowledge_gradient import _get_value_function, _split_fantasy_points
+from botorch.acquisition.max_value_entropy_search import qMaxValueEntropy
+from botorch.sampling import SobolQMCNormalSampler
+from botorch.sampling.pathwise import draw_matheron_paths
+from botorch.utils.transforms import is_ensemble, match_batch_shape, t_batch_mode_transform
+
+LOOKAHEAD_ACQUISITIONS = ("kg", "mes", "jes")
+
+
+class KnowledgeGradient(qKnowledgeGradient):
+    """BoTorch's one-shot ``qKnowledgeGradient`` that averages an ensemble's mixture once (module
+    docstring): KG(x) = (1/F) sum_f max_x' E[f(x') | data, (x, y_f)], the expectation the fantasy
+    model's mixture mean."""
+
+    @t_batch_mode_transform()
+    def forward(self, X: torch.Tensor) -> torch.Tensor:
+        """KG at X [b, q + F, d] -> [b]: X's first q rows are the candidates, its last F the
+        maximisers of the F fantasy models' posterior means (``qKnowledgeGradient.forward``
+        without its ensemble average)."""
+        X_actual, X_fantasies = _split_fantasy_points(X=X, n_f=self.num_fantasies)
+        if self.X_pending is not None:
+            X_actual = torch.cat([X_actual, match_batch_shape(self.X_pending, X_actual)], -2)
+        fantasy_model = self.model.fantasize(X=X_actual, sampler=self.sampler)  # [F, b]
+        value_function = _get_value_function(
+            model=fantasy_model,
+            objective=self.objective,
+            posterior_transform=self.posterior_transform,
+            sampler=self.inner_sampler,
+        )
+        with settings.propagate_grads(True):
+            values = value_function(X=X_fantasies)  # [F, b]
+        if self.current_value is not None:
+            values = values - self.current_value
+        return values.mean(dim=0)  # [b]
+
+
+def optimal_samples(
+    model, candidates: torch.Tensor, num_optima: int, *, seed: int = 0
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(optimal inputs [num_optima, d], optimal outputs [num_optima, 1]) of ``num_optima``
+    pathwise posterior draws, each maximised over ``candidates`` [n, d] (points on the sphere, or
+    in the box): what ``qJointEntropySearch`` conditions on."""
+    import zonal.sampling  # noqa: F401  (registers zonal's models and kernels with BoTorch's paths)
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        paths = draw_matheron_paths(model, torch.Size([num_optima]))
+    with torch.no_grad():
+        values = paths(candidates)  # [num_optima, n]
+    values = values.reshape(num_optima, len(candidates))
+    best = values.argmax(-1)  # [num_optima]
+    inputs = candidates[best]  # [num_optima, d]
+    outputs = values.gather(-1, best.unsqueeze(-1))  # [num_optima, 1]
+    return inputs, outputs.to(inputs)
+
+
+def lookahead_acquisition(
+    name: str,
+    model,
+    candidates: torch.Tensor,
+    *,
+    num_fantasies: int = 16,
+    num_optima: int = 16,
+    seed: int = 0,
+    X_pending: torch.Tensor | None = None,
+) -> AcquisitionFunction:
+    """The acquisition ``name`` (``LOOKAHEAD_ACQUISITIONS``) of a single-output ``model`` (module
+    docstring). ``candidates`` [n, d]: the candidate set of MES's max values and of JES's optima
+    (on the sphere for sphere problems); ``X_pending`` [p, d]: points chosen but not evaluated,
+    which the acquisitions fantasise."""
+    if name not in LOOKAHEAD_ACQUISITIONS:
+        raise ValueError(f"acquisition must be one of {LOOKAHEAD_ACQUISITIONS}, got {name!r}")
+    if name == "kg":
+        sampler = SobolQMCNormalSampler(torch.Size([num_fantasies]), seed=seed)
+        return KnowledgeGradient(
+            model, num_fantasies=num_fantasies, sampler=sampler, X_pending=X_pending
+        )
+    if is_ensemble(model):
+        raise ValueError(
+            f"BoTorch's {'qMaxValueEntropy' if name == 'mes' else 'qJointEntropySearch'} reads one "
+            "Gaussian per point and does not take a mixture posterior (a deep or stacked model): "
+            "use acquisition='kg' or a single-layer model"
+        )
+    if name == "mes":
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            return qMaxValueEntropy(
+                model, candidate_set=candidates, num_fantasies=num_fantasies, X_pending=X_pending
+            )
+    inputs, outputs = optimal_samples(model, candidates, num_optima, seed=seed)
+    return qJointEntropySearch(model, inputs, outputs, estimation_type="LB", X_pending=X_pending)
