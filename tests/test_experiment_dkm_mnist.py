@@ -345,3 +345,38 @@ def test_a_location_zero_in_every_image_normalises_to_zero_with_finite_gradients
     torch.testing.assert_close(rest.mean(0) if train_test == "location" else rest[0], expected)
     (normal_ti.sum() + normal_tt.sum()).backward()
     assert torch.isfinite(diagonal.grad).all() and torch.isfinite(cross.grad).all()
+
+
+def test_zca_whitening_keeps_pixels_that_are_constant_in_training_exactly_zero():
+    """A pixel that is 0 in every training image (MNIST's blank border) is exactly 0 after
+    whitening, in training and test images: eigh leaves ~1e-13 there otherwise, which local
+    normalisation (seed 003 eq. 71e) scales up to a unit-norm feature."""
+    from zonal.experiments.dkm_mnist import prepare_inputs
+
+    generator = torch.Generator().manual_seed(0)
+    pixels = torch.rand(300, 25, generator=generator, dtype=torch.float64)
+    pixels = pixels @ torch.rand(25, 25, generator=generator, dtype=torch.float64)
+    blank = torch.arange(25) % 5 == 0  # [D]
+    pixels[:, blank] = 0
+    whitened, test = prepare_inputs({"architecture": "conv", "zca_epsilon": 0.1}, pixels, pixels)
+    assert (whitened[:, blank] == 0).all() and (test[:, blank] == 0).all()
+    assert (whitened[:, ~blank] != 0).all()
+
+
+def test_convolutional_inducing_patches_are_never_blank():
+    """The first layer's inducing patches are random 3x3 patches of the training images that are
+    not blank: images blank but for a central 4x4 square (64% of their 3x3 patches are blank)
+    give a well-conditioned first-layer K_ii = Z Z^T / 9."""
+    from zonal.experiments.dkm_mnist import QUICK, Configuration, build_model
+
+    generator = torch.Generator().manual_seed(0)
+    images = torch.zeros(50, 1, 12, 12, dtype=torch.float64)
+    images[:, :, 4:8, 4:8] = torch.randn(50, 1, 4, 4, generator=generator, dtype=torch.float64)
+    configuration = Configuration(
+        "1", ("batch", "batch"), ("batch", "batch"), "gap", "categorical", (8, 8, 8)
+    )
+    config = {**QUICK, "architecture": "conv", "conv_blocks": 1}
+    model = build_model(images.flatten(1), configuration, config, (12, 12))
+    patches = model.inducing_patches.detach().flatten(1)  # [8, 9]
+    assert patches.square().sum(1).min() > 0.01 * images.square().sum((1, 2, 3)).mean() / 16
+    assert torch.linalg.cond(patches @ patches.mT) < 1e6

@@ -301,7 +301,36 @@ def prepare_inputs(
     values, vectors = torch.linalg.eigh((train - mean).mT @ (train - mean) / len(train))
     scale = (values.clamp_min(0) + config["zca_epsilon"] * values.clamp_min(0).mean()).rsqrt()
     whitening = vectors @ torch.diag(scale) @ vectors.mT  # [D, D]
+    # a pixel constant over the training set (MNIST's blank border) is 0 after centring, but eigh
+    # leaves ~1e-13 of the other pixels in it; local normalisation (seed 003 eq. 71e) would scale
+    # that noise up to unit norm, so such pixels neither give nor take anything
+    constant = (train == train[:1]).all(0)  # [D]
+    whitening[constant] = 0
+    whitening[:, constant] = 0
     return (train - mean) @ whitening, (test - mean) @ whitening
+
+
+def random_patches(
+    images: torch.Tensor, count: int, generator: torch.Generator, candidates: int = 20
+) -> torch.Tensor:
+    """``count`` random 3x3 patches [M_0, C, 3, 3] of images [N, C, H, W] (seed 003 sec. 5), drawn
+    among ``candidates * count`` random ones with at least 1% of their mean energy (sum of squares).
+
+    A blank patch (MNIST's empty border, 0 after whitening) would make the first layer's K_ii
+    singular: condition numbers of 1e28 and gradients of 1e11 for the patches when that layer's
+    Gram is learned (nu_1 < inf), and a unit-norm noise direction under local normalisation."""
+    draws = candidates * count
+    chosen = torch.randint(len(images), (draws,), generator=generator)
+    rows = torch.randint(images.shape[-2] - 2, (draws,), generator=generator)
+    cols = torch.randint(images.shape[-1] - 2, (draws,), generator=generator)
+    patches = torch.stack(
+        [images[i, :, r : r + 3, c : c + 3] for i, r, c in zip(chosen, rows, cols, strict=True)]
+    )  # [count * candidates, C, 3, 3]
+    energy = patches.square().sum((1, 2, 3))  # [count * candidates]
+    kept = patches[energy >= 0.01 * energy.mean()]
+    if len(kept) < count:
+        raise ValueError(f"fewer than {count} of {draws} random patches are not blank")
+    return kept[:count]
 
 
 def build_model(
@@ -325,13 +354,7 @@ def build_model(
     if config["architecture"] == "conv":
         layers = resnet_layers(configuration.inducing, config["conv_blocks"])
         count = layers[0].num_inducing
-        images = x_train.reshape(-1, 1, *image_shape)
-        chosen = torch.randint(len(images), (count,), generator=generator)
-        rows = torch.randint(image_shape[0] - 2, (count,), generator=generator)
-        cols = torch.randint(image_shape[1] - 2, (count,), generator=generator)
-        patches = torch.stack(
-            [images[i, :, r : r + 3, c : c + 3] for i, r, c in zip(chosen, rows, cols, strict=True)]
-        )  # [M_0, 1, 3, 3]
+        patches = random_patches(x_train.reshape(-1, 1, *image_shape), count, generator)
         first = math.inf if count > 9 else nu
         inducing_norm, train_test_norm = configuration.normalisation
         inducing_scale, train_test_scale = configuration.rescaling
