@@ -80,6 +80,12 @@ def test_mean_has_its_standard_error_and_median_its_quartiles():
     assert compute(Statistic("m", {"k": "b"}, "x"), rows).count == 0
 
 
+def test_numeric_filters_match_by_value():
+    rows = [{"level": "180.0", "x": "1.0"}, {"level": "18", "x": "2.0"}, {"level": "a", "x": "3"}]
+    assert compute(Statistic("m", {"level": 180}, "x"), rows).centre == 1.0
+    assert compute(Statistic("m", {"level": "a"}, "x"), rows).centre == 3.0
+
+
 def test_last_picks_the_largest_value_of_a_column():
     rows = [{"step": str(s), "regret": str(10.0 - s)} for s in (0, 1, 10, 2)]
     value = compute(Statistic("r", {"step": LAST}, "regret"), rows)

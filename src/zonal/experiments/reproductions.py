@@ -227,15 +227,26 @@ def read_table(path: Path) -> list[dict[str, str]]:
 
 def _matches(row: Mapping[str, str], where: Mapping[str, Any], last: Mapping[str, str]) -> bool:
     for column, wanted in where.items():
-        target = last.get(column) if wanted == LAST else _text(wanted)
-        if row.get(column) != target:
+        cell = row.get(column)
+        if wanted == LAST:
+            if cell != last.get(column):
+                return False
+        elif not _same(cell, wanted):
             return False
     return True
 
 
-def _text(value: Any) -> str:
-    """A filter value as the CSV writes it (True, 800, 0.5, text)."""
-    return str(value)
+def _same(cell: str | None, wanted: Any) -> bool:
+    """A CSV cell against a filter value: numbers by value (180 matches "180.0"), the rest as
+    the CSV writes them (True, text)."""
+    if cell is None:
+        return False
+    if isinstance(wanted, int | float) and not isinstance(wanted, bool):
+        try:
+            return float(cell) == float(wanted)
+        except ValueError:
+            return False
+    return cell == str(wanted)
 
 
 def compute(statistic: Statistic, rows: Sequence[Mapping[str, str]]) -> Value:
@@ -428,7 +439,9 @@ def _headline(result: ClaimResult) -> tuple[str, str]:
     return seed, ours
 
 
-def render_reproductions(results: Sequence[ClaimResult], *, command: str) -> str:
+def render_reproductions(
+    results: Sequence[ClaimResult], *, command: str, notes: Sequence[str] = ()
+) -> str:
     """The markdown of ``docs/reproductions.md``."""
     counts = {verdict: sum(r.verdict == verdict for r in results) for verdict in VERDICTS}
     lines = [
@@ -447,6 +460,8 @@ def render_reproductions(results: Sequence[ClaimResult], *, command: str) -> str
         "Summary: " + ", ".join(f"{counts[v]} {v}" for v in VERDICTS) + f" (of {len(results)}).",
         "",
     ]
+    for note in notes:
+        lines += [note, ""]
     rows = []
     for result in results:
         claim = result.claim
@@ -542,14 +557,16 @@ def write_reproductions(
     *,
     command: str = "zonal experiment report reproductions",
 ) -> list[ClaimResult]:
-    """Judge every claim on the runs under ``runs_root`` and write the report to ``output``."""
+    """Judge every claim on the runs under ``runs_root`` and write the report to ``output`` (the
+    catalogue of ``zonal.experiments.claims`` and its notes when ``claims`` is None)."""
+    notes: Sequence[str] = ()
     if claims is None:
-        from zonal.experiments.claims import CLAIMS
+        from zonal.experiments.claims import CLAIMS, REPORT_NOTES
 
-        claims = CLAIMS
+        claims, notes = CLAIMS, REPORT_NOTES
     runs = find_runs(runs_root)
     results = [evaluate_claim(claim, runs) for claim in claims]
-    write_text_atomic(output, render_reproductions(results, command=command))
+    write_text_atomic(output, render_reproductions(results, command=command, notes=notes))
     return results
 
 
