@@ -9,17 +9,31 @@ SGPR was two orders of magnitude faster than SVGP at the same accuracy. For each
 - SGPR: one statistics pass (``fit_statistics``, chunks of ``--chunk-size``), then
   ``--lbfgs-steps`` L-BFGS iterations on the collapsed bound. Its test RMSE is the target.
 - each SVGP: Adam (lr 0.01, minibatches of 1024) from its default initialisation, the test RMSE
-  evaluated every ``--eval-every`` steps (off the clock) until it is at most the SGPR's (matched),
-  or has not improved for ``--patience`` evaluations (plateau), or ``--max-seconds`` have passed
-  (time cap). Unmatched, the ratio SVGP time / SGPR time is a lower bound (printed ``>=``).
+  evaluated every ``--eval-every`` steps (off the clock). ``--svgp-stop plateau`` (the default,
+  the seed's protocol): trained over as many epochs as it takes until the test RMSE has not
+  improved (by a relative 1e-3) for ``--patience`` evaluations, or ``--max-seconds`` have passed
+  (time cap); ``--svgp-stop match``: stopped as soon as it is at most the SGPR's (matched).
+  Printed: each one's best RMSE, the SVGP's time to reach the SGPR's RMSE, and the SGPR's time to
+  reach the SVGP's best RMSE (its whole fit, if its RMSE is at most that; else never). The ratio
+  SVGP time / SGPR time is a lower bound (printed ``>=``) when the SVGP never reached the SGPR.
+
+The SGPR's statistics pass runs in each dtype of ``--sgpr-dtypes`` (float64, the default;
+float32: per-chunk work in float32, float64 totals), the first the reference of the ratios; with
+``--before SRC`` (the ``src`` folder of an older zonal, e.g. ``git archive``) the same SGPR fit runs
+with that version in a fresh process, so the pass before and after is measured in one run. The
+bound per row after the fit is printed beside each SGPR (equal bound: the same fit).
 
 Flights (``--flights``, the default): a random subset of N training rows, a fixed 20% of the rows
 (or ``--test-rows`` of them) as the test set, inputs and target standardised with the training
 statistics; all in memory.
 
-Synthetic (``--synthetic 100000 1000000 10000000``): x ~ N(0, I_8) and
+Synthetic (``--synthetic 100000 1000000 10000000``): x ~ N(0, I_8) and, with ``--target sin``,
 
     y = sin(x_1) x_2 + 0.1 x_3 + 0.1 eps,     eps ~ N(0, 1)    (noise variance 0.01, Var y ~ 0.45),
+
+or, with ``--target pairs`` (harder: 28 interacting terms, every pair of inputs),
+
+    y = 2 / sqrt(28) sum_{j < k} a_jk sin(x_j) sin(x_k) + 0.1 eps,   a_jk ~ N(0, 1) fixed (seed 0),
 
 written chunk by chunk (never all in memory) into .npy files in a temporary folder: N training rows
 followed by N / 4 test rows (20% of the file, a fixed slice), of which the first ``--test-rows``
@@ -37,7 +51,8 @@ machine the wall clock measures the neighbours), except the Dask passes (wall cl
 the workers). JSON goes to ``benchmarks/results/sgpr_large_n.json``.
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/sgpr_large_n.py [--quick] [--no-flights]
-        [--synthetic 100000 1000000] [--dask-workers 1 2] [--max-seconds 300]
+        [--synthetic 100000 1000000] [--target pairs] [--sgpr-dtypes float64 float32]
+        [--before /tmp/zonal_before/src] [--dask-workers 1 2] [--max-seconds 300]
 """
 
 from __future__ import annotations
@@ -73,6 +88,8 @@ BATCH_SIZE = 1024
 SYNTHETIC_INPUT_DIM = 8
 SYNTHETIC_NOISE_SD = 0.1
 ROWS_PER_TEST_ROW = 4  # N training rows, then N / 4 test rows: 20% of the file
+#: an SVGP's test RMSE has plateaued when it has not fallen by this fraction of its best
+PLATEAU_TOLERANCE = 1e-3
 #: the 10^9-row estimate: rows, rows per partition, cluster sizes (single-threaded workers)
 ESTIMATE_ROWS = 10**9
 ESTIMATE_PARTITION_ROWS = 10**6
@@ -103,21 +120,58 @@ def memory_mib(field: str) -> float:
     raise RuntimeError(f"no {field} line in /proc/self/status")
 
 
-def run_sgpr(x_test: torch.Tensor, y_test: torch.Tensor, steps: int, **data) -> dict:
-    """One statistics pass (``data``: the arguments of ``SGPR.fit_statistics``), then ``steps``
-    L-BFGS iterations on the collapsed bound."""
+def hyperparameters(model: SGPR) -> dict[str, list]:
+    """The model's state without its statistics (kernel hyperparameters, noise), as lists."""
+    state = model.state_dict()
+    return {key: value.tolist() for key, value in state.items() if not key.startswith("stat_")}
+
+
+def bound_at(model: SGPR, reference: dict[str, list]) -> float:
+    """The bound per row of the model's statistics at the ``reference`` hyperparameters (the
+    model's own are put back)."""
+    own = hyperparameters(model)
+    model.load_state_dict({k: torch.tensor(v) for k, v in reference.items()}, strict=False)
+    with torch.no_grad():
+        bound = float(model.elbo() / model.stat_count)
+    model.load_state_dict({k: torch.tensor(v) for k, v in own.items()}, strict=False)
+    return bound
+
+
+def run_sgpr(
+    x_test: torch.Tensor,
+    y_test: torch.Tensor,
+    steps: int,
+    dtype: str | None = None,
+    reference: dict[str, list] | None = None,
+    **data,
+) -> dict:
+    """One statistics pass (``data``: the arguments of ``SGPR.fit_statistics``; ``dtype`` its
+    per-chunk dtype, None: the version's default, for an older zonal), then ``steps`` L-BFGS
+    iterations on the collapsed bound. With ``reference`` (another fit's ``hyperparameters``) the
+    bound of these statistics at those hyperparameters too (off the clock)."""
     kernel, features = zonal_parts(x_test.shape[1])
     model = SGPR(kernel, features, x_test.shape[1])
+    options = {} if dtype is None else {"dtype": getattr(torch, dtype)}
     start = time.process_time()
-    model.fit_statistics(**data)
+    model.fit_statistics(**data, **options)
     data_pass = time.process_time() - start
+    at_reference = None if reference is None else bound_at(model, reference)
+    start += time.process_time() - start - data_pass  # the clock stops for bound_at
     model.fit(max_iter=steps)
     seconds = time.process_time() - start
+    with torch.no_grad():
+        bound = float(model.elbo() / model.stat_count)
+    value = rmse(model, x_test, y_test)
     return {
         "M": features.num_inducing,
         "data_pass_s": data_pass,
         "seconds": seconds,
-        "test_rmse": rmse(model, x_test, y_test),
+        "test_rmse": value,
+        "best_rmse": value,
+        "bound_per_row": bound,
+        "bound_per_row_at_reference": at_reference,
+        "hyperparameters": hyperparameters(model),
+        "statistics_dtype": dtype or "float64 (before)",
         "matched": True,
         "stopped": "fitted",
     }
@@ -133,8 +187,9 @@ def run_svgp(
     args: argparse.Namespace,
 ) -> dict:
     """``train(callback=...)`` (Adam steps, each followed by ``callback(step, loss)``) until the test
-    RMSE reaches ``target``, plateaus, or the time budget is spent: the time at which it reached
-    the target, else its best RMSE and the time it stopped."""
+    RMSE plateaus or the time budget is spent (or, with ``--svgp-stop match``, reaches
+    ``target``): the time at which it first reached ``target`` (else the time it stopped), its
+    best RMSE and the time it first reached that, and the history (seconds, RMSE, step)."""
     clock = {"seconds": 0.0, "started": time.process_time()}
     history: list[tuple[float, float, int]] = []  # (seconds, rmse, step)
     stopped = ["not stopped"]
@@ -146,12 +201,12 @@ def run_svgp(
         value = rmse(model, x_test, y_test)
         model.train()
         history.append((clock["seconds"], value, step + 1))
-        best = min(h[1] for h in history)
+        best = min(h[1] for h in history[: -args.patience] or history)
         stalled = len(history) > args.patience and all(
-            h[1] > best for h in history[-args.patience :]
+            h[1] > best * (1 - PLATEAU_TOLERANCE) for h in history[-args.patience :]
         )
         for reason, condition in (
-            ("matched", value <= target),
+            ("matched", args.svgp_stop == "match" and value <= target),
             ("plateau", stalled),
             ("time cap", clock["seconds"] > args.max_seconds),
         ):
@@ -163,29 +218,53 @@ def run_svgp(
     train(callback=callback)
     reached = next((h for h in history if h[1] <= target), None)
     seconds, value, step = reached or (history[-1][0], min(h[1] for h in history), history[-1][2])
+    best = min(history, key=lambda h: h[1])
     return {
         "M": num_inducing,
         "data_pass_s": 0.0,
         "seconds": seconds,
         "test_rmse": value,
+        "best_rmse": best[1],
+        "best_seconds": best[0],
+        "trained_seconds": history[-1][0],
         "steps": step,
         "matched": reached is not None,
         "stopped": stopped[0],
+        "history": history,
     }
 
 
-def print_row(size: int, name: str, result: dict, sgpr_seconds: float) -> float:
-    """One line of the table; returns the ratio of ``result``'s time to the SGPR's."""
-    ratio = result["seconds"] / sgpr_seconds
+def sgpr_time_to(sgpr: dict, svgp_best: float) -> float | None:
+    """The SGPR's time to reach an RMSE of ``svgp_best``: its whole fit if its RMSE is at most
+    that, else None (it has no later point to reach it at)."""
+    return sgpr["seconds"] if sgpr["test_rmse"] <= svgp_best else None
+
+
+def print_row(size: int, name: str, result: dict, sgpr: dict) -> float:
+    """One line of the table; returns the ratio of ``result``'s time to reach the SGPR's RMSE (its
+    whole training time when it never did) to the SGPR's time."""
+    ratio = result["seconds"] / sgpr["seconds"]
     bound = "  " if result["matched"] else ">="
-    memory = (
-        f" | {result['peak_rss_mib']:8.0f} | {result['data_mib']:8.0f}"
-        if "peak_rss_mib" in result
-        else ""
-    )
+    extra = ""
+    if "best_seconds" in result:
+        reach = sgpr_time_to(sgpr, result["best_rmse"])
+        extra = (
+            f" | best {result['best_rmse']:.4f} at {result['best_seconds']:.1f} s; SGPR reaches "
+            f"it {'never' if reach is None else f'in {reach:.1f} s'}"
+        )
+    elif "bound_per_row" in result:
+        extra = (
+            f" | pass {result['data_pass_s']:.1f} s ({result['data_pass_s'] / size * 1e6:.1f} us "
+            f"per row), fit {result['seconds'] - result['data_pass_s']:.1f} s, bound/N "
+            f"{result['bound_per_row']:.6f} ({result['statistics_dtype']})"
+        )
+        if result["bound_per_row_at_reference"] is not None:
+            extra += f", at the first SGPR's fit {result['bound_per_row_at_reference']:.6f}"
+    if "peak_rss_mib" in result:
+        extra += f" | peak RSS {result['peak_rss_mib']:.0f} MiB (data {result['data_mib']:.0f})"
     print(
-        f"{size:8d} | {name:18s} | {result['M']:4d} | {result['seconds']:8.2f} | "
-        f"{result['test_rmse']:9.4f} | {result['stopped']:8s} | {bound}{ratio:7.1f}x{memory}"
+        f"{size:8d} | {name:22s} | {result['M']:4d} | {result['seconds']:8.2f} | "
+        f"{result['test_rmse']:9.4f} | {result['stopped']:8s} | {bound}{ratio:7.2f}x{extra}"
     )
     return ratio
 
@@ -210,9 +289,8 @@ def run_flights(args: argparse.Namespace) -> list[dict]:
         y = torch.as_tensor(y_scaler.transform(data.y[rows_used]))
         x_test = torch.as_tensor(x_scaler.transform(data.X[test]))
         y_test = torch.as_tensor(y_scaler.transform(data.y[test]))
-        torch.manual_seed(0)
-        sgpr = run_sgpr(x_test, y_test, args.lbfgs_steps, x=x, y=y, chunk_size=args.chunk_size)
-        results = {"zonal SGPR (1 pass)": sgpr}
+        results = sgpr_fits(args, x_test, y_test, x=x, y=y, chunk_size=args.chunk_size)
+        sgpr = next(iter(results.values()))
         kernel, features = zonal_parts(x.shape[1])
         first = torch.randperm(size, generator=torch.Generator().manual_seed(0))
         models = {
@@ -233,33 +311,61 @@ def run_flights(args: argparse.Namespace) -> list[dict]:
                 model, num_inducing, train_in_memory, x_test, y_test, sgpr["test_rmse"], args
             )
         for name, result in results.items():
-            ratio = print_row(size, name, result, sgpr["seconds"])
+            ratio = print_row(size, name, result, sgpr)
             rows.append({"num_points": size, "model": name, "ratio_to_sgpr": ratio, **result})
     return rows
 
 
+def sgpr_fits(args: argparse.Namespace, x_test: torch.Tensor, y_test: torch.Tensor, **data) -> dict:
+    """The SGPR in each of ``--sgpr-dtypes`` (in memory), and with ``--before`` the older
+    version's in a fresh process; keyed by the table's model name."""
+    results: dict[str, dict] = {}
+    reference = None
+    for dtype in args.sgpr_dtypes:
+        torch.manual_seed(0)
+        results[f"zonal SGPR {dtype}"] = run_sgpr(
+            x_test, y_test, args.lbfgs_steps, dtype, reference, **data
+        )
+        reference = reference or results[f"zonal SGPR {dtype}"]["hyperparameters"]
+    if args.before is not None:
+        results["zonal SGPR before"] = in_fresh_process(
+            run_sgpr, x_test, y_test, args.lbfgs_steps, None, reference, **data,
+            pythonpath=args.before,
+        )  # fmt: skip
+    return results
+
+
 # ----------------------------------------------------------------------------- synthetic
-def synthetic_target(x: np.ndarray) -> np.ndarray:
-    """f(x) = sin(x_1) x_2 + 0.1 x_3 [n] of x [n, 8] (the noise is added by the writer)."""
-    return np.sin(x[:, 0]) * x[:, 1] + 0.1 * x[:, 2]
+def synthetic_target(x: np.ndarray, target: str = "sin") -> np.ndarray:
+    """f(x) [n] of x [n, 8] (the noise is added by the writer): ``"sin"``, sin(x_1) x_2 + 0.1 x_3;
+    ``"pairs"``, 2 / sqrt(28) sum_{j < k} a_jk sin(x_j) sin(x_k) with a_jk ~ N(0, 1) (seed 0)."""
+    if target == "sin":
+        return np.sin(x[:, 0]) * x[:, 1] + 0.1 * x[:, 2]
+    if target != "pairs":
+        raise ValueError(f"unknown synthetic target {target!r}")
+    first, second = np.triu_indices(SYNTHETIC_INPUT_DIM, k=1)  # the 28 pairs
+    weights = np.random.default_rng(0).standard_normal(len(first)) * 2 / np.sqrt(len(first))
+    sines = np.sin(x)  # [n, 8]
+    return (sines[:, first] * sines[:, second]) @ weights
 
 
-def write_synthetic(num_train: int, chunk_size: int, folder: Path) -> Paths:
+def write_synthetic(num_train: int, chunk_size: int, folder: Path, target: str = "sin") -> Paths:
     """x [R, 8] ~ N(0, I) and y = f(x) + 0.1 eps [R], R = num_train + num_train / 4 rows, written
     to .npy files one chunk at a time (the test rows are the last num_train / 4)."""
     num_rows = num_train + num_train // ROWS_PER_TEST_ROW
-    paths = folder / f"x{num_train}.npy", folder / f"y{num_train}.npy"
+    paths = folder / f"x{num_train}{target}.npy", folder / f"y{num_train}{target}.npy"
     np.lib.format.open_memmap(paths[0], "w+", np.float64, (num_rows, SYNTHETIC_INPUT_DIM))
     np.lib.format.open_memmap(paths[1], "w+", np.float64, (num_rows,))
     generator = np.random.default_rng(0)
     for start in tqdm(range(0, num_rows, chunk_size), desc=f"writing {num_rows} rows", leave=False):
         rows = generator.standard_normal((min(chunk_size, num_rows - start), SYNTHETIC_INPUT_DIM))
         noise = SYNTHETIC_NOISE_SD * generator.standard_normal(len(rows))
-        for path, values in ((paths[0], rows), (paths[1], synthetic_target(rows) + noise)):
-            target = np.load(path, mmap_mode="r+")  # a fresh map per chunk: its pages go with it
-            target[start : start + len(rows)] = values
-            target.flush()
-            del target
+        values_y = synthetic_target(rows, target) + noise
+        for path, values in ((paths[0], rows), (paths[1], values_y)):
+            mapped = np.load(path, mmap_mode="r+")  # a fresh map per chunk: its pages go with it
+            mapped[start : start + len(rows)] = values
+            mapped.flush()
+            del mapped
     return paths
 
 
@@ -302,12 +408,20 @@ def with_memory(result: dict, num_train: int, rss_before: float) -> dict:
     }
 
 
-def synthetic_sgpr(paths: Paths, num_train: int, args: argparse.Namespace) -> dict:
-    """The SGPR's fit on the streamed training rows (run in a fresh process)."""
+def synthetic_sgpr(
+    paths: Paths,
+    num_train: int,
+    args: argparse.Namespace,
+    dtype: str | None,
+    reference: dict[str, list] | None = None,
+) -> dict:
+    """The SGPR's fit on the streamed training rows (run in a fresh process; ``dtype`` None: an
+    older zonal's default pass; ``reference`` as for ``run_sgpr``)."""
     x_test, y_test = synthetic_test_set(paths, num_train, args.test_rows)
     rss_before = memory_mib("VmRSS")
     chunks = stream_chunks(paths, num_train, args.chunk_size)
-    result = run_sgpr(x_test, y_test, args.lbfgs_steps, chunks=chunks)
+    torch.manual_seed(0)
+    result = run_sgpr(x_test, y_test, args.lbfgs_steps, dtype, reference, chunks=chunks)
     return with_memory(result, num_train, rss_before)
 
 
@@ -352,11 +466,23 @@ def synthetic_svgp(
     return with_memory(result, num_train, rss_before)
 
 
-def in_fresh_process(function: Callable[..., dict], *arguments) -> dict:
-    """``function(*arguments)`` in a new (spawned) process: its peak memory is its own."""
+def in_fresh_process(
+    function: Callable[..., dict], *arguments, pythonpath: Path | None = None, **keywords
+) -> dict:
+    """``function(*arguments, **keywords)`` in a new (spawned) process: its peak memory is its own;
+    with ``pythonpath`` (a ``src`` folder) it imports zonal from there."""
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(1, mp_context=context) as pool:
-        return pool.submit(function, *arguments).result()
+    saved = os.environ.get("PYTHONPATH")
+    if pythonpath is not None:
+        os.environ["PYTHONPATH"] = str(pythonpath)
+    try:
+        with ProcessPoolExecutor(1, mp_context=context) as pool:
+            return pool.submit(function, *arguments, **keywords).result()
+    finally:
+        if saved is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = saved
 
 
 def dask_pass(paths: Paths, num_train: int, chunk_size: int, workers: int) -> dict:
@@ -450,15 +576,25 @@ def run_synthetic(args: argparse.Namespace) -> dict:
     print(TABLE_HEADER + " | peak RSS MiB | data MiB")
     with tempfile.TemporaryDirectory() as folder:
         for size in args.synthetic:
-            paths = write_synthetic(size, args.chunk_size, Path(folder))
-            sgpr = in_fresh_process(synthetic_sgpr, paths, size, args)
-            results = {"zonal SGPR (1 pass)": sgpr}
+            paths = write_synthetic(size, args.chunk_size, Path(folder), args.target)
+            results: dict[str, dict] = {}
+            reference = None
+            for dtype in args.sgpr_dtypes:
+                results[f"zonal SGPR {dtype}"] = in_fresh_process(
+                    synthetic_sgpr, paths, size, args, dtype, reference
+                )
+                reference = reference or results[f"zonal SGPR {dtype}"]["hyperparameters"]
+            if args.before is not None:
+                results["zonal SGPR before"] = in_fresh_process(
+                    synthetic_sgpr, paths, size, args, None, reference, pythonpath=args.before
+                )
+            sgpr = next(iter(results.values()))
             for name in ("zonal SVGP", "GPyTorch SVGP RBF"):
                 results[name] = in_fresh_process(
                     synthetic_svgp, paths, size, name, sgpr["test_rmse"], args
                 )
             for name, result in results.items():
-                ratio = print_row(size, name, result, sgpr["seconds"])
+                ratio = print_row(size, name, result, sgpr)
                 rows.append({"num_points": size, "model": name, "ratio_to_sgpr": ratio, **result})
             print(
                 f"         SGPR: pass {sgpr['data_pass_s']:.1f} s "
@@ -477,7 +613,7 @@ def run_synthetic(args: argparse.Namespace) -> dict:
             os.remove(paths[0])
             os.remove(paths[1])
     record: dict = {"rows": rows, "dask": distributed}
-    sgpr = [row for row in rows if row["model"].startswith("zonal SGPR")][-1]
+    sgpr = [row for row in rows if row["model"] == f"zonal SGPR {args.sgpr_dtypes[0]}"][-1]
     fit_seconds = sgpr["seconds"] - sgpr["data_pass_s"]
     sources = {"in-process pass, CPU": sgpr["data_pass_s"] / sgpr["num_points"]}
     single = [entry for entry in distributed if entry["workers"] == 1]
@@ -491,7 +627,9 @@ def run_synthetic(args: argparse.Namespace) -> dict:
     return record
 
 
-TABLE_HEADER = "       N | model              |    M |  seconds | test RMSE | stopped  | SVGP/SGPR"
+TABLE_HEADER = (
+    "       N | model                  |    M |  seconds | test RMSE | stopped  | time/SGPR's"
+)
 
 
 def main() -> None:
@@ -513,6 +651,12 @@ def main() -> None:
     parser.add_argument(
         "--dask-max-rows", type=int, default=200_000, help="largest synthetic N on Dask"
     )
+    parser.add_argument("--target", choices=("sin", "pairs"), default="sin", help="synthetic f")
+    parser.add_argument("--svgp-stop", choices=("plateau", "match"), default="plateau")
+    parser.add_argument(
+        "--sgpr-dtypes", nargs="+", choices=("float64", "float32"), default=["float64"]
+    )
+    parser.add_argument("--before", type=Path, default=None, help="src folder of an older zonal")
     parser.add_argument("--output", type=Path, default=Path("benchmarks/results/sgpr_large_n.json"))
     args = parser.parse_args()
     if args.quick:
