@@ -26,7 +26,7 @@ from test_contract import (
     training_data,
 )
 from zonal.features import SphericalHarmonicFeatures
-from zonal.models import SGPR, SVGP, StackedModel, fit_svgp
+from zonal.models import SGPR, SVGP, MomentMatchedModel, StackedModel, fit_svgp
 from zonal.models.conditioning import ConditioningError, condition_on_observations
 
 TOLERANCE = {"atol": 1e-10, "rtol": 1e-10}
@@ -246,3 +246,26 @@ def test_transforms_equal_a_model_on_data_transformed_by_hand(data):
     expected = plain.log_predictive_density(test_hand, (targets - center) / scale) - scale.log()
     torch.testing.assert_close(transformed.log_predictive_density(test_raw, targets), expected)
     assert torch.equal(x_hand, transformed.input_transform(x_raw))
+
+
+def test_moment_matched_model_has_the_mixture_moments(data):
+    """MomentMatchedModel: mean and variance equal the mixture's ``predict``; the covariance is
+    (1/S) sum_s (C_s + mu_s mu_s^T) - m m^T, computed here component by component."""
+    x, y, test_x = data
+    torch.manual_seed(0)
+    deep = dgp(x, y)
+    matched = MomentMatchedModel(deep)
+    mean, covariance = moments(matched, test_x)
+    expected_mean, expected_variance = deep.predict(test_x)
+    torch.testing.assert_close(mean, expected_mean, **TOLERANCE)
+    torch.testing.assert_close(covariance.diagonal(), expected_variance, **TOLERANCE)
+    components = deep.posterior(test_x).distribution
+    second = sum(
+        components.covariance_matrix[s] + torch.outer(components.mean[s], components.mean[s])
+        for s in range(deep.num_posterior_samples)
+    )
+    expected = second / deep.num_posterior_samples - torch.outer(expected_mean, expected_mean)
+    torch.testing.assert_close(covariance, expected, **TOLERANCE)
+    conditioned = matched.condition_on_observations(x[:3], y[:3].unsqueeze(-1))
+    reference = deep.condition_on_observations(x[:3], y[:3].unsqueeze(-1))
+    torch.testing.assert_close(moments(conditioned, test_x)[0], reference.predict(test_x)[0])

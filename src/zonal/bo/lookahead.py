@@ -19,7 +19,9 @@ already averages the mixture, and its ``forward`` then averages the last dimensi
 by then the t-batch. ``KnowledgeGradient`` is BoTorch's class with the second average left out, and
 is what ``lookahead_acquisition`` builds (it equals ``qKnowledgeGradient`` for other models).
 BoTorch's ``qMaxValueEntropy`` and ``qJointEntropySearch`` read one Gaussian per point and do
-not take mixture posteriors: for an ensemble they are refused by name here.
+not take mixture posteriors: for an ensemble ``lookahead_acquisition`` gives them the
+moment-matched Gaussian (``zonal.models.MomentMatchedModel``), and JES's optima come from the
+mixture's own pathwise draws.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ from botorch.acquisition.max_value_entropy_search import qMaxValueEntropy
 from botorch.sampling import SobolQMCNormalSampler
 from botorch.sampling.pathwise import draw_matheron_paths
 from botorch.utils.transforms import is_ensemble, match_batch_shape, t_batch_mode_transform
+
+from zonal.models import MomentMatchedModel, StackedModel
 
 LOOKAHEAD_ACQUISITIONS = ("kg", "mes", "jes")
 
@@ -69,19 +73,31 @@ def optimal_samples(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(optimal inputs [num_optima, d], optimal outputs [num_optima, 1]) of ``num_optima``
     pathwise posterior draws, each maximised over ``candidates`` [n, d] (points on the sphere, or
-    in the box): what ``qJointEntropySearch`` conditions on."""
-    import zonal.sampling  # noqa: F401  (registers zonal's models and kernels with BoTorch's paths)
-
+    in the box): what ``qJointEntropySearch`` conditions on. A moment-matched model is drawn
+    from its mixture; a stacked model draws each path from one component, chosen by weight."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        paths = draw_matheron_paths(model, torch.Size([num_optima]))
-    with torch.no_grad():
-        values = paths(candidates)  # [num_optima, n]
-    values = values.reshape(num_optima, len(candidates))
+        with torch.no_grad():
+            values = _path_values(getattr(model, "ensemble", model), candidates, num_optima)
     best = values.argmax(-1)  # [num_optima]
     inputs = candidates[best]  # [num_optima, d]
     outputs = values.gather(-1, best.unsqueeze(-1))  # [num_optima, 1]
     return inputs, outputs.to(inputs)
+
+
+def _path_values(model, candidates: torch.Tensor, count: int) -> torch.Tensor:
+    """``count`` posterior draws of f at ``candidates`` [n, d]: [count, n]."""
+    import zonal.sampling  # noqa: F401  (registers zonal's models and kernels with BoTorch's paths)
+
+    if isinstance(model, StackedModel):
+        layout = model._layout()
+        weights = torch.tensor([weight for _, weight, _, _ in layout], dtype=torch.float64)
+        choice = torch.multinomial(weights, count, replacement=True)  # [count]
+        values = [_path_values(component, candidates, int((choice == k).sum()))
+                  for k, (component, *_) in enumerate(layout) if (choice == k).any()]  # fmt: skip
+        return torch.cat(values)
+    paths = draw_matheron_paths(model, torch.Size([count]))
+    return paths(candidates).reshape(count, len(candidates))
 
 
 def lookahead_acquisition(
@@ -106,11 +122,7 @@ def lookahead_acquisition(
             model, num_fantasies=num_fantasies, sampler=sampler, X_pending=X_pending
         )
     if is_ensemble(model):
-        raise ValueError(
-            f"BoTorch's {'qMaxValueEntropy' if name == 'mes' else 'qJointEntropySearch'} reads one "
-            "Gaussian per point and does not take a mixture posterior (a deep or stacked model): "
-            "use acquisition='kg' or a single-layer model"
-        )
+        model = MomentMatchedModel(model)
     if name == "mes":
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)

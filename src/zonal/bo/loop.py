@@ -349,8 +349,8 @@ def optimize(
         acquisition: ``"qlogei"`` (seed 004 app. A.2), ``"qei"``, ``"qucb"``, ``"thompson"``, or
             the look-ahead ``"kg"`` (one-shot knowledge gradient, its fantasies' maximisers on
             the sphere too), ``"mes"`` (max-value entropy) or ``"jes"`` (joint entropy search),
-            ``zonal.bo.lookahead``; MES and JES need a single-layer surrogate
-            (``model="shallow"``).
+            ``zonal.bo.lookahead`` (MES and JES see a deep surrogate's moment-matched
+            Gaussian).
         minimize: minimise (the seed's regret is of a minimum) or maximise.
         optimum_value: the known optimum, for the regret trace.
         seed: the run's seed (initial design and every step).
@@ -369,11 +369,6 @@ def optimize(
         raise ValueError(f"model must be one of {STRATEGIES}, got {model!r}")
     if acquisition not in ACQUISITIONS:
         raise ValueError(f"acquisition must be one of {ACQUISITIONS}, got {acquisition!r}")
-    if acquisition in ("mes", "jes") and model != "shallow":
-        raise ValueError(
-            f"acquisition {acquisition!r} reads one Gaussian per point: use model='shallow' (the "
-            "deep model's posterior is a mixture), or acquisition='kg'"
-        )
     if model == "switch" and (switch_after is None or switch_after < 0):
         raise ValueError(f"model='switch' needs switch_after >= 0 BO steps, got {switch_after}")
     if num_initial < 1:

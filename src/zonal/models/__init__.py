@@ -1,7 +1,7 @@
 """Models: SVGP, the one-pass collapsed SGPR, doubly-stochastic DGPs, activated DGPs and residual
 DGPs on hyperspheres (Gaussian vector fields composed through the exponential map), activated DGP
 heads on convolutional features with their baselines (MC dropout, deep ensembles), and stacked
-mixtures of trained regression models.
+mixtures of trained regression models; ``MomentMatchedModel`` views a mixture as one Gaussian.
 
 Every model is a ``ZonalModel`` (``zonal.models.contract``): a BoTorch ``Model`` that owns its
 likelihood and answers ``posterior``, ``predict`` and ``log_predictive_density``.
@@ -19,6 +19,7 @@ from zonal.models.conv_head import (
 )
 from zonal.models.dgp import DGP, DGPLayer, fit_dgp, inducing_point_dgp
 from zonal.models.kmeans import kmeans
+from zonal.models.moment_matched import MomentMatchedModel
 from zonal.models.residual_dgp import ResidualDGP, hybrid_dgp, residual_dgp
 from zonal.models.sgpr import SGPR
 from zonal.models.stacking import StackedModel
@@ -47,6 +48,7 @@ __all__ = [
     "GaussianVectorField",
     "HybridNetwork",
     "MCDropoutClassifier",
+    "MomentMatchedModel",
     "NotTangentError",
     "ProjectedVectorField",
     "ResidualDGP",
