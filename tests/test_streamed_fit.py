@@ -337,3 +337,50 @@ def test_cli_ctrl_c_saves_the_progress_and_the_same_command_resumes(tmp_path, ca
     monkeypatch.setattr(streamed, "accumulate_chunk", resumed)
     assert main(command) == 0
     assert resumed.calls == 6 - 2 and not state.exists()  # 300 rows in chunks of 50
+
+
+def test_a_flipped_bit_in_the_saved_state_is_refused_not_resumed(table, tmp_path, monkeypatch):
+    _, paths, _, _, _ = table
+    output = tmp_path / "model.pt"
+    monkeypatch.setattr(streamed, "accumulate_chunk", _StopAfter(3))
+    with pytest.raises(KeyboardInterrupt):
+        streamed_fit(paths, "y", output=output, chunk_size=64, **FAST)
+    monkeypatch.setattr(streamed, "accumulate_chunk", _ACCUMULATE)
+    state = state_path_for(output)
+    data = bytearray(state.read_bytes())
+    data[len(data) // 2] ^= 0x01  # one bit somewhere in the tensors
+    state.write_bytes(bytes(data))
+    with pytest.raises(ResumeError, match="checksum does not match its contents"):
+        streamed_fit(paths, "y", output=output, chunk_size=64, **FAST)
+
+
+def test_ctrl_c_while_the_state_is_written_completes_the_write_then_stops(tmp_path, monkeypatch):
+    import signal
+
+    real_save = torch.save
+
+    def save_then_interrupt(obj, handle):
+        real_save(obj, handle)
+        signal.raise_signal(signal.SIGINT)  # Ctrl-C arrives while the file is being written
+
+    monkeypatch.setattr(torch, "save", save_then_interrupt)
+    path = tmp_path / "state.pt"
+    with pytest.raises(KeyboardInterrupt):
+        streamed._save_state(path, {"totals": torch.arange(5.0)})
+    monkeypatch.setattr(torch, "save", real_save)
+    assert torch.equal(streamed._read_state(path)["totals"], torch.arange(5.0))
+
+
+def test_an_interrupt_in_the_first_pass_does_not_promise_a_resume(tmp_path, capsys, monkeypatch):
+    x, y = _data(200)
+    data = _write_partitions(tmp_path, x, y, [200])[0]
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(streamed, "first_pass", interrupted)
+    code = main(["fit", str(data), "--target", "y", "--model", "sgpr", "--chunk-size", "50"])
+    assert code == 130
+    err = capsys.readouterr().err
+    assert "nothing saved yet (the first pass had not finished)" in err
+    assert "to resume" not in err

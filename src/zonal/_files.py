@@ -14,6 +14,7 @@ the temporary file.
   unless ``force``.
 * ``scratch_dir`` / ``place_atomically``: a file produced by another program (a download) is made
   in a scratch folder beside its target and moved into place in one step.
+* ``interrupts_deferred``: Ctrl-C during a write is held until the write is complete, then raised.
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ import contextlib
 import json
 import os
 import secrets
+import signal
 import tempfile
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -36,6 +39,24 @@ class OutputExistsError(FileExistsError):
             f"{path} already exists; choose another output or pass --force to replace it"
         )
         self.path = path
+
+
+@contextlib.contextmanager
+def interrupts_deferred() -> Iterator[None]:
+    """Hold SIGINT (Ctrl-C) until the block ends, then raise ``KeyboardInterrupt``: a state file
+    being written is completed (and stays consistent with what was computed) before the program
+    stops. Outside the main thread, where signal handlers cannot be set, the block runs as is."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda number, frame: received.append(number))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if received:
+        raise KeyboardInterrupt
 
 
 @contextlib.contextmanager

@@ -517,8 +517,12 @@ def _fit_streamed(args: argparse.Namespace) -> int:
                                   restart=args.restart, force=args.force)  # fmt: skip
         except KeyboardInterrupt:
             state = state_path_for(output)
-            saved = f"progress saved in {state}; " if state.exists() else ""
-            print(f"zonal: interrupted; {saved}run the same command to resume", file=sys.stderr)
+            if state.exists():
+                advice = f"progress saved in {state}; run the same command to resume"
+            else:  # the first pass saves nothing: the state is made at its end
+                advice = "nothing saved yet (the first pass had not finished); run the same " \
+                    "command to start again"  # fmt: skip
+            print(f"zonal: interrupted; {advice}", file=sys.stderr)
             return EXIT_INTERRUPTED
     metrics = ", ".join(f"{key} {value:.4g}" for key, value in fitted.validation.items())
     where = f"validation ({fitted.num_validation_rows} rows): {metrics}" if metrics else \

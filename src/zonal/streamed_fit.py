@@ -45,6 +45,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import importlib
+import io
 import itertools
 import math
 import os
@@ -58,7 +59,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from zonal._files import atomic_writer, check_new_output
+from zonal._files import atomic_writer, check_new_output, interrupts_deferred
 from zonal.datasets import Standardizer
 from zonal.distributed import PartitionError
 from zonal.fitting import (
@@ -96,8 +97,9 @@ CHECKPOINT_EVERY = 16
 #: bytes hashed at each end of a partition for the resume fingerprint
 FINGERPRINT_BYTES = 1 << 20
 STATE_FORMAT = "zonal.streamed-fit-state"
-#: 2: the running totals are in the features' zonal basis (``zonal.models.sgpr_statistics``)
-STATE_VERSION = 2
+#: 2: the running totals are in the features' zonal basis (``zonal.models.sgpr_statistics``);
+#: 3: the file starts with the sha256 of the serialised state (``_save_state``)
+STATE_VERSION = 3
 #: the relative spread below which a column counts as constant (``Standardizer.fit``'s default)
 RELATIVE_TOLERANCE = 1e-12
 _UINT64 = (1 << 64) - 1
@@ -499,8 +501,25 @@ def fingerprint(partitions: Sequence[Path]) -> list[dict[str, Any]]:
 
 
 def _save_state(path: Path, state: dict[str, Any]) -> None:
-    with atomic_writer(path, "wb") as handle:
-        torch.save(state, handle)
+    """Write ``state`` atomically, Ctrl-C held until it is written: the sha256 of the serialised
+    state on the first line, then the state (``_load_state`` checks the one against the other)."""
+    with interrupts_deferred():
+        buffer = io.BytesIO()
+        torch.save(state, buffer)
+        payload = buffer.getvalue()
+        with atomic_writer(path, "wb") as handle:
+            handle.write(hashlib.sha256(payload).hexdigest().encode("ascii") + b"\n")
+            handle.write(payload)
+
+
+def _read_state(path: Path) -> Any:
+    """The state saved by ``_save_state``; a ``ValueError`` when its checksum does not match (a
+    damaged or truncated file) or it is not such a file."""
+    data = path.read_bytes()
+    digest, newline, payload = data[:64], data[64:65], data[65:]
+    if newline != b"\n" or hashlib.sha256(payload).hexdigest().encode("ascii") != digest:
+        raise ValueError("its checksum does not match its contents (damaged or truncated)")
+    return torch.load(io.BytesIO(payload), map_location="cpu", weights_only=True)
 
 
 def _load_state(
@@ -515,7 +534,7 @@ def _load_state(
         return None
     advice = f"delete {path} or pass --restart to start again"
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
+        state = _read_state(path)
     except Exception as error:  # torch raises many types for damaged files
         raise ResumeError(
             f"{path}: not a readable streamed-fit state ({error}); {advice}"
