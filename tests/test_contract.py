@@ -1,5 +1,6 @@
-"""The model contract (zonal.models.contract): every model answers posterior, predict and
-log_predictive_density the same way, and BoTorch's qLogExpectedImprovement + optimize_acqf take it
+"""The model contract (zonal.models.contract): every model (conditioned on new rows, or seen
+through its moment-matched Gaussian, too) answers posterior, predict and log_predictive_density
+the same way, and BoTorch's qLogExpectedImprovement + optimize_acqf take it
 unchanged. Each claim is checked against an independent computation: the posterior's moments
 against predict, the noisy posterior against the likelihood's noise, the log density against
 Normal log densities (log-mean-exp over the mixture for deep models), batched posteriors against
@@ -98,6 +99,22 @@ def fit_model_briefly(model, x, y):
     fit_dgp(model, x, y, num_steps=15, lr=0.02, batch_size=len(x))
 
 
+def conditioned(build):
+    """``build`` fitted to all but the last 5 rows, then conditioned on them
+    (``condition_on_observations``): a conditioned model answers the same contract."""
+
+    def make(x, y):
+        return build(x[:-5], y[:-5]).condition_on_observations(x[-5:], y[-5:].unsqueeze(-1))
+
+    return make
+
+
+def moment_matched(x, y):
+    from zonal.models import MomentMatchedModel
+
+    return MomentMatchedModel(activated_dgp(x, y))
+
+
 MODELS = {
     "SVGP, harmonic features": svgp_harmonic,
     "SVGP, activated features": svgp_activated,
@@ -106,6 +123,11 @@ MODELS = {
     "DGP, 2 layers": dgp,
     "ActivatedDGP, 2 layers": activated_dgp,
     "ResidualDGP, 1 hidden field": residual,
+    "SGPR, conditioned": conditioned(sgpr),
+    "SVGP, activated features, conditioned": conditioned(svgp_activated),
+    "DGP, conditioned": conditioned(dgp),
+    "ResidualDGP, conditioned": conditioned(residual),
+    "ActivatedDGP, moment-matched": moment_matched,
 }
 
 
