@@ -157,15 +157,32 @@ def main() -> None:
         if args.before is not None:
             before = measure_before(args.before, args.rows, args.repeats, threads)
             entry["before"] = before
-            entry["speed_up_float64"] = before["pass_s"] / entry["float64"]["pass_s"]
-            entry["speed_up_float32"] = before["pass_s"] / entry["float32"]["pass_s"]
+            # per-row time over the same process's float64 matmul: robust to a busy machine
+            yardstick = before["pass_s"] / before["matmul_s"]
+            for name in ("float64", "float32"):
+                part = entry[name]
+                entry[f"speed_up_{name}"] = before["pass_s"] / part["pass_s"]
+                entry[f"speed_up_{name}_in_matmuls"] = yardstick / (
+                    part["pass_s"] / entry["float64"]["matmul_s"]
+                )
             print(
                 f"{threads:>3} {'before':>7} {'':>8} {'':>8} {before['matmul_s']:8.4f} {'':>7} "
-                f"{'':>7} {before['pass_s']:8.4f} {before['pass_us_per_row']:7.2f}   "
-                f"speed-up {entry['speed_up_float64']:.2f}x (float64), "
-                f"{entry['speed_up_float32']:.2f}x (float32)"
+                f"{'':>7} {before['pass_s']:8.4f} {before['pass_us_per_row']:7.2f}   speed-up "
+                f"{entry['speed_up_float64']:.2f}x float64, {entry['speed_up_float32']:.2f}x "
+                f"float32 (in units of each process's float64 matmul: "
+                f"{entry['speed_up_float64_in_matmuls']:.2f}x, "
+                f"{entry['speed_up_float32_in_matmuls']:.2f}x)"
             )
         results["by_threads"][str(threads)] = entry
+    first = results["by_threads"][str(args.threads[0])]
+    for threads in args.threads[1:]:
+        entry = results["by_threads"][str(threads)]
+        print(
+            f"{threads} threads vs {args.threads[0]}: pass float64 "
+            f"{first['float64']['pass_s'] / entry['float64']['pass_s']:.2f}x faster, float32 "
+            f"{first['float32']['pass_s'] / entry['float32']['pass_s']:.2f}x, bare matmul "
+            f"{first['float64']['matmul_s'] / entry['float64']['matmul_s']:.2f}x"
+        )
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(results, indent=2))
     print(f"wrote {args.output}")
