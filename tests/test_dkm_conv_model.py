@@ -273,3 +273,31 @@ def test_gradient_checkpointing_gives_the_same_objective_and_gradients():
     torch.testing.assert_close(checked, plain, rtol=1e-13, atol=0)
     for name, gradient in plain_grads.items():
         torch.testing.assert_close(checked_grads[name], gradient, rtol=1e-10, atol=1e-13, msg=name)
+
+
+def test_initial_output_mean_is_a_draw_from_the_prior_and_the_logits_vary():
+    """mu starts as L eps, L L^T = K_ii of the output layer, eps standard normal (seed 003 sec. 5
+    initialises mu randomly): the whitened mean L^-1 mu is standard normal, and the initial
+    logits differ between images, so the labels reach the layers below from the first step
+    (with mu = 0 every logit is 0 and the last train/test scale Psi collapses instead)."""
+    from gpytorch.likelihoods import SoftmaxLikelihood
+
+    from zonal.dkm import ConvDKM, resnet_layers
+
+    generator = torch.Generator().manual_seed(0)
+    images = torch.randn(20, 1, 8, 8, generator=generator, dtype=torch.float64)
+    patches = torch.randn(4, 1, 3, 3, generator=generator, dtype=torch.float64)
+    model = ConvDKM(
+        (1, 8, 8),
+        resnet_layers((4, 8, 16), 1),
+        SoftmaxLikelihood(num_classes=10, mixing_weights=False),
+        inducing_patches=patches,
+        nu=1.0,
+    )
+    with torch.no_grad():
+        _, top_chol, _, _ = model._propagate(images[:0])
+        whitened = torch.linalg.solve_triangular(top_chol, model.output_mean, upper=False)
+        logits = model.batch_outputs(images.flatten(1)).mean  # [20, 10]
+    assert whitened.shape == (16, 10)
+    assert abs(float(whitened.mean())) < 0.25 and 0.7 < float(whitened.var()) < 1.4
+    assert float(logits.std(0).min()) > 1e-3

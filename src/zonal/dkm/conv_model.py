@@ -15,7 +15,9 @@ G^l_tt by the GP conditional, image by image over the locations. A layer may end
 its Gram blocks become the convex combination w G^l + (1 - w) G^k with the blocks of an earlier
 layer k of the same shape (seed 003 sec. 5). The top normalises, applies Omega, and collapses the
 locations by global average pooling (inducing K_ii = Omega_ii, Nystrom-corrected diagonal) or a
-linear layer (a full-map convolution); the output is a sparse GP with q(f_i^c) = N(mu_c, A).
+linear layer (a full-map convolution); the output is a sparse GP with q(f_i^c) = N(mu_c, A),
+initialised with A = K_ii and mu_c a draw from the prior N(0, K_ii) (seed 003 sec. 5 draws both at
+random, A = V V^T with V Gaussian, with no scale given).
 
 Only the diagonal of the test/train blocks is ever formed, so ``posterior`` gives the per-image
 marginals (independent across the q images: the joint is not computed, as in the seed), and
@@ -210,9 +212,15 @@ class ConvDKM(DeepKernelMachine):
         for index, prior in enumerate(priors):
             if not math.isinf(self.nu[index]):
                 self.grams[str(index)] = CholeskyParameter(prior, name=f"G^{index + 1}_ii")
-        self.output_mean = torch.nn.Parameter(
-            torch.zeros(last, self._num_outputs, dtype=torch.float64)
-        )
+        # mu: a draw of the inducing outputs from their prior N(0, K_ii), one column per channel
+        # (seed 003 sec. 5 initialises mu randomly). A zero mean makes every logit 0, so the
+        # layers below get no gradient from the labels, only the one that shrinks the outputs'
+        # variance, which the KL-free train/test scales Psi of the last normalisation follow
+        # down to the constant output (objective -log C; app. C, eq. 73)
+        whitened_mean = torch.randn(
+            last, self._num_outputs, generator=generator, dtype=torch.float64
+        )  # [M, C]
+        self.output_mean = torch.nn.Parameter(top_chol @ whitened_mean)
         self.output_covariance = CholeskyParameter(top_chol @ top_chol.mT, name="A")
         self.to(torch.float64)
 
