@@ -300,3 +300,22 @@ def test_the_stacks_shallow_components_condition_on_the_validation_rows_too(monk
         expected = torch.linalg.solve(precision, projection @ targets / noise)  # [M]
         mean = svgp.inducing_strategy._variational_distribution.variational_mean
     torch.testing.assert_close(mean, expected, rtol=1e-8, atol=1e-10)
+
+
+@pytest.mark.parametrize("model", ["sgpr", "svgp"])
+def test_a_named_shallow_model_conditions_on_the_validation_rows_too(model):
+    """Not only a stack: a named SGPR counts every row in its statistics, and a named Gaussian
+    SVGP's q(u) is the Titsias optimum over every row (its mean changes from the trained one)."""
+    x, y = regression_rows()
+    fitted = fit_data(x, y, feature_columns=["a", "b"], model=model, **SMALL)
+    assert fitted.num_validation_rows > 0
+    trained = fitted.trained.model
+    if model == "sgpr":
+        assert int(trained.stat_count) == len(x)
+    else:
+        inputs = torch.from_numpy(fitted.x_scaler.transform(x))
+        targets = torch.from_numpy(fitted.y_scaler.transform(y))
+        before = trained.variational_strategy.variational_distribution.mean.detach().clone()
+        trained.set_optimal_variational_distribution(inputs, targets)  # the optimum over all rows
+        after = trained.variational_strategy.variational_distribution.mean.detach()
+        torch.testing.assert_close(before, after, rtol=1e-8, atol=1e-10)

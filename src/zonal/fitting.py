@@ -281,9 +281,10 @@ def fit_data(
         try:
             fit, scores = stack_fits(fits, scores, split, fallback=chosen)
             chosen = fit.spec["model"]
-            condition_on_all_rows(fit.model, split)
         except KeyboardInterrupt:  # while stacking: the chosen candidate is kept
             interrupted = True
+    if not target.is_classification and len(valid_rows) and not interrupted:
+        condition_on_all_rows(fit.model, split)  # a stack, or the one model chosen or named
     trained = Trained(fit.spec, fit.model, fit.objective,
                       sum(score["seconds"] for score in scores.values()), fit.candidates)  # fmt: skip
     scores = {name: _in_target_units(score, target, y_scaler) for name, score in scores.items()}
@@ -489,8 +490,9 @@ def stack_fits(
 
 @torch.no_grad()
 def condition_on_all_rows(model: ZonalModel, split: Split) -> None:
-    """Once the validation rows have chosen and weighted the candidates, let the shallow models'
-    posteriors condition on them too, at the learned hyperparameters (closed forms, one pass):
+    """Once the validation rows have chosen (and, under ``auto``, weighted) the candidates, let
+    the shallow models' posteriors condition on them too, at the learned hyperparameters (closed
+    forms, one pass), whichever model was chosen or named:
     an SGPR recomputes its statistics over the training and validation rows, a Gaussian SVGP sets
     q(u) to its optimum there (Titsias, 2009; when N x M fits ``OPTIMAL_Q_MAX_ENTRIES``); a
     stack does so for each component; other models (the deep ones) are left as they are. The
