@@ -380,3 +380,39 @@ def test_convolutional_inducing_patches_are_never_blank():
     patches = model.inducing_patches.detach().flatten(1)  # [8, 9]
     assert patches.square().sum(1).min() > 0.01 * images.square().sum((1, 2, 3)).mean() / 16
     assert torch.linalg.cond(patches @ patches.mT) < 1e6
+
+
+def test_repeats_train_each_setting_with_its_own_seed_and_report_the_mean(tmp_path, monkeypatch):
+    """repeats = 2: every setting is trained with the seeds 0 and 1 (two models, two rows of
+    results.csv), its metric is the mean of the two and its standard error is reported; float32
+    builds float32 models."""
+    built = _spy_on_models(monkeypatch)
+    overrides = {**TINY_SWEEPS, "sweep": "top", "repeats": 2, "dtype": "float32"}
+    result = run_experiment("cdkm-mnist", overrides=overrides, runs_root=tmp_path)
+    with (result.path / "results.csv").open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert [(row["setting"], row["seed"]) for row in rows] == [
+        ("gap", "0"), ("gap", "1"), ("linear", "0"), ("linear", "1")
+    ]  # fmt: skip
+    assert len({configuration.key for configuration, _ in built}) == 4
+    assert all(model.output_mean.dtype == torch.float32 for _, model in built)
+    gap = [float(row["accuracy_percent"]) for row in rows if row["setting"] == "gap"]
+    metrics = result.metrics
+    assert metrics["accuracy_percent"]["top=gap"] == pytest.approx(sum(gap) / 2)
+    assert metrics["accuracy_percent_standard_error"]["top=gap"] == pytest.approx(
+        abs(gap[0] - gap[1]) / 2
+    )
+
+
+def test_converged_preset_trains_on_all_of_mnist_with_three_seeds():
+    """cdkm-mnist --protocol converged: the seed's 60,000 training and 10,000 test images (the
+    KL terms weighted as the seed's), 3 seeds, float32, and its departures from the seed named."""
+    from zonal.experiments.config import resolve_config
+    from zonal.experiments.registry import get_experiment
+
+    experiment = get_experiment("cdkm-mnist")
+    config = resolve_config(experiment, protocol="converged")
+    assert (config["num_train"], config["num_test"], config["repeats"]) == (60000, 10000, 3)
+    assert (config["architecture"], config["dtype"], config["sweep"]) == ("conv", "float32", "all")
+    assert "inf" in config["nus"] and "1" in config["nus"]
+    assert "float32" in experiment.differences["converged"]

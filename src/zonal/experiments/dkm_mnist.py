@@ -11,8 +11,9 @@ which the seed finds best for the test log likelihood. The convolutional DKM (``
 ``architecture = "conv"``) is the seed's: ResNet20-like stack with ``conv_inducing`` inducing points
 per stage, batch normalisation and rescaling, global average pooling or a linear top, ZCA-whitened
 images, random crops of the images zero-padded by ``crop_padding`` pixels, no flips (digits are not
-mirror-symmetric); ``--full`` is the seed's protocol (meant for a GPU). The seed does not give its
-crop size; 2 pixels is ours. Its first layer is an NNGP layer (nu = inf) whenever it has more
+mirror-symmetric); ``--protocol converged`` runs every ablation on all 60,000 training images with
+the quick preset's narrow stack in float32 and 3 seeds (``CONV_CONVERGED``); ``--full`` is the
+seed's protocol (meant for a GPU). The seed does not give its crop size; 2 pixels is ours. Its first layer is an NNGP layer (nu = inf) whenever it has more
 inducing patches than a 3x3 patch has values (its linear kernel's K_ii is then singular;
 ``ConvDKM``).
 
@@ -20,7 +21,8 @@ Sweeps (``sweep``: one of ``SWEEPS`` or ``"all"``). Seed 003 sec. 5 varies one c
 from a base model: nu = 1 in every layer, "Batch / Batch" normalisation and "Batch / Batch"
 rescaling (inducing / train-test, app. C), global average pooling, a categorical likelihood. Here
 the base takes its top, likelihood and inducing counts from the config (``top``, ``likelihood``,
-``conv_inducing``: the quick preset's base has the linear top, which learns at its size) and nu = 1.
+``conv_inducing``: the quick and converged presets' base has the linear top, which learns at their
+size) and nu = 1.
 
 * ``nu``: nu in ``nus`` (tables 1 and 4);
 * ``normalisation``: the seed's five inducing / train-test normalisations (tables 1 and 5);
@@ -33,7 +35,11 @@ the base takes its top, likelihood and inducing counts from the config (``top``,
 * ``inducing``: the inducing counts per stage in ``inducing_sweep``, at nu = 10^-2 (the seed's
   choice for table 2; tables 2 and 9; the seed trains these 200 epochs, ours ``epochs``).
 
-A configuration that several sweeps share (the base) is trained once. Each finished configuration
+Every setting is trained ``repeats`` times, with the seeds ``seed``, ``seed + 1``, ...: one row of
+``results.csv`` per seed, the metrics are the means over the seeds (with the standard error of the
+mean accuracy when there are several). ``dtype`` is that of the model and the data (``float32``
+about halves a step on a CPU; the seed uses float64). A configuration that several sweeps share (the
+base) is trained once per seed. Each finished configuration
 is kept in the run's checkpoint (and every epoch of the one in progress), so a resumed run skips
 it. The fully connected DKM has no normalisation, top or convolutional inducing counts: it runs
 the ``nu`` and ``likelihood`` sweeps only.
@@ -60,6 +66,7 @@ likelihoods beside the seed's table.
 from __future__ import annotations
 
 import math
+import statistics
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -70,6 +77,7 @@ import torch
 from zonal.experiments.registry import register_experiment
 from zonal.experiments.run_directory import RunDirectory
 
+DTYPES = {"float64": torch.float64, "float32": torch.float32}
 SWEEPS = ("nu", "normalisation", "rescaling", "top", "likelihood", "inducing")
 #: the sweeps of the convolutional DKM's choices (the fully connected DKM has none of them)
 CONV_SWEEPS = ("normalisation", "rescaling", "top", "inducing")
@@ -104,6 +112,8 @@ QUICK: dict[str, Any] = {
     "milestones": [],  # epochs after which the rate is divided by 10
     "train_samples": 100,
     "eval_samples": 1000,
+    "repeats": 1,  # seeds per configuration: seed, seed + 1, ...
+    "dtype": "float64",  # of the model and the data; "float32" halves a step on a CPU
 }
 FULL: dict[str, Any] = {
     "num_train": 60000,
@@ -172,15 +182,17 @@ class Configuration:
     top: str
     likelihood: str
     inducing: tuple[int, ...]
+    repeat: int = 0  # trained with the random seed ``seed + repeat``
 
     @property
     def key(self) -> str:
         """A name unique to the configuration (its checkpoint entry)."""
-        return (
+        key = (
             f"nu={self.nu} norm={'/'.join(self.normalisation)} "
             f"scale={'/'.join(self.rescaling)} top={self.top} likelihood={self.likelihood} "
             f"M={'/'.join(map(str, self.inducing))}"
         )
+        return f"{key} repeat={self.repeat}" if self.repeat else key
 
 
 def inducing_label(counts: Sequence[int]) -> str:
@@ -204,6 +216,12 @@ def check_config(config: dict[str, Any]) -> tuple[str, ...]:
     convolutional = config["architecture"] == "conv"
     if sweep in CONV_SWEEPS and not convolutional:
         raise ValueError(f"the {sweep} sweep needs architecture 'conv' (the convolutional DKM)")
+    if isinstance(config["repeats"], bool) or not isinstance(config["repeats"], int):
+        raise ValueError(f"repeats must be an integer >= 1, got {config['repeats']!r}")
+    if config["repeats"] < 1:
+        raise ValueError(f"repeats must be an integer >= 1, got {config['repeats']!r}")
+    if config["dtype"] not in DTYPES:
+        raise ValueError(f"dtype must be one of {tuple(DTYPES)}, got {config['dtype']!r}")
     if any(len(counts) != 3 for counts in config["inducing_sweep"]) or not config["inducing_sweep"]:
         raise ValueError(
             f"inducing_sweep must list inducing counts of the three stages, e.g. [[16, 32, 64]], "
@@ -215,7 +233,8 @@ def check_config(config: dict[str, Any]) -> tuple[str, ...]:
 
 
 def sweep_configurations(config: dict[str, Any]) -> list[tuple[str, str, Configuration]]:
-    """(sweep, setting, configuration) of every sweep the config asks for (``check_config``)."""
+    """(sweep, setting, configuration) of every sweep the config asks for (``check_config``), each
+    setting ``repeats`` times (repeat r trains with the seed ``seed + r``)."""
     base = Configuration(
         BASE_NU,
         ("batch", "batch"),
@@ -236,9 +255,10 @@ def sweep_configurations(config: dict[str, Any]) -> list[tuple[str, str, Configu
         ],
     }
     return [
-        (sweep, setting, replace(base, **changes))
+        (sweep, setting, replace(base, **changes, repeat=repeat))
         for sweep in check_config(config)
         for setting, changes in settings[sweep]
+        for repeat in range(config["repeats"])
     ]
 
 
@@ -472,6 +492,50 @@ CONV_FULL = {
     "learning_rate": 0.01,
     "train_samples": 100,
     "eval_samples": 1000,
+    "repeats": 4,  # seed 003 sec. 5: 4 random seeds
+}
+#: one CPU core, about two hours per sweep: every ablation on all 60,000 training images (the seed's
+#: P, which weights the KL terms of eq. 76 by 1/P: the quick preset's 1000 images weight them 60
+#: times as much, and GAP, Local/Local and None/None then fall to the constant output), the quick
+#: preset's narrow stack in float32, 2 epochs of batches of 50, 3 seeds. Seconds per epoch on one
+#: thread beside other jobs (load 6), from the median of the first steps: 185 at nu = inf, 250-260
+#: with learned Gram blocks (float64: about twice that), so 8-9 minutes per configuration with the
+#: test set and 25-30 minutes per setting of a sweep with its 3 seeds
+CONV_CONVERGED = {
+    "num_train": 60000,
+    "num_test": 10000,
+    "architecture": "conv",
+    "conv_inducing": [8, 16, 32],
+    "conv_blocks": 1,
+    "top": "linear",
+    "sweep": "all",
+    "nus": ["inf", "100", "1", "0.01"],
+    "inducing_sweep": [[4, 8, 16], [8, 16, 32]],
+    "epochs": 2,
+    "milestones": [1],
+    "batch_size": 50,
+    "learning_rate": 0.05,
+    "train_samples": 100,
+    "eval_samples": 1000,
+    "repeats": 3,
+    "dtype": "float32",
+}
+CONV_DIFFERENCES = {
+    "quick": "reduced: 1000 training and 500 test images (the KL terms then weigh 60 times the "
+    "seed's), an 8/16/32 stack of one block per stage (seed: 128/256/512, three blocks), 4 epochs "
+    "(seed: 100), rate 0.05 (seed: 0.01), batches of 50 (seed: 256), 10 / 200 Monte Carlo draws, "
+    "one seed (seed: 4), no crops; the base has the linear top (seed: GAP), which learns at this "
+    "size; GAP, Local/Local and None/None fall to the constant output (objective -log 10)",
+    "converged": "reduced: the seed's 60,000 training and 10,000 test images, but an 8/16/32 stack "
+    "of one block per stage (seed: 128/256/512, three blocks per stage) in float32 (seed: float64), "
+    "2 epochs of batches of 50, rate 0.05 then 0.005 (seed: 100 epochs of 256, rate 0.01 divided "
+    "by 10 at 40 and 80), 3 seeds (seed: 4), no crops (seed: random crops); nu in inf / 100 / 1 / "
+    "0.01 (seed: 7 values); the base has the linear top (seed: GAP); inducing sweep 4/8/16 and "
+    "8/16/32 (seed: 16/32/64 to 512/1024/2048). 185-260 s per epoch on one thread (load 6), 8-9 "
+    "minutes per configuration: about 50 minutes per sweep of top, likelihood or inducing counts, "
+    "1.7 h (nu), 2.1 h (normalisation), 2.6 h (rescaling); 48 configurations, about 7 h, for all",
+    "full": "the seed's protocol (ResNet20 stack, 128/256/512, 100 epochs, 4 seeds, float64), for a "
+    "GPU; crops of 2 pixels (the seed does not give its crop size); no flips (digits)",
 }
 QUICK_INDUCING = {"inducing": [inducing_label(counts) for counts in CONV_QUICK["inducing_sweep"]]}
 
@@ -492,7 +556,9 @@ QUICK_INDUCING = {"inducing": [inducing_label(counts) for counts in CONV_QUICK["
     "normalisation, rescaling, top, likelihood, inducing counts; tables 1, 2, 4-9; quick: a subset "
     "and a narrow stack; --full: the seed's protocol, for a GPU)",
     quick={**QUICK, **CONV_QUICK},
+    converged=CONV_CONVERGED,
     full=CONV_FULL,
+    differences=CONV_DIFFERENCES,
     paper=seed_paper(SWEEPS, QUICK_INDUCING),
     headline=("accuracy_percent.nu=1", "test_log_likelihood.nu=1"),
     validate=check_config,
@@ -541,6 +607,7 @@ def run_dkm_mnist(config: dict[str, Any], run_dir: RunDirectory) -> dict[str, An
             "top": configuration.top,
             "likelihood": configuration.likelihood,
             "inducing": inducing_label(configuration.inducing),
+            "seed": config["seed"] + configuration.repeat,
             **state["done"][configuration.key],
         }
         for sweep, setting, configuration in planned
@@ -562,9 +629,17 @@ def run_dkm_mnist(config: dict[str, Any], run_dir: RunDirectory) -> dict[str, An
         "test_log_likelihood": {},
         "seconds_per_epoch": {},
     }
+    groups: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
+        groups.setdefault(f"{row['sweep']}={row['setting']}", []).append(row)
+    for name, group in groups.items():  # means over the repeats
         for key in metrics:
-            metrics[key][f"{row['sweep']}={row['setting']}"] = row[key]
+            metrics[key][name] = sum(row[key] for row in group) / len(group)
+    if config["repeats"] > 1:  # the standard error of the mean accuracy over the repeats
+        metrics["accuracy_percent_standard_error"] = {
+            name: statistics.stdev(row["accuracy_percent"] for row in group) / len(group) ** 0.5
+            for name, group in groups.items()
+        }
     metrics["model"] = (
         "fully connected DKM (the seed's numbers: convolutional DKM)"
         if config["architecture"] == "fc"
@@ -585,9 +660,13 @@ def train_configuration(
     evaluate it on the test set and record it in ``state["done"]`` and the checkpoint."""
     from zonal.dkm import fit_dkm
 
-    x_train, y_train, x_test, y_test = data
+    config = {**config, "seed": config["seed"] + configuration.repeat}
+    dtype = DTYPES[config["dtype"]]
+    x_train, y_train, x_test, y_test = (
+        tensor.to(dtype) if tensor.is_floating_point() else tensor for tensor in data
+    )
     key = configuration.key
-    model = build_model(x_train, configuration, config, image_shape)
+    model = build_model(x_train, configuration, config, image_shape).to(dtype)
     resume = state["current"][1] if state["current"] and state["current"][0] == key else None
     epoch_log: list[dict[str, Any]] = list(state["epochs"].get(key, []))
     monitor_rows = config["batch_size"]
