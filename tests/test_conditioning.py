@@ -219,8 +219,13 @@ def test_transforms_equal_a_model_on_data_transformed_by_hand(data):
     kernel = arccos()
     features = SphericalHarmonicFeatures(INPUT_DIM + 1, 5, kernel=kernel)
     bounds = torch.stack([x_raw.min(0).values, x_raw.max(0).values])
-    transformed = SVGP(kernel, features, INPUT_DIM)
-    transformed.set_transforms(Normalize(INPUT_DIM), Standardize(1))
+    transformed = SVGP(
+        kernel,
+        features,
+        INPUT_DIM,
+        input_transform=Normalize(INPUT_DIM),
+        outcome_transform=Standardize(1),
+    )
     fit_svgp(transformed, x_raw, y_raw.unsqueeze(-1), num_steps=3, batch_size=60)
     plain = SVGP(copy.deepcopy(kernel), features, INPUT_DIM)
     plain.load_state_dict(transformed.state_dict(), strict=False)

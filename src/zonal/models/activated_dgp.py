@@ -14,6 +14,8 @@ import itertools
 from collections.abc import Callable
 
 import torch
+from botorch.models.transforms.input import InputTransform
+from botorch.models.transforms.outcome import OutcomeTransform
 from gpytorch.kernels import ScaleKernel
 from gpytorch.likelihoods import GaussianLikelihood, Likelihood, SoftmaxLikelihood
 
@@ -44,6 +46,7 @@ class ActivatedDGP(DGP):
         bias: the constant appended to each layer's input.
         input_scales: give the first layer's ``SphereEmbedding`` one learnt scale per input
             (ARD, all 1 to start; the equivalent network's first layer carries the same scales).
+        input_transform, outcome_transform: BoTorch transforms, as ``SingleTaskGP`` takes them.
     """
 
     def __init__(
@@ -61,6 +64,8 @@ class ActivatedDGP(DGP):
         bias: float = 1.0,
         input_scales: bool = False,
         seed: int = 0,
+        input_transform: InputTransform | None = None,
+        outcome_transform: OutcomeTransform | None = None,
     ) -> None:
         if mean not in ("zero", "constant"):
             raise ValueError(f"an activated DGP supports mean 'zero' or 'constant', got {mean!r}")
@@ -100,7 +105,12 @@ class ActivatedDGP(DGP):
                     input_map=embedding,
                 )
             )
-        super().__init__(layers, likelihood)
+        super().__init__(
+            layers,
+            likelihood,
+            input_transform=input_transform,
+            outcome_transform=outcome_transform,
+        )
         self.widths = widths
         self.activation = activation
         self.mean_kind = mean

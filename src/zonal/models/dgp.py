@@ -23,6 +23,8 @@ from collections.abc import Callable
 
 import gpytorch
 import torch
+from botorch.models.transforms.input import InputTransform
+from botorch.models.transforms.outcome import OutcomeTransform
 from gpytorch.distributions import MultitaskMultivariateNormal, MultivariateNormal
 from gpytorch.kernels import Kernel, ScaleKernel
 from gpytorch.likelihoods import GaussianLikelihood, Likelihood
@@ -153,7 +155,9 @@ class DGP(DeepGP, ZonalModel):
     Train with ``fit_dgp`` or ``gpytorch.mlls.DeepApproximateMLL(VariationalELBO(likelihood,
     model, num_data))``. ``posterior``, ``predict`` and ``log_predictive_density`` (the model
     contract) mix ``num_posterior_samples`` Monte Carlo samples of the inner layers, drawn from
-    ``posterior_seed`` (None: fresh draws at every call).
+    ``posterior_seed`` (None: fresh draws at every call). ``input_transform`` and
+    ``outcome_transform``: BoTorch transforms, as ``SingleTaskGP`` takes them (``fit_dgp``
+    learns them on the training data).
     """
 
     _is_ensemble = True
@@ -165,6 +169,8 @@ class DGP(DeepGP, ZonalModel):
         *,
         num_posterior_samples: int = POSTERIOR_SAMPLES,
         posterior_seed: int | None = 0,
+        input_transform: InputTransform | None = None,
+        outcome_transform: OutcomeTransform | None = None,
     ) -> None:
         super().__init__()
         if likelihood is None:
@@ -185,6 +191,7 @@ class DGP(DeepGP, ZonalModel):
         self._num_outputs = layers[-1].output_dims or 1
         self.num_posterior_samples = int(num_posterior_samples)
         self.posterior_seed = posterior_seed
+        self.set_transforms(input_transform, outcome_transform)
 
     def forward(self, x: torch.Tensor, *, are_samples: bool = False):
         """Propagate inputs x [..., N, D] through the layers (deterministic x: the output is

@@ -28,6 +28,8 @@ from collections.abc import Callable, Sequence
 
 import gpytorch
 import torch
+from botorch.models.transforms.input import InputTransform
+from botorch.models.transforms.outcome import OutcomeTransform
 from gpytorch.distributions import MultitaskMultivariateNormal, MultivariateNormal
 from gpytorch.kernels import Kernel, MaternKernel, RBFKernel, ScaleKernel
 from gpytorch.likelihoods import Likelihood
@@ -61,6 +63,7 @@ class ResidualDGP(DGP):
         input_map: ``SphereEmbedding(b)`` (default b = 1) for data in R^{d-1}, or ``OnSphere()``
             for unit vectors in R^d.
         num_posterior_samples, posterior_seed: the mixture of ``posterior`` (see ``DGP``).
+        input_transform, outcome_transform: BoTorch transforms, as ``SingleTaskGP`` takes them.
     """
 
     def __init__(
@@ -72,6 +75,8 @@ class ResidualDGP(DGP):
         input_map: InputMap | None = None,
         num_posterior_samples: int = POSTERIOR_SAMPLES,
         posterior_seed: int | None = 0,
+        input_transform: InputTransform | None = None,
+        outcome_transform: OutcomeTransform | None = None,
     ) -> None:
         for index, field in enumerate(fields):
             if not isinstance(field, GaussianVectorField):
@@ -87,6 +92,8 @@ class ResidualDGP(DGP):
             likelihood,
             num_posterior_samples=num_posterior_samples,
             posterior_seed=posterior_seed,
+            input_transform=input_transform,
+            outcome_transform=outcome_transform,
         )
         self.ambient_dim = output_layer.input_dims
         self.sphere_input = SphereEmbedding(1.0) if input_map is None else input_map

@@ -48,6 +48,8 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 import torch
+from botorch.models.transforms.input import InputTransform
+from botorch.models.transforms.outcome import OutcomeTransform
 from gpytorch.distributions import MultivariateNormal
 from gpytorch.kernels import Kernel
 from gpytorch.likelihoods import GaussianLikelihood
@@ -104,6 +106,9 @@ class SGPR(ZonalModel):
             default, bias 1), possibly with input scales (``fit_input_scales``), or ``OnSphere()``
             for inputs on the sphere.
         noise: initial Gaussian noise variance.
+        input_transform, outcome_transform: BoTorch transforms (e.g. ``Normalize``,
+            ``Standardize``), as ``SingleTaskGP`` takes them; learn them on the data with
+            ``x, y = model.transform_training_data(x, y)`` before ``fit_statistics``.
 
     The features are used as they are (their parameters, e.g. learnable phases, are left to the
     caller: the statistics are computed for the features at the time of ``fit_statistics``).
@@ -117,6 +122,8 @@ class SGPR(ZonalModel):
         *,
         input_map: InputMap | None = None,
         noise: float = 0.1,
+        input_transform: InputTransform | None = None,
+        outcome_transform: OutcomeTransform | None = None,
     ) -> None:
         super().__init__()
         if not isinstance(features.kuu(kernel), DiagLinearOperator):
@@ -136,6 +143,7 @@ class SGPR(ZonalModel):
         scales = self._input_scales()
         if scales is not None:  # the scales the statistics were computed at
             self.register_buffer("stat_input_scales", scales.detach().clone())
+        self.set_transforms(input_transform, outcome_transform)
 
     def _input_scales(self) -> torch.Tensor | None:
         """The embedding's input scales s [D], or None without them."""

@@ -11,6 +11,8 @@ with r = ||[x, b]||, seed 000 sec. 4.1); ``OnSphere`` takes unit vectors as they
 from __future__ import annotations
 
 import torch
+from botorch.models.transforms.input import InputTransform
+from botorch.models.transforms.outcome import OutcomeTransform
 from gpytorch.distributions import MultivariateNormal
 from gpytorch.kernels import Kernel
 from gpytorch.likelihoods import GaussianLikelihood, Likelihood, MultitaskGaussianLikelihood
@@ -92,6 +94,8 @@ class SVGP(ApproximateGP, ZonalModel):
             ``"natural"`` / ``"tril-natural"`` (natural parameters, for ``gpytorch.optim.NGD``)
             or ``"delta"`` (a point mass: MAP inducing values).
         whiten: whitened parametrisation (default True).
+        input_transform, outcome_transform: BoTorch transforms (e.g. ``Normalize``,
+            ``Standardize``), as ``SingleTaskGP`` takes them (``ZonalModel.set_transforms``).
     """
 
     def __init__(
@@ -106,6 +110,8 @@ class SVGP(ApproximateGP, ZonalModel):
         mean_module: Mean | None = None,
         variational_family: str = "cholesky",
         whiten: bool = True,
+        input_transform: InputTransform | None = None,
+        outcome_transform: OutcomeTransform | None = None,
     ) -> None:
         if variational_family not in VARIATIONAL_FAMILIES:
             raise ValueError(
@@ -129,6 +135,7 @@ class SVGP(ApproximateGP, ZonalModel):
         self._num_outputs = num_outputs
         self.likelihood = default_likelihood(num_outputs) if likelihood is None else likelihood
         self.input_map = resolve_input_map(input_map, features, self.input_dim)
+        self.set_transforms(input_transform, outcome_transform)
 
     @property
     def features(self) -> InducingFeatures:
