@@ -63,15 +63,31 @@ def test_sgpr_conditioned_on_q_rows_equals_sgpr_fitted_on_all_rows(data):
     x, y, test_x = data
     model = sgpr(x[:45], y[:45])
     full = refitted_sgpr(model, x, y)
-    with torch.no_grad():  # the statistics pass itself (chunk_statistics)
-        conditioned = model.condition_on_observations(x[45:], y[45:].unsqueeze(-1))
+    conditioned = model.condition_on_observations(x[45:], y[45:].unsqueeze(-1))
     assert_same_posterior(conditioned, full, test_x)
     torch.testing.assert_close(conditioned.elbo(), full.elbo(), **TOLERANCE)
-    # the differentiable, batched path (what look-ahead acquisitions use) gives the same model
-    rows = x[45:].clone().requires_grad_(True)
-    differentiable = model.condition_on_observations(rows, y[45:].unsqueeze(-1))
-    assert_same_posterior(differentiable, full, test_x)
     assert conditioned.batch_shape == torch.Size() and model.stat_count == 45
+    # conditioned twice (5 rows, then 10): the same model again
+    twice = model.condition_on_observations(x[45:50], y[45:50].unsqueeze(-1))
+    twice = twice.condition_on_observations(x[50:], y[50:].unsqueeze(-1))
+    assert_same_posterior(twice, full, test_x)
+
+
+def test_new_rows_statistics_are_the_statistics_pass(data):
+    """The conditioning's differentiable, batched statistics of new rows equal the statistics
+    pass's own (``chunk_statistics``) on each t-batch."""
+    x, y, _ = data
+    model = sgpr(x[:45], y[:45])
+    rows, cross, yy, radius2, count = model._row_statistics(
+        x[45:].reshape(3, 5, INPUT_DIM), y[45:].reshape(3, 5), None
+    )
+    for batch in range(3):
+        parts = model.chunk_statistics(
+            x[45 + 5 * batch : 50 + 5 * batch], y[45:].reshape(3, 5)[batch]
+        )
+        actual = (rows[batch].mT @ rows[batch], cross[batch], yy[batch], radius2[batch], count)
+        for mine, theirs in zip(actual, parts, strict=True):
+            torch.testing.assert_close(mine, theirs, **TOLERANCE)
 
 
 def test_sgpr_row_noise_weights_rows_exactly(data):

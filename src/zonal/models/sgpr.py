@@ -357,7 +357,7 @@ class SGPR(ZonalModel):
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(Lambda^{1/2} [M], L_B [M, M], noise variance s^2) for A = ``gram`` (default: the
         stored Phi_r^T Phi_r)."""
-        gram = self.stat_gram if gram is None else gram  # [M, M]
+        gram = self._full_gram() if gram is None else gram  # [*b, M, M]
         eigenvalues = self.features.kuu(self.kernel).diagonal().reciprocal()  # [M] = Lambda
         root = eigenvalues.sqrt()  # [M]
         noise = self.likelihood.noise.reshape(())
@@ -374,9 +374,17 @@ class SGPR(ZonalModel):
         return torch.cholesky_solve(scaled, factor).squeeze(-1), factor
 
     def elbo(self) -> torch.Tensor:
-        """The collapsed bound on log p(y) (a scalar), from the statistics alone."""
+        """The collapsed bound on log p(y) (a scalar; [*F, *b] for a conditioned model), from the
+        statistics alone."""
         self._check_statistics()
-        return self._bound(*(getattr(self, name) for name in self.STATISTICS))
+        statistics = [getattr(self, name) for name in self.STATISTICS]
+        return self._bound(self._full_gram(), *statistics[1:])
+
+    def _full_gram(self) -> torch.Tensor:
+        """Phi_r^T Phi_r of every row [*b, M, M]: the stored statistic plus, for a conditioned
+        model, its new rows (``_conditioned`` keeps them as rows, not as a Gram matrix)."""
+        rows = getattr(self, "_new_rows", None)
+        return self.stat_gram if rows is None else self.stat_gram + rows.mT @ rows
 
     def _bound(
         self,
@@ -422,20 +430,39 @@ class SGPR(ZonalModel):
     # ------------------------------------------------------------------ predictions
     def latent_distribution(self, X: torch.Tensor) -> MultivariateNormal:
         """q(f(X)) [*b, q] for inputs X [*b, q, D] (module docstring): the mean and a lazy
-        covariance K** - psi psi^T + P^T P whose diagonal costs O(q M). A conditioned model's
-        statistics carry a batch [*F, *b_c] that X's batch broadcasts against."""
+        covariance K** - psi psi^T + P^T P whose diagonal costs O(q M).
+
+        A conditioned model (``_conditioned``) adds its new rows by the Woodbury identity rather
+        than a new factorisation: with U = Lambda^{1/2} Phi_n^T / s [*b_c, M, q'] the new rows,
+        B' = B + U U^T = L_B (I + V V^T) L_B^T, V = L_B^{-1} U, C = I + V^T V = L_C L_C^T, so
+
+            mean = P^T (r - V C^{-1} V^T r) / s^2,   r = L_B^{-1} Lambda^{1/2} c',
+            cov  = K** - psi psi^T + P^T P - (L_C^{-1} V^T P)^T (L_C^{-1} V^T P),
+
+        O(q' M^2) per t-batch of new rows on top of the one factorisation of the stored B; X's
+        batch broadcasts against the model's [*F, *b_c].
+        """
         self._check_statistics()
         lifted = self.input_map.lift(X)  # [*b, q, ambient_dim]
-        root, factor, noise = self._posterior_terms()  # factor [*b_c, M, M]
+        root, factor, noise = self._posterior_terms(self.stat_gram)  # L_B [M, M] of stored rows
         scaled = self.features.kuf(self.kernel, lifted) * root.unsqueeze(-1)  # psi^T [*b, M, q]
-        cross = (root * self.stat_cross).unsqueeze(-1)  # [*F, *b_c, M, 1]
-        solved = torch.cholesky_solve(cross, factor)  # [*F, *b_c, M, 1]
-        mean = (scaled.mT @ solved).squeeze(-1) / noise  # [*B, q]
-        projected = torch.linalg.solve_triangular(factor, scaled, upper=False)  # P [*B', M, q]
-        batch_shape = torch.broadcast_shapes(mean.shape[:-1], projected.shape[:-2])
-        correction = RootDifferenceLinearOperator(
-            projected, scaled, batch_shape
-        )  # P^T P - psi psi^T
+        projected = torch.linalg.solve_triangular(factor, scaled, upper=False)  # P [*b, M, q]
+        cross = (root * self.stat_cross).unsqueeze(-1)  # Lambda^{1/2} c [*F, *b_c, M, 1]
+        target = torch.linalg.solve_triangular(factor, cross, upper=False)  # r [*F, *b_c, M, 1]
+        minus = [scaled]
+        rows = getattr(self, "_new_rows", None)  # [*b_c, q', M]
+        if rows is not None:
+            update = (rows * root).mT / noise.sqrt()  # U [*b_c, M, q']
+            solved = torch.linalg.solve_triangular(factor, update, upper=False)  # V [*b_c, M, q']
+            eye = torch.eye(solved.shape[-1], dtype=solved.dtype, device=solved.device)
+            inner = cholesky(eye + solved.mT @ solved, name="I + V^T V (new rows)")  # L_C
+            correction = torch.cholesky_solve(solved.mT @ target, inner)  # C^-1 V^T r
+            target = target - solved @ correction  # [*F, *b_c, M, 1]
+            minus.append(torch.linalg.solve_triangular(inner, solved.mT @ projected, upper=False))
+        mean = (projected.mT @ target).squeeze(-1) / noise  # [*B, q]
+        batch_shape = torch.broadcast_shapes(mean.shape[:-1], *(m.shape[:-2] for m in minus))
+        minus = torch.cat([m.expand(*batch_shape, *m.shape[-2:]) for m in minus], dim=-2)
+        correction = RootDifferenceLinearOperator(projected, minus, batch_shape)  # P^T P - ...
         prior = self.kernel(lifted)
         prior = prior.expand(*batch_shape, *prior.shape[-2:])
         mean = mean.expand(*batch_shape, mean.shape[-1])
@@ -445,29 +472,34 @@ class SGPR(ZonalModel):
     def _conditioned(
         self, X: torch.Tensor, Y: torch.Tensor, noise: torch.Tensor | None, *, per_component: bool
     ) -> SGPR:
-        """Exact conditioning on new rows X [*b, q, D], Y [*F, *b, q]: their statistics are added
-        to the stored ones at the current hyperparameters (no refit), so the result is the SGPR
-        fitted on all rows. The Gram part (Phi_r^T Phi_r [*b, M, M]) depends on X only and is
-        shared by the fantasies; Phi_r^T y [*F, *b, M] is the one statistic per fantasy. Noise
-        variances n_i of the new rows weight them by w_i = s^2 / n_i (rows sqrt(w_i) phi_r,
-        targets sqrt(w_i) y_i): the posterior is then exactly that of N(y_i | f_i, n_i).
-
-        A single unweighted chunk without gradients goes through ``chunk_statistics`` (the
-        statistics pass itself); batches, weights or inputs that need a gradient (look-ahead
-        acquisitions differentiate through the fantasy model) through ``_row_statistics``.
+        """Exact conditioning on new rows X [*b, q, D], Y [*F, *b, q] at the current
+        hyperparameters (no refit): the result is the SGPR fitted on all rows (``elbo``
+        included). The new rows' statistics Phi_r^T y [*F, *b, M], y^T y, sum r^2 and q are added
+        to the stored ones; Phi_r^T Phi_r is kept as the rows Phi_r [*b, q, M] themselves, shared
+        by the fantasies, so that the posterior adds them in O(q M^2) (``latent_distribution``)
+        and no [*b, M, M] matrix is formed. Noise variances n_i of the new rows weight them by
+        w_i = s^2 / n_i (rows sqrt(w_i) phi_r, targets sqrt(w_i) y_i): the posterior is then
+        exactly that of N(y_i | f_i, n_i). A conditioned model can be conditioned again.
         """
         self._check_statistics()
-        single = X.dim() == 2 and Y.dim() == 1 and noise is None
-        if single and not (X.requires_grad or Y.requires_grad):
-            parts = self.chunk_statistics(X, Y)
-        else:
-            weights = None if noise is None else self.likelihood.noise.reshape(()) / noise
-            parts = self._row_statistics(X, Y, weights)
+        weights = None if noise is None else self.likelihood.noise.reshape(()) / noise
+        rows, *parts = self._row_statistics(X, Y, weights)
         model = conditioned_copy(self)
-        for name, part in zip(self.STATISTICS, parts, strict=True):
+        for name, part in zip(self.STATISTICS[1:], parts, strict=True):
             setattr(model, name, getattr(model, name) + part)
+        previous = getattr(self, "_new_rows", None)
+        if previous is not None:
+            batch = torch.broadcast_shapes(previous.shape[:-2], rows.shape[:-2])
+            rows = torch.cat(
+                [
+                    previous.expand(*batch, *previous.shape[-2:]),
+                    rows.expand(*batch, *rows.shape[-2:]),
+                ],
+                dim=-2,
+            )  # [*b, q_1 + q_2, M]
+        model._new_rows = rows
         model._conditioned_batch = torch.broadcast_shapes(
-            model.stat_cross.shape[:-1], model.stat_gram.shape[:-2]
+            model.stat_cross.shape[:-1], rows.shape[:-2]
         )
         return model
 
@@ -475,8 +507,9 @@ class SGPR(ZonalModel):
         self, X: torch.Tensor, Y: torch.Tensor, weights: torch.Tensor | None
     ) -> tuple[torch.Tensor, ...]:
         """The statistics of ``chunk_statistics`` for batched rows X [*b, q, D], Y [*F, *b, q]
-        with optional row weights [*b, q], differentiable: Phi_r^T W Phi_r [*b, M, M],
-        Phi_r^T W y [*F, *b, M], y^T W y [*F, *b], sum w r^2 [*b], q."""
+        with optional row weights [*b, q], differentiable, the Gram part as its rows: W^{1/2}
+        Phi_r [*b, q, M] (Phi_r^T W Phi_r = their Gram matrix), Phi_r^T W y [*F, *b, M],
+        y^T W y [*F, *b], sum w r^2 [*b], q."""
         lifted = self.input_map.lift(X)  # [*b, q, ambient_dim]
         phi_r = self.features.kuf(self.kernel, lifted).mT  # [*b, q, M]
         radius2 = self._squared_radius(lifted)  # [*b, q]
@@ -486,4 +519,4 @@ class SGPR(ZonalModel):
             radius2 = radius2 * weights
         cross = (phi_r.mT @ Y.unsqueeze(-1)).squeeze(-1)  # [*F, *b, M]
         count = Y.new_tensor(float(X.shape[-2]))
-        return (phi_r.mT @ phi_r, cross, Y.pow(2).sum(-1), radius2.sum(-1), count)
+        return (phi_r, cross, Y.pow(2).sum(-1), radius2.sum(-1), count)
