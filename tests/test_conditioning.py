@@ -290,3 +290,28 @@ def test_moment_matched_model_has_the_mixture_moments(data):
     conditioned = matched.condition_on_observations(x[:3], y[:3].unsqueeze(-1))
     reference = deep.condition_on_observations(x[:3], y[:3].unsqueeze(-1))
     torch.testing.assert_close(moments(conditioned, test_x)[0], reference.predict(test_x)[0])
+
+
+@pytest.mark.parametrize("build", [sgpr, svgp_points, dgp])
+def test_fantasy_gradients_in_the_new_points_are_finite_differences(data, build):
+    """The knowledge gradient differentiates the fantasy model in the fantasised points: the
+    gradient of sum(fantasy posterior mean) in X against central differences."""
+    x, y, test_x = data
+    torch.manual_seed(0)
+    model = build(x, y)
+    sampler = SobolQMCNormalSampler(torch.Size([2]), seed=0)
+
+    def value(X):
+        return model.fantasize(X, sampler).posterior(test_x[:3]).mean.sum()
+
+    X = training_data(2, seed=13)[0].requires_grad_(True)  # [q = 2, d]
+    (gradient,) = torch.autograd.grad(value(X), X)
+    step = 1e-6
+    with torch.no_grad():
+        expected = torch.zeros_like(X)
+        for index in range(X.numel()):
+            shift = torch.zeros_like(X).reshape(-1)
+            shift[index] = step
+            shift = shift.reshape(X.shape)
+            expected.view(-1)[index] = (value(X + shift) - value(X - shift)) / (2 * step)
+    torch.testing.assert_close(gradient, expected, atol=1e-5, rtol=1e-4)
