@@ -419,18 +419,25 @@ def train_sgpr(
     kernel with the larger bound (a kernel whose fit fails is skipped if the other succeeds).
     With ``ard`` the input scales are learnt first on the bound of ``ARD_SUBSAMPLE`` rows
     (``ARD_ITERATIONS`` L-BFGS iterations, O(n M^2 + M^3) each), then the pass runs at them
-    (``SGPR.fit_input_scales``). These steps run to the end."""
+    (``SGPR.fit_input_scales``). The L-BFGS iterations stop at ``control``'s deadline (each
+    kernel of ``"auto"`` may use its share of the time left; the second is not started after the
+    deadline); the scales and the pass run to their end."""
     names = ["arccos", "polynomial-decay"] if spec["kernel"] == "auto" else [spec["kernel"]]
     fits: dict[str, tuple[SGPR, float]] = {}
     failures: list[ValueError] = []
-    for name in names:
+    for position, name in enumerate(names):
+        remaining = control.remaining()
+        if fits and remaining <= 0:
+            break
+        deadline = None if math.isinf(remaining) else \
+            time.monotonic() + remaining / (len(names) - position)  # fmt: skip
         try:
             model = build_sgpr({**spec, "kernel": name})
             if spec.get("ard", False):
                 model.fit_input_scales(x, y, subsample_size=ARD_SUBSAMPLE,
                                        max_iter=ARD_ITERATIONS, seed=spec["seed"])  # fmt: skip
             model.fit_statistics(x, y)
-            trace = model.fit(max_iter=spec["steps"], lr=spec["learning_rate"])
+            trace = model.fit(max_iter=spec["steps"], lr=spec["learning_rate"], deadline=deadline)
             with torch.no_grad():
                 objective = float(model.elbo() / model.stat_count)
             if not math.isfinite(objective):

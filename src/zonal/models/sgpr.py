@@ -44,6 +44,7 @@ The model answers the contract of ``zonal.models.contract`` (``posterior`` with 
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -409,11 +410,21 @@ class SGPR(ZonalModel):
             - 0.5 * (trace_kff - trace_qff) / noise
         )
 
-    def fit(self, max_iter: int = 100, lr: float = 1.0) -> list[float]:
-        """Maximise the bound over kernel hyperparameters and noise by L-BFGS; returns the trace."""
+    def fit(
+        self, max_iter: int = 100, lr: float = 1.0, *, deadline: float | None = None
+    ) -> list[float]:
+        """Maximise the bound over kernel hyperparameters and noise by L-BFGS (strong Wolfe line
+        search); returns the trace of the bound per evaluation.
+
+        With ``deadline`` (a ``time.monotonic()`` time) the iterations run one at a time, the
+        curvature pairs kept between them, and stop at the first iteration that ends after the
+        deadline: an iteration's line search only accepts a better bound, so the parameters are
+        the best reached, and the overshoot is at most one iteration (a few O(M^3) evaluations).
+        """
         parameters = [p for p in self._parameters_to_fit() if p.requires_grad]
+        per_step = max_iter if deadline is None else 1
         optimiser = torch.optim.LBFGS(
-            parameters, lr=lr, max_iter=max_iter, line_search_fn="strong_wolfe"
+            parameters, lr=lr, max_iter=per_step, line_search_fn="strong_wolfe"
         )
         trace: list[float] = []
 
@@ -424,7 +435,12 @@ class SGPR(ZonalModel):
             trace.append(float(-loss.detach()))
             return loss
 
-        optimiser.step(closure)
+        for _ in range(max_iter // per_step):
+            evaluations = len(trace)
+            optimiser.step(closure)
+            converged = len(trace) - evaluations <= 1 and evaluations > 0  # no step was taken
+            if deadline is None or converged or time.monotonic() >= deadline:
+                break
         return trace
 
     # ------------------------------------------------------------------ predictions
