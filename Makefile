@@ -4,8 +4,9 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 export OMP_NUM_THREADS ?= 1
 export MKL_NUM_THREADS ?= 1
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup demo test test-slow lint format bench clean
+.PHONY: setup docs-setup demo test test-slow test-docs docs lint format bench clean
 
 $(BIN)/activate: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -14,6 +15,15 @@ $(BIN)/activate: pyproject.toml constraints.txt
 	touch $(BIN)/activate
 
 setup: $(BIN)/activate
+
+# the docs extra (Sphinx and friends) and Debian's chromium for the browser check of the site
+$(VENV)/.docs-installed: $(BIN)/activate
+	$(BIN)/pip install -q -c constraints.txt -e ".[dev,plot,data,docs]"
+	touch $@
+
+docs-setup: $(VENV)/.docs-installed
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
+		{ $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq chromium >/dev/null; }
 
 demo: setup
 	$(BIN)/zonal demo
@@ -24,13 +34,21 @@ test: setup
 test-slow: setup
 	$(BIN)/python -m pytest -m slow
 
+# the site with warnings as errors, tutorials executed, into docs/_build/html
+docs: $(VENV)/.docs-installed
+	$(BIN)/sphinx-build -W --keep-going -b html -q docs docs/_build/html
+
+# builds the site and checks it in headless Chromium (screenshots under docs/_build/screenshots)
+test-docs: docs-setup
+	$(BIN)/python -m pytest -m docs
+
 lint: setup
-	$(BIN)/ruff check src tests benchmarks scripts
-	$(BIN)/ruff format --check src tests benchmarks scripts
+	$(BIN)/ruff check src tests benchmarks scripts docs
+	$(BIN)/ruff format --check src tests benchmarks scripts docs
 
 format: setup
-	$(BIN)/ruff format src tests benchmarks scripts
-	$(BIN)/ruff check --fix src tests benchmarks scripts
+	$(BIN)/ruff format src tests benchmarks scripts docs
+	$(BIN)/ruff check --fix src tests benchmarks scripts docs
 
 bench: setup
 	$(BIN)/pip install -q -c constraints.txt -e ".[bench]"
@@ -40,4 +58,5 @@ bench: setup
 	$(BIN)/python benchmarks/dgp_training.py --quick
 
 clean:
-	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .ruff_cache
+	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .ruff_cache .mypy_cache docs/_build \
+		docs/auto_tutorials
