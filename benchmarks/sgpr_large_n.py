@@ -62,6 +62,9 @@ import functools
 import importlib
 import multiprocessing
 import os
+import pickle
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -90,6 +93,7 @@ SYNTHETIC_NOISE_SD = 0.1
 ROWS_PER_TEST_ROW = 4  # N training rows, then N / 4 test rows: 20% of the file
 #: an SVGP's test RMSE has plateaued when it has not fallen by this fraction of its best
 PLATEAU_TOLERANCE = 1e-3
+SVGP_NAMES = ("zonal SVGP", "GPyTorch SVGP RBF")
 #: the 10^9-row estimate: rows, rows per partition, cluster sizes (single-threaded workers)
 ESTIMATE_ROWS = 10**9
 ESTIMATE_PARTITION_ROWS = 10**6
@@ -304,6 +308,8 @@ def run_flights(args: argparse.Namespace) -> list[dict]:
             ),
         }
         for name, (model, num_inducing) in models.items():
+            if name not in args.svgps:
+                continue
             train_in_memory = functools.partial(
                 fit_svgp, model, x, y, num_steps=10**9, batch_size=BATCH_SIZE, lr=0.01, seed=0
             )
@@ -328,10 +334,9 @@ def sgpr_fits(args: argparse.Namespace, x_test: torch.Tensor, y_test: torch.Tens
         )
         reference = reference or results[f"zonal SGPR {dtype}"]["hyperparameters"]
     if args.before is not None:
-        results["zonal SGPR before"] = in_fresh_process(
-            run_sgpr, x_test, y_test, args.lbfgs_steps, None, reference, **data,
-            pythonpath=args.before,
-        )  # fmt: skip
+        results["zonal SGPR before"] = in_older_zonal(
+            args.before, run_sgpr, x_test, y_test, args.lbfgs_steps, None, reference, **data
+        )
     return results
 
 
@@ -466,23 +471,36 @@ def synthetic_svgp(
     return with_memory(result, num_train, rss_before)
 
 
-def in_fresh_process(
-    function: Callable[..., dict], *arguments, pythonpath: Path | None = None, **keywords
-) -> dict:
-    """``function(*arguments, **keywords)`` in a new (spawned) process: its peak memory is its own;
-    with ``pythonpath`` (a ``src`` folder) it imports zonal from there."""
+def in_fresh_process(function: Callable[..., dict], *arguments, **keywords) -> dict:
+    """``function(*arguments, **keywords)`` in a new (spawned) process: its peak memory is its own."""
     context = multiprocessing.get_context("spawn")
-    saved = os.environ.get("PYTHONPATH")
-    if pythonpath is not None:
-        os.environ["PYTHONPATH"] = str(pythonpath)
-    try:
-        with ProcessPoolExecutor(1, mp_context=context) as pool:
-            return pool.submit(function, *arguments, **keywords).result()
-    finally:
-        if saved is None:
-            os.environ.pop("PYTHONPATH", None)
-        else:
-            os.environ["PYTHONPATH"] = saved
+    with ProcessPoolExecutor(1, mp_context=context) as pool:
+        return pool.submit(function, *arguments, **keywords).result()
+
+
+def in_older_zonal(source: Path, function: Callable[..., dict], *arguments, **keywords) -> dict:
+    """``function(*arguments, **keywords)`` (a function of this script) in a new Python process
+    that imports zonal from the ``src`` folder ``source`` (first on ``sys.path``; a spawned
+    multiprocessing child would inherit this process's ``sys.path`` and import this zonal)."""
+    driver = (
+        "import pickle, sys\n"
+        f"sys.path[:0] = [{str(source)!r}, {str(Path(__file__).resolve().parent)!r}]\n"
+        "import zonal, sgpr_large_n\n"
+        f"assert zonal.__file__.startswith({str(source)!r}), zonal.__file__\n"
+        "name, arguments, keywords = pickle.load(sys.stdin.buffer)\n"
+        "output, sys.stdout = sys.stdout.buffer, sys.stderr\n"
+        "result = getattr(sgpr_large_n, name)(*arguments, **keywords)\n"
+        "output.write(pickle.dumps(result))\n"
+    )
+    completed = subprocess.run(
+        [sys.executable, "-c", driver],
+        input=pickle.dumps((function.__name__, arguments, keywords)),
+        capture_output=True,
+        check=False,
+    )
+    if completed.returncode:
+        raise RuntimeError(f"the older zonal's run failed:\n{completed.stderr.decode()[-4000:]}")
+    return pickle.loads(completed.stdout)
 
 
 def dask_pass(paths: Paths, num_train: int, chunk_size: int, workers: int) -> dict:
@@ -585,11 +603,11 @@ def run_synthetic(args: argparse.Namespace) -> dict:
                 )
                 reference = reference or results[f"zonal SGPR {dtype}"]["hyperparameters"]
             if args.before is not None:
-                results["zonal SGPR before"] = in_fresh_process(
-                    synthetic_sgpr, paths, size, args, None, reference, pythonpath=args.before
+                results["zonal SGPR before"] = in_older_zonal(
+                    args.before, synthetic_sgpr, paths, size, args, None, reference
                 )
             sgpr = next(iter(results.values()))
-            for name in ("zonal SVGP", "GPyTorch SVGP RBF"):
+            for name in args.svgps:
                 results[name] = in_fresh_process(
                     synthetic_svgp, paths, size, name, sgpr["test_rmse"], args
                 )
@@ -655,6 +673,13 @@ def main() -> None:
     parser.add_argument("--svgp-stop", choices=("plateau", "match"), default="plateau")
     parser.add_argument(
         "--sgpr-dtypes", nargs="+", choices=("float64", "float32"), default=["float64"]
+    )
+    parser.add_argument(
+        "--svgps",
+        nargs="*",
+        choices=SVGP_NAMES,
+        default=list(SVGP_NAMES),
+        help="the SVGPs to train (none: the SGPRs alone)",
     )
     parser.add_argument("--before", type=Path, default=None, help="src folder of an older zonal")
     parser.add_argument("--output", type=Path, default=Path("benchmarks/results/sgpr_large_n.json"))
