@@ -211,3 +211,29 @@ def test_an_unfinished_run_shows_its_checkpoint_rows_without_a_verdict(tmp_path)
     report = write_reproductions(tmp_path, tmp_path / "r.md", [_claim()])
     assert report[0].partial_fits == 4
     assert "(in flight, 4 fits so far)" in (tmp_path / "r.md").read_text()
+
+
+def test_the_reproduce_queue_resumes_runs_in_flight_first_and_skips_finished_ones(tmp_path):
+    from zonal.experiments.reproductions import reproduction_queue
+
+    claims = [
+        _claim(number="1", experiment="uci-dgp"),
+        _claim(number="2", experiment="uci-dgp"),  # the same experiment: queued once
+        _claim(number="3", experiment=None),
+        _claim(number="8"),  # residual-dgp-sphere: a run in flight
+        _claim(number="9", experiment="bo-sphere"),  # finished
+        _claim(number="10", experiment="toy-regression"),  # no converged protocol: left out
+    ]
+    flight = _fake_run(tmp_path, "flight", finished=False)
+    _fake_run(tmp_path, "bo", experiment="bo-sphere")
+    queue = reproduction_queue(tmp_path, claims)
+    assert queue == [
+        ("residual-dgp-sphere", "converged", flight),
+        ("uci-dgp", "converged", None),
+    ]
+
+
+def test_cli_reproduce_lists_its_queue(tmp_path, capsys):
+    assert main(["experiment", "reproduce", "--runs-dir", str(tmp_path), "--list"]) == 0
+    err = capsys.readouterr().err
+    assert "queued uci-dgp --protocol converged (new run)" in err

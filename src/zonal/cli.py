@@ -11,6 +11,7 @@
     zonal experiment run NAME [--protocol quick|converged|full] [--full] [--output-dir DIR]
                          [--seed N] [--set KEY=VALUE ...]
     zonal experiment run NAME --resume RUN_DIR
+    zonal experiment reproduce [--runs-dir DIR] [--list]
     zonal experiment report reproductions [--runs-dir DIR] [--output FILE]
     zonal data list
     zonal data fetch NAME
@@ -113,6 +114,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="continue this interrupted run from its last checkpoint, with its stored config",
     )
     run.set_defaults(handler=_experiment_run)
+    reproduce = experiment_commands.add_parser(
+        "reproduce",
+        help="run every claim's converged protocol not yet finished, resuming those in flight",
+        description="Run, one after another, the experiments of the reproduction report whose "
+        "protocol has no finished run under --runs-dir: an unfinished run folder is resumed, a "
+        "missing one started. Ctrl-C stops; run the same command to go on. --list only prints "
+        "the queue.",
+    )
+    reproduce.add_argument(
+        "--runs-dir", type=Path, default=Path("runs"), metavar="DIR",
+        help="folder holding the run folders (default: ./runs)",
+    )  # fmt: skip
+    reproduce.add_argument("--list", action="store_true", help="print the queue and stop")
+    reproduce.set_defaults(handler=_experiment_reproduce)
     report = experiment_commands.add_parser(
         "report",
         help="write the reproduction report from the run folders",
@@ -626,6 +641,38 @@ def _experiment_run(args: argparse.Namespace) -> int:
             f"{run.experiment.name} failed ({type(error).__name__}: {reason}); {resume_hint}"
         ) from error
     print(result.summary_line())
+    return 0
+
+
+def _experiment_reproduce(args: argparse.Namespace) -> int:
+    from zonal.experiments.errors import ExperimentError
+    from zonal.experiments.reproductions import reproduction_queue
+    from zonal.experiments.run import create_run, execute_run, open_run
+
+    queue = reproduction_queue(args.runs_dir)
+    for name, protocol, folder in queue:
+        action = f"resume {folder}" if folder else "new run"
+        print(f"zonal: queued {name} --protocol {protocol} ({action})", file=sys.stderr)
+    if args.list or not queue:
+        if not queue:
+            print("zonal: every claim's protocol has a finished run", file=sys.stderr)
+        return 0
+    for name, protocol, folder in queue:
+        try:
+            if folder is None:
+                run = create_run(name, protocol=protocol, runs_root=args.runs_dir)
+            else:
+                run = open_run(folder, experiment=name)
+        except ExperimentError as error:
+            raise CommandError(str(error)) from error
+        print(f"zonal: running {name} ({protocol}) in {run.directory.path}", file=sys.stderr)
+        try:
+            result = execute_run(run)
+        except KeyboardInterrupt:
+            print("zonal: interrupted; run `zonal experiment reproduce` again to go on",
+                  file=sys.stderr)  # fmt: skip
+            return EXIT_INTERRUPTED
+        print(result.summary_line())
     return 0
 
 

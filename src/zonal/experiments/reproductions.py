@@ -550,6 +550,34 @@ def _values_table(statistics_: Sequence[Statistic], values: Mapping[str, Value])
     return markdown_table(["quantity", "column", "rows", "seed", "zonal", "n"], rows)
 
 
+def reproduction_queue(
+    runs_root: str | os.PathLike[str], claims: Sequence[Claim] | None = None
+) -> list[tuple[str, str, Path | None]]:
+    """What ``zonal experiment reproduce`` still has to run, runs in flight first, then in the
+    claims' order: one
+    (experiment, protocol, folder to resume or None for a new run) per experiment whose claim
+    protocol has no finished run under ``runs_root`` (claims without an experiment, or whose
+    experiment does not offer the protocol yet, are left out)."""
+    from zonal.experiments.registry import get_experiment
+
+    if claims is None:
+        from zonal.experiments.claims import CLAIMS
+
+        claims = CLAIMS
+    runs = find_runs(runs_root)
+    queue: list[tuple[str, str, Path | None]] = []
+    for claim in claims:
+        if claim.experiment is None or any(item[0] == claim.experiment for item in queue):
+            continue
+        if claim.protocol not in get_experiment(claim.experiment).protocols:
+            continue
+        matching = _matching(runs, claim, {})
+        if any(run.finished for run in matching):
+            continue
+        queue.append((claim.experiment, claim.protocol, matching[0].path if matching else None))
+    return sorted(queue, key=lambda item: item[2] is None)  # runs in flight first
+
+
 def write_reproductions(
     runs_root: str | os.PathLike[str],
     output: str | os.PathLike[str],
@@ -584,5 +612,6 @@ __all__ = [
     "find_runs",
     "judge",
     "render_reproductions",
+    "reproduction_queue",
     "write_reproductions",
 ]
