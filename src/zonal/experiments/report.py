@@ -48,8 +48,13 @@ def markdown_table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     return "\n".join(lines)
 
 
-def comparison_tables(metrics: Mapping[str, Any], paper: Mapping[str, Mapping[str, Any]]) -> str:
-    """One ``quantity | ours | paper (source)`` table per paper source, then the other metrics."""
+def comparison_tables(
+    metrics: Mapping[str, Any], paper: Mapping[str, Mapping[str, Any]], protocol: str = ""
+) -> str:
+    """One ``quantity | ours (protocol) | paper (source)`` table per paper source, then the other
+    metrics; ``protocol`` (e.g. "quick (reduced)") labels our column, so that a quick number is
+    never set beside a paper's as if like for like."""
+    ours = f"ours ({protocol})" if protocol else "ours"
     flat = flatten_metrics(metrics)
     sections: list[str] = []
     compared: set[str] = set()
@@ -60,7 +65,7 @@ def comparison_tables(metrics: Mapping[str, Any], paper: Mapping[str, Mapping[st
         rows = [(quantity, flat.get(quantity), value) for quantity, value in values.items()]
         compared.update(values)
         sections.append(
-            f"### {source}\n\n" + markdown_table(["quantity", "ours", f"paper ({source})"], rows)
+            f"### {source}\n\n" + markdown_table(["quantity", ours, f"paper ({source})"], rows)
         )
     others = [(key, value) for key, value in flat.items() if key not in compared]
     if others:
@@ -80,11 +85,12 @@ def render_report(
     details: Sequence[str] = (),
     figures: Sequence[str] = (),
     tables: Sequence[str] = (),
+    protocol: str = "",
 ) -> str:
     """The whole ``report.md`` of a run.
 
     ``details`` are short lines about the run (preset, time, versions); ``figures`` and ``tables``
-    are file names in the run folder, embedded and linked.
+    are file names in the run folder, embedded and linked; ``protocol`` labels our numbers.
     """
     parts = [f"# {title}", summary, f"Run `{run_name}`."]
     if details:
@@ -94,7 +100,7 @@ def render_report(
         parts.append(f"## Results beside the paper\n\nReproduces: {sources}.")
     else:
         parts.append("## Results\n\nThis experiment has no paper reference values.")
-    parts.append(comparison_tables(metrics, paper))
+    parts.append(comparison_tables(metrics, paper, protocol))
     if figures:
         parts.append("## Figures\n\n" + "\n\n".join(f"![{name}]({name})" for name in figures))
     if tables:

@@ -192,6 +192,7 @@ def execute_run(run: ExperimentRun) -> RunResult:
         details=details,
         figures=[name for name in files if name.endswith(_FIGURE_SUFFIXES)],
         tables=[name for name in files if name.endswith(".csv")],
+        protocol=experiment.protocol_label(run.preset),
     )
     directory.save_text(REPORT_FILE, report)
     directory.save_json(METRICS_FILE, metrics)
