@@ -6,7 +6,7 @@ export OMP_NUM_THREADS ?= 1
 export MKL_NUM_THREADS ?= 1
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup docs-setup demo test test-slow test-docs docs lint format bench clean
+.PHONY: setup docs-setup demo test test-slow test-docs test-wheel docs lint format bench clean
 
 $(BIN)/activate: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,15 @@ test: setup
 
 test-slow: setup
 	$(BIN)/python -m pytest -m slow
+
+# builds the wheel and sdist into dist/, installs the wheel (with its dependencies, pinned) into a
+# fresh venv outside the checkout and runs scripts/smoke_test.py there
+test-wheel: setup
+	rm -rf dist
+	$(BIN)/python -m build --no-isolation -o dist .
+	smoke=$$(mktemp -d) && $(PYTHON) -m venv $$smoke/venv && \
+		$$smoke/venv/bin/pip install -q -c constraints.txt "$$(ls dist/zonal-*.whl)[data,sklearn,bo]" && \
+		cd $$smoke && $$smoke/venv/bin/python $(CURDIR)/scripts/smoke_test.py && rm -rf $$smoke
 
 # the site with warnings as errors, tutorials executed, into docs/_build/html
 docs: $(VENV)/.docs-installed

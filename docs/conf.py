@@ -21,7 +21,6 @@ extensions = [
     "sphinx.ext.napoleon",
     "sphinx_autodoc_typehints",
     "sphinx.ext.mathjax",
-    "sphinx.ext.viewcode",
     "sphinx_gallery.gen_gallery",
     # MathJax shipped with the site (the docs build and the browser check run offline)
     "sphinx-mathjax-offline",

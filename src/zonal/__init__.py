@@ -11,10 +11,14 @@ exact pathwise samples of them (``zonal.sampling``).
 from __future__ import annotations
 
 import importlib
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 __all__ = ["features", "geometry", "harmonics", "kernels", "models", "sampling", "variational"]
-__version__ = "0.1.0"
+try:  # the one version number lives in pyproject.toml; the installed metadata carries it
+    __version__ = version("zonal")
+except PackageNotFoundError:  # a source tree on sys.path that was never installed
+    __version__ = "0+unknown"
 
 
 def __getattr__(name: str) -> Any:
