@@ -51,14 +51,31 @@ def gaussian_noise(model) -> torch.Tensor:
 
 def conditioned_copy(model):
     """A copy of ``model`` in eval mode to hold a conditioned state: parameters and buffers are
-    copied, so the original is left as it was (GPyTorch's memoised values, which may carry an
-    autograd graph, are dropped first)."""
+    copied, so the original is left as it was. GPyTorch's memoised values are dropped first, and
+    the tensors of an earlier conditioning that carry an autograd graph (differentiable in the
+    fantasised points) are shared with the copy, which replaces rather than modifies them."""
     model.eval()
+    shared = {}  # tensors computed with a graph (a conditioned state) are shared, not copied
     for module in model.modules():
         if hasattr(module, "_memoize_cache"):
             clear_cache_hook(module)
-    copy = deepcopy(model)
+        state = [getattr(module, name, None) for name in ("_online", "_new_rows")]
+        for tensor in [*module.buffers(recurse=False), *_tensors(state)]:
+            if tensor.grad_fn is not None:
+                shared[id(tensor)] = tensor
+    copy = deepcopy(model, shared)
     return copy.eval()
+
+
+def _tensors(values) -> list[torch.Tensor]:
+    """The tensors among ``values`` and inside the tuples among them."""
+    found = []
+    for value in values:
+        if isinstance(value, torch.Tensor):
+            found.append(value)
+        elif isinstance(value, tuple):
+            found.extend(_tensors(value))
+    return found
 
 
 def prepare_observations(

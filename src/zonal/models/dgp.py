@@ -37,7 +37,7 @@ from zonal._validation import check_finite
 from zonal.features import InducingFeatures, InducingPoints
 from zonal.geometry import InputMap, SphereEmbedding
 from zonal.kernels import ArcCosineKernel
-from zonal.models.conditioning import ConditioningError, conditioned_copy, gaussian_noise
+from zonal.models.conditioning import conditioned_copy, gaussian_noise
 from zonal.models.contract import ZonalModel
 from zonal.models.means import make_mean
 from zonal.models.svgp import resolve_input_map
@@ -270,14 +270,9 @@ class DGP(DeepGP, ZonalModel):
         those at test points; here the hidden layers' q are kept and their draws at test points
         are independent of those at the new rows (each point's marginal, as in prediction), so
         the update reaches a test point only through the output layer's inducing variables.
-        Exact for a one-layer model. The model is conditioned once (condition the fitted model
-        on all new rows together); Gaussian likelihood only.
+        Exact for a one-layer model. A conditioned model can be conditioned again (the updates
+        compose); Gaussian likelihood only.
         """
-        if getattr(self, "_online", None) is not None:
-            raise ConditioningError(
-                "this model is already conditioned: condition the fitted model on all new rows "
-                "at once"
-            )
         noise = gaussian_noise(self).expand(X.shape[:-1]) if noise is None else noise  # [*b, q]
         model = conditioned_copy(self)
         h, radius = model._output_stage(X)  # [*b, S, q, D_L], [*b, 1, q] or None
@@ -288,7 +283,8 @@ class DGP(DeepGP, ZonalModel):
             Y, noise = Y / radius, noise / radius**2
         layer = model.layers[-1]
         lifted = layer.input_map.lift(h)  # [*b, S, q, ambient_dim]
-        model._online = online_update(layer.variational_strategy, lifted, Y, noise)
+        previous = getattr(self, "_online", None)
+        model._online = online_update(layer.variational_strategy, lifted, Y, noise, previous)
         model._conditioned_batch = model._online.mean.shape[:-2]  # [*F, *b]
         return model
 

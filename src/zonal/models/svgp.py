@@ -29,7 +29,7 @@ from gpytorch.variational import (
 
 from zonal.features import InducingFeatures
 from zonal.geometry import InputMap, SphereEmbedding
-from zonal.models.conditioning import ConditioningError, conditioned_copy, gaussian_noise
+from zonal.models.conditioning import conditioned_copy, gaussian_noise
 from zonal.models.contract import ZonalModel
 from zonal.variational import InterDomainVariationalStrategy
 from zonal.variational.online import conditioned_marginal, online_update
@@ -195,15 +195,12 @@ class SVGP(ApproximateGP, ZonalModel):
         """Online variational conditioning (Maddox, Stanton and Wilson, 2021;
         ``zonal.variational.online``): q(u) times the new rows' sparse Gaussian likelihood, at
         the current hyperparameters and features, for every feature type. A Gaussian likelihood
-        is required (others are refused by name); a model is conditioned once (condition on all
-        new rows together)."""
-        if getattr(self, "_online", None) is not None:
-            raise ConditioningError(
-                "this SVGP is already conditioned: condition the fitted model on all new rows at once"
-            )
+        is required (others are refused by name); a conditioned model can be conditioned again
+        (the updates compose)."""
         noise = gaussian_noise(self).expand(X.shape[:-1]) if noise is None else noise  # [*b, q]
         model = conditioned_copy(self)
         lifted = model.lift(X)  # [*b, q, ambient_dim]
-        model._online = online_update(model.inducing_strategy, lifted, Y, noise)
+        previous = getattr(self, "_online", None)
+        model._online = online_update(model.inducing_strategy, lifted, Y, noise, previous)
         model._conditioned_batch = model._online.mean.shape[:-1]  # [*F, *b]
         return model

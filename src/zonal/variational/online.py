@@ -25,6 +25,10 @@ Titsias optimum on D and the new rows together: the product of Gaussian likeliho
 
 Batches: new inputs [*b, q, d] give G [*b, q, M]; observations [*F, *b, q] (fantasies in front)
 give m_new [*F, *b, M], and the covariance is shared by the fantasies.
+
+Updates compose: a q already updated (S' = R R^T - G'^T G') is updated again with S' in place of
+S (S' A = R R^T A - G'^T (G' A)), and the gains stack, S'' = R R^T - G'^T G' - G^T G, so a
+fantasy model can itself be fantasised (multi-step look-ahead).
 """
 
 from __future__ import annotations
@@ -63,16 +67,29 @@ def _q_root(strategy) -> tuple[torch.Tensor, torch.Tensor]:
     return q.mean, q.lazy_covariance_matrix.root_decomposition().root.to_dense()
 
 
-def online_update(strategy, x: torch.Tensor, y: torch.Tensor, noise: torch.Tensor) -> OnlineUpdate:
+def online_update(
+    strategy,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    noise: torch.Tensor,
+    previous: OnlineUpdate | None = None,
+) -> OnlineUpdate:
     """q_new(u) for the new rows: kernel inputs x [*b, q, d] (already lifted), observations
-    y [*F, *b, q] and noise variances [*b, q] (module docstring)."""
+    y [*F, *b, q] and noise variances [*b, q] (module docstring); ``previous``: the update of
+    an already conditioned q, composed with this one."""
     mean, root = _q_root(strategy)  # [M], [M, K]
     projection, _ = strategy.projection(x)  # A [*b, M, q]
     projection = projection.expand(*x.shape[:-2], *projection.shape[-2:])
     reduced = root.mT @ projection  # R^T A [*b, K, q]
+    covariance_times = root @ reduced  # S A [*b, M, q]
     innovation = reduced.mT @ reduced + torch.diag_embed(noise)  # A^T S A + N [*b, q, q]
+    if previous is not None:  # S' = S - G'^T G'
+        mean = previous.mean  # [*F', *b', M]
+        earlier = previous.gain @ projection  # G' A [*B, q', q]
+        covariance_times = covariance_times - previous.gain.mT @ earlier
+        innovation = innovation - earlier.mT @ earlier
     factor = cholesky(innovation, name="innovation covariance A^T S A + noise")  # L_C [*b, q, q]
-    gain = torch.linalg.solve_triangular(factor, (root @ reduced).mT, upper=False)  # G [*b, q, M]
+    gain = torch.linalg.solve_triangular(factor, covariance_times.mT, upper=False)  # G [*b, q, M]
     residual = y - (projection.mT @ mean.unsqueeze(-1)).squeeze(-1)  # [*F, *b, q]
     prior = _prior_mean(strategy, x)
     if prior is not None:
@@ -81,6 +98,10 @@ def online_update(strategy, x: torch.Tensor, y: torch.Tensor, noise: torch.Tenso
         factor, residual.unsqueeze(-1), upper=False
     )  # L_C^{-1} r [*F, *b, q, 1]
     new_mean = mean + (gain.mT @ whitened).squeeze(-1)  # [*F, *b, M]
+    if previous is not None:  # the gains stack: S'' = S - G'^T G' - G^T G
+        batch = torch.broadcast_shapes(previous.gain.shape[:-2], gain.shape[:-2])
+        gains = [previous.gain, gain]
+        gain = torch.cat([g.expand(*batch, *g.shape[-2:]) for g in gains], dim=-2)
     return OnlineUpdate(new_mean, gain)
 
 
