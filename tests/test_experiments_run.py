@@ -104,7 +104,7 @@ def test_report_puts_our_numbers_beside_the_papers(tmp_path):
     result = run_experiment(experiment, runs_root=tmp_path)
     report = (result.path / "report.md").read_text()
     # a quick number beside the paper's says it is one
-    assert "| quantity | ours (quick (reduced)) | paper (seed 000 table 2) |" in report
+    assert "| quantity | ours, quick (reduced) | paper (seed 000 table 2) |" in report
     assert "| rmse | 0.1235 | 0.12 |" in report
     assert "| nested.nlpd | -1.5 | -1.4 |" in report
     assert "| accuracy | — | 0.9 |" in report  # a quantity we did not measure

@@ -54,7 +54,7 @@ def comparison_tables(
     """One ``quantity | ours (protocol) | paper (source)`` table per paper source, then the other
     metrics; ``protocol`` (e.g. "quick (reduced)") labels our column, so that a quick number is
     never set beside a paper's as if like for like."""
-    ours = f"ours ({protocol})" if protocol else "ours"
+    ours = f"ours, {protocol}" if protocol else "ours"
     flat = flatten_metrics(metrics)
     sections: list[str] = []
     compared: set[str] = set()
