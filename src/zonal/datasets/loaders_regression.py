@@ -77,16 +77,21 @@ def load_wine_white(blobs: Blobs) -> Dataset:
     return _named_target("wine-white", table, names, "quality")
 
 
+def keel_regression(name: str, data: bytes, target: str) -> Dataset:
+    """A KEEL ``.dat`` file whose last attribute, named ``target``, is the numeric output."""
+    keel = parse_keel_dat(data)
+    try:
+        values = np.array(keel.labels, dtype=np.float64)  # [N]: the last attribute
+    except ValueError as error:
+        raise ValueError(f"{name}: non-numeric {target} value: {error}") from error
+    table = np.column_stack([keel.features, values])  # [N, D + 1]
+    return regression_dataset(name, table, -1, keel.names, target)
+
+
 def load_compactiv(blobs: Blobs) -> Dataset:
     """Computer activity (Delve comp-activ, KEEL ``compactiv.dat``): 21 system counters -> the
     percentage of time the CPUs run in user mode, ``usr`` (last)."""
-    keel = parse_keel_dat(blobs["data"])
-    try:
-        target = np.array(keel.labels, dtype=np.float64)  # [N]: the last attribute, usr
-    except ValueError as error:
-        raise ValueError(f"compactiv: non-numeric usr value: {error}") from error
-    table = np.column_stack([keel.features, target])  # [N, 22]
-    return regression_dataset("compactiv", table, -1, keel.names, "usr")
+    return keel_regression("compactiv", blobs["data"], "usr")
 
 
 def load_grid_stability(blobs: Blobs) -> Dataset:

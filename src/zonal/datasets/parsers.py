@@ -58,9 +58,23 @@ def parse_whitespace_table(data: bytes) -> np.ndarray:
     return _float_rows(rows, first_line=1)
 
 
-def parse_csv_table(data: bytes, header: bool) -> tuple[np.ndarray, list[str] | None]:
-    """A comma-separated numeric table [N, C] and its header's column names (None without one)."""
-    rows = [row for row in csv.reader(io.StringIO("\n".join(_text_lines(data)))) if row]
+def parse_text_rows(data: bytes, delimiter: str | None = None) -> list[list[str]]:
+    """The rows of a text table as stripped strings: fields split at ``delimiter`` (CSV quoting
+    allowed) or, when it is None, at runs of blanks; blank lines are skipped. For tables that mix
+    text and numbers, whose loaders decide what each column means."""
+    lines = [line for line in _text_lines(data) if line.strip()]
+    if delimiter is None:
+        return [line.split() for line in lines]
+    return [[field.strip() for field in row] for row in csv.reader(lines, delimiter=delimiter)]
+
+
+def parse_csv_table(
+    data: bytes, header: bool, delimiter: str = ","
+) -> tuple[np.ndarray, list[str] | None]:
+    """A delimited (by default comma-separated) numeric table [N, C] and its header's column
+    names (None without one)."""
+    text = io.StringIO("\n".join(_text_lines(data)))
+    rows = [row for row in csv.reader(text, delimiter=delimiter) if row]
     names = [name.strip() for name in rows.pop(0)] if header and rows else None
     table = _float_rows([[field.strip() for field in row] for row in rows], 1 + int(header))
     if names is not None and len(names) != table.shape[1]:
@@ -186,7 +200,8 @@ class KeelTable:
 
 
 def parse_keel_dat(data: bytes) -> KeelTable:
-    """Read a KEEL ``.dat`` file: ``@`` header lines (optional), then rows ``x_1, ..., x_D, class``.
+    """Read a KEEL ``.dat`` file: ``@`` header lines (optional), then rows ``x_1, ..., x_D, class``;
+    lines starting with ``%`` or ``#`` are comments.
 
     The ``@inputs`` line, when present, fixes D and the order of the names; otherwise every
     attribute but the last is an input. Missing values (``?``), ragged rows and non-numeric
@@ -197,7 +212,7 @@ def parse_keel_dat(data: bytes) -> KeelTable:
     first_data_line = 0
     for number, line in enumerate(data.decode("utf-8-sig").splitlines(), start=1):
         text = line.strip()
-        if not text or text.startswith("%"):
+        if not text or text.startswith(("%", "#")):  # "#": header lines commented out
             continue
         if text.startswith("@"):
             keyword, _, rest = text.partition(" ")

