@@ -10,7 +10,8 @@ and the same threads,
   validation split; ``--likelihood gaussian`` because the CLI reads a target of few integer
   values, such as the wines' quality scores 3..9, as classes); its time is the wall-clock of the
   ``fit_table`` call (standardisation, validation and model choice included);
-* the peer: GPyTorch's SVGP (``zonal.experiments._baselines.InducingPointSVGP``: whitened full
+* the peer: GPyTorch's SVGP (``gp_baselines.svgp_regression``, shared with ``fit_suite.py``;
+  ``zonal.experiments._baselines.InducingPointSVGP``: whitened full
   q(u) at M = 256 learned inducing points started at random training rows, constant mean,
   ``ScaleKernel(RBFKernel(ard_num_dims=D))``), trained by ``zonal.recipes.scheduled_adam`` on the
   standardised rows (Adam, lr 0.05 for 60% of the steps, then 1/5 and 1/25; batch 1024);
@@ -36,7 +37,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import platform
 import time
@@ -47,15 +47,15 @@ from typing import Any
 import numpy as np
 import torch
 
+from gp_baselines import gaussian_scores, svgp_regression
 from zonal._files import to_jsonable, write_json_atomic
 from zonal.cli import build_parser
 from zonal.datasets import Standardizer, load_dataset, random_splits
 from zonal.datasets.loaders_regression import UNSEEN_REGRESSION
-from zonal.experiments._baselines import inducing_point_model
 from zonal.fitting import fit_table, predict_table
 from zonal.geometry import SphereEmbedding
 from zonal.models import SGPR
-from zonal.recipes import build_kernel, harmonic_features, scheduled_adam
+from zonal.recipes import build_kernel, harmonic_features
 from zonal.tabular import Table
 
 RESULTS = Path(__file__).resolve().parent / "results" / "fit_default.json"
@@ -92,12 +92,6 @@ def in_memory_table(name: str, x: np.ndarray, y: np.ndarray | None = None) -> Ta
     return Table(Path(f"{name}.npz"), tuple(cells), cells, len(x), is_csv=False)
 
 
-def gaussian_scores(mean: np.ndarray, variance: np.ndarray, y: np.ndarray) -> tuple[float, float]:
-    """(MSE, mean log N(y | mean, variance)) of predictions [n] against targets [n]."""
-    log_density = -0.5 * (np.log(2 * math.pi * variance) + (y - mean) ** 2 / variance)
-    return float(np.mean((mean - y) ** 2)), float(np.mean(log_density))
-
-
 def run_zonal(
     name: str, x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray, seed: int,
     options: dict[str, Any],
@@ -120,20 +114,11 @@ def run_peer(
     x_train: torch.Tensor, y_train: torch.Tensor, x_test: torch.Tensor, args: argparse.Namespace,
     seed: int,
 ) -> dict[str, Any]:  # fmt: skip
-    """GPyTorch's SVGP with RBF-ARD on standardised rows; moments in standardised units."""
-    started = time.perf_counter()
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        size = min(args.num_inducing, len(x_train))
-        points = x_train[torch.randperm(len(x_train))[:size]]
-        model = inducing_point_model("rbf", points)
-        scheduled_adam(model, x_train, y_train, steps=args.peer_steps,
-                       batch_size=args.batch_size, learning_rate=args.peer_learning_rate,
-                       seed=seed)  # fmt: skip
-    seconds = time.perf_counter() - started
-    with torch.no_grad():
-        mean, variance = model.predict(x_test, include_noise=True)
-    return {"mean": mean.numpy(), "variance": variance.numpy(), "seconds": seconds}
+    """GPyTorch's SVGP with RBF-ARD on standardised rows (``gp_baselines.svgp_regression``);
+    moments in standardised units."""
+    return svgp_regression(x_train, y_train, x_test, num_inducing=args.num_inducing,
+                           steps=args.peer_steps, batch_size=args.batch_size,
+                           learning_rate=args.peer_learning_rate, seed=seed)  # fmt: skip
 
 
 def run_ard_sgpr(

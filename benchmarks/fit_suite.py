@@ -1,0 +1,380 @@
+"""Development suite (issue 27): ``zonal fit``'s default against GPyTorch's RBF-ARD GPs and
+scikit-learn's gradient boosting, on 20 regression and 9 classification tables of the registry
+(``zonal.datasets.registry_suite``: SUITE_REGRESSION, SUITE_CLASSIFICATION), 3 splits each.
+
+Split s (s = 0, 1, 2) of a table holds out 10% of its rows as test rows (90/10): drawn from
+``default_rng(s)``, stratified by class for classification (``zonal.fitting.validation_split``);
+protein (CASP) is first subsampled to 10,000 rows with ``default_rng(0)``, the same rows for every
+split. On each split, in one process and on the same threads, the methods are
+
+* ``zonal``: ``zonal.fitting.fit_data`` / ``predict_data`` (the library path of ``zonal fit``)
+  with the default ``model="auto"`` and the default budget (``DEFAULT_BUDGET``), the likelihood
+  named (gaussian; bernoulli or softmax by the number of classes) and ``seed=s``;
+* ``svgp``: GPyTorch's SVGP with RBF-ARD, M = 256 inducing points, 1000 Adam steps
+  (``gp_baselines``: Gaussian, probit or softmax likelihood);
+* ``exact``: GPyTorch's exact GP with RBF-ARD, regression tables of at most 3,000 training rows;
+* ``hgb``: scikit-learn's ``HistGradientBoostingRegressor`` / ``Classifier``, for context.
+
+GPs see standardised inputs (training rows' statistics); regression scores are in units of the
+training target standardised: test MSE of the predictive mean and mean test log likelihood (TLL)
+of the Gaussian predictive with noise (none for ``hgb``). Classification: accuracy and TLL
+(= -log loss). Per table the means over splits and ratios zonal / svgp (MSE, or log loss, and
+seconds; < 1 favours zonal); per task the geometric mean of those ratios, the worst table, the mean
+TLL difference zonal - svgp and the time ratio.
+
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/fit_suite.py [--resume] [--tables ...]
+        [--splits 0 1 2] [--methods zonal svgp exact hgb] [--quick]
+
+``--quick``: split 0 of servo and ionosphere, zonal budget 10 s, 200 SVGP steps, 50 exact-GP
+steps (a smoke test). Results go to benchmarks/results/fit_suite.json (fit_suite_quick.json with
+``--quick``), rewritten atomically after every (table, split, method) unit; ``--resume`` skips the
+units already there (same settings).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import time
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from gp_baselines import (
+    class_scores,
+    exact_gp_regression,
+    gaussian_scores,
+    hist_gradient_boosting,
+    svgp_classifier,
+    svgp_regression,
+)
+from zonal._files import to_jsonable, write_json_atomic
+from zonal.datasets import Standardizer, get_spec, load_dataset, random_splits
+from zonal.datasets.registry_suite import SUITE_CLASSIFICATION, SUITE_REGRESSION
+from zonal.fit_options import DEFAULT_BUDGET
+from zonal.fitting import fit_data, predict_data, validation_split
+from zonal.targets import Target
+
+RESULTS = Path(__file__).resolve().parent / "results"
+METHODS = ("zonal", "svgp", "exact", "hgb")
+SPLITS = (0, 1, 2)
+TEST_FRACTION = 0.1
+#: the exact GP runs on regression tables of at most this many training rows
+EXACT_MAX_TRAIN = 3000
+#: tables subsampled before splitting: name -> rows (drawn once with ``SUBSAMPLE_SEED``)
+SUBSAMPLE = {"protein": 10_000}
+SUBSAMPLE_SEED = 0
+QUICK_TABLES = ("servo", "ionosphere")
+#: (full, quick) settings
+SETTINGS = {
+    "zonal_budget": (DEFAULT_BUDGET, 10.0),
+    "svgp_inducing": (256, 256),
+    "svgp_steps": (1000, 200),
+    "svgp_batch_size": (1024, 1024),
+    "svgp_learning_rate": (0.05, 0.05),
+    "exact_steps": (200, 50),
+    "exact_learning_rate": (0.1, 0.1),
+}
+
+
+@dataclass(frozen=True)
+class SplitData:
+    """One split of one table: raw rows, standardised tensors for the GPs, class count."""
+
+    x_train: np.ndarray
+    y_train: np.ndarray
+    x_test: np.ndarray
+    y_test: np.ndarray
+    classify: bool
+    num_classes: int
+    y_scaler: Standardizer
+
+    def standardised(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(x_train, y_train, x_test): inputs standardised; a regression target too, classes
+        as indices."""
+        x_scaler = Standardizer.fit(self.x_train)
+        y = self.y_train if self.classify else self.y_scaler.transform(self.y_train)
+        return (torch.from_numpy(x_scaler.transform(self.x_train)), torch.from_numpy(y),
+                torch.from_numpy(x_scaler.transform(self.x_test)))  # fmt: skip
+
+
+def load_split(name: str, split: int) -> SplitData:
+    """Split ``split`` of table ``name`` (module docstring)."""
+    data = load_dataset(name)
+    x, y = data.X, data.y
+    if name in SUBSAMPLE:
+        rows = np.sort(np.random.default_rng(SUBSAMPLE_SEED).permutation(len(y))[: SUBSAMPLE[name]])
+        x, y = x[rows], y[rows]
+    classify = data.task == "classification"
+    num_classes = int(data.num_classes or 0)
+    if classify:
+        target = Target("softmax", tuple(str(c) for c in range(num_classes)))
+        train, test = validation_split(y, target, TEST_FRACTION, split)
+    else:
+        train, test = next(random_splits(len(y), 1, TEST_FRACTION, seed=split))
+    y_scaler = Standardizer.fit(np.asarray(y[train], dtype=np.float64))  # (regression only)
+    return SplitData(x[train], y[train], x[test], y[test], classify, num_classes, y_scaler)
+
+
+def run_zonal(data: SplitData, split: int, budget: float) -> dict[str, Any]:
+    """``fit_data`` (model "auto") then ``predict_data``; moments standardised, or class
+    probabilities [n, C] in class-index order."""
+    likelihood = "gaussian" if not data.classify else \
+        "bernoulli" if data.num_classes == 2 else "softmax"  # fmt: skip
+    columns = [f"x{index}" for index in range(data.x_train.shape[1])]
+    started = time.perf_counter()
+    fitted = fit_data(data.x_train, data.y_train, feature_columns=columns, likelihood=likelihood,
+                      budget=budget, seed=split)  # fmt: skip
+    seconds = time.perf_counter() - started
+    predictions = predict_data(fitted, data.x_test, seed=split)
+    result: dict[str, Any] = {"seconds": seconds, "model": fitted.describe()}
+    if data.classify:
+        probabilities = np.zeros((len(data.x_test), data.num_classes))
+        for label in fitted.target.classes:
+            probabilities[:, int(float(label))] = predictions[f"prob_{label}"]
+        result["probabilities"] = probabilities
+    else:
+        result["mean"] = data.y_scaler.transform(predictions["mean"])
+        result["variance"] = predictions["variance"] / float(data.y_scaler.std) ** 2
+    return result
+
+
+def run_method(
+    method: str, data: SplitData, split: int, settings: dict[str, Any]
+) -> dict[str, Any]:
+    """One method on one split: its scores (``mse`` or ``accuracy``, ``tll``, ``seconds``), or
+    ``skipped`` with the reason."""
+    if method == "exact" and (data.classify or len(data.y_train) > EXACT_MAX_TRAIN):
+        return {"skipped": "classification" if data.classify else
+                f"{len(data.y_train)} > {EXACT_MAX_TRAIN} training rows"}  # fmt: skip
+    if method == "zonal":
+        result = run_zonal(data, split, settings["zonal_budget"])
+    elif method == "hgb":
+        result = hist_gradient_boosting(data.x_train, data.y_train, data.x_test,
+                                        classify=data.classify, num_classes=data.num_classes,
+                                        seed=split)  # fmt: skip
+        if not data.classify:
+            result["mean"] = data.y_scaler.transform(result["mean"])
+    elif method == "svgp" and data.classify:
+        result = svgp_classifier(*data.standardised(), num_classes=data.num_classes,
+                                 num_inducing=settings["svgp_inducing"],
+                                 steps=settings["svgp_steps"],
+                                 batch_size=settings["svgp_batch_size"],
+                                 learning_rate=settings["svgp_learning_rate"], seed=split)  # fmt: skip
+    elif method == "svgp":
+        result = svgp_regression(*data.standardised(), num_inducing=settings["svgp_inducing"],
+                                 steps=settings["svgp_steps"],
+                                 batch_size=settings["svgp_batch_size"],
+                                 learning_rate=settings["svgp_learning_rate"], seed=split)  # fmt: skip
+    else:
+        result = exact_gp_regression(*data.standardised(), steps=settings["exact_steps"],
+                                     learning_rate=settings["exact_learning_rate"])  # fmt: skip
+    scores: dict[str, Any] = {"seconds": result["seconds"]}
+    if "model" in result:
+        scores["model"] = result["model"]
+    if data.classify:
+        scores["accuracy"], scores["tll"] = class_scores(result["probabilities"], data.y_test)
+    else:
+        y_test = data.y_scaler.transform(data.y_test)
+        scores["mse"] = float(np.mean((result["mean"] - y_test) ** 2))
+        if "variance" in result:
+            scores["tll"] = gaussian_scores(result["mean"], result["variance"], y_test)[1]
+    return scores
+
+
+# ------------------------------------------------------------------------------------ summary
+
+
+def geometric_mean(values: list[float]) -> float:
+    """exp(mean(log v)) of positive values (nan for none)."""
+    return float(math.exp(np.mean(np.log(values)))) if values else math.nan
+
+
+def table_means(units: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per table: means over splits of each method's scores (``<method>_<score>``), the splits
+    counted, and the ratios zonal / svgp (``ratio``: MSE for regression, log loss for
+    classification; ``time_ratio``) where both ran on the same splits."""
+    entries = []
+    for name in dict.fromkeys(unit["table"] for unit in units):
+        group = [unit for unit in units if unit["table"] == name and "skipped" not in unit]
+        entry: dict[str, Any] = {"table": name, "task": group[0]["task"] if group else ""}
+        for method in dict.fromkeys(unit["method"] for unit in group):
+            runs = [unit for unit in group if unit["method"] == method]
+            entry[f"{method}_splits"] = sorted(unit["split"] for unit in runs)
+            for key in ("mse", "accuracy", "tll", "seconds"):
+                if all(key in unit for unit in runs):
+                    entry[f"{method}_{key}"] = float(np.mean([unit[key] for unit in runs]))
+        if entry.get("zonal_splits") and entry.get("zonal_splits") == entry.get("svgp_splits"):
+            metric = "mse" if entry["task"] == "regression" else "tll"
+            zonal, svgp = entry[f"zonal_{metric}"], entry[f"svgp_{metric}"]
+            entry["ratio"] = zonal / svgp if metric == "mse" else (-zonal) / (-svgp)
+            entry["time_ratio"] = entry["zonal_seconds"] / entry["svgp_seconds"]
+            entry["tll_difference"] = entry["zonal_tll"] - entry["svgp_tll"]
+            if "zonal_accuracy" in entry:
+                entry["accuracy_difference"] = entry["zonal_accuracy"] - entry["svgp_accuracy"]
+        entries.append(entry)
+    return entries
+
+
+def task_summary(entries: list[dict[str, Any]]) -> dict[str, Any]:
+    """Over the tables with a ratio: their number, the geometric mean of the ratios, the worst
+    table (largest ratio), the mean TLL difference zonal - svgp, the geometric mean of the time
+    ratios and the ratio of total seconds; for classification the tables where zonal's accuracy
+    and log loss are both at least as good."""
+    compared = [entry for entry in entries if "ratio" in entry]
+    if not compared:
+        return {"tables": 0}
+    worst = max(compared, key=lambda entry: entry["ratio"])
+    summary = {
+        "tables": len(compared),
+        "geometric_mean_ratio": geometric_mean([entry["ratio"] for entry in compared]),
+        "worst_table": worst["table"],
+        "worst_ratio": worst["ratio"],
+        "mean_tll_difference": float(np.mean([entry["tll_difference"] for entry in compared])),
+        "geometric_mean_time_ratio": geometric_mean([entry["time_ratio"] for entry in compared]),
+        "total_time_ratio": sum(entry["zonal_seconds"] for entry in compared)
+        / sum(entry["svgp_seconds"] for entry in compared),
+    }
+    if all("accuracy_difference" in entry for entry in compared):
+        summary["tables_at_least_as_good"] = sum(
+            entry["accuracy_difference"] >= 0 and entry["ratio"] <= 1 for entry in compared
+        )
+    return summary
+
+
+def _cell(entry: dict[str, Any], key: str, digits: int, width: int = 10) -> str:
+    value = entry.get(key)
+    return f"{value:>{width}.{digits}f}" if isinstance(value, float) else f"{'-':>{width}}"
+
+
+def print_task(task: str, entries: list[dict[str, Any]], methods: list[str]) -> None:
+    """The per-table table and the summary of one task."""
+    metric = "mse" if task == "regression" else "accuracy"
+    print(f"\n{task}: means over splits; ratio = zonal / svgp "
+          f"({'MSE' if metric == 'mse' else 'log loss'}; < 1 favours zonal)")  # fmt: skip
+    header = f"{'table':<22}" + "".join(
+        f"{m + ' ' + k:>10}" for m in methods for k in (metric[:3], "TLL", "s")
+    ) + f"{'ratio':>8}{'t ratio':>8}"  # fmt: skip
+    print(header)
+    for entry in (entry for entry in entries if entry["task"] == task):
+        cells = "".join(
+            _cell(entry, f"{m}_{key}", digits)
+            for m in methods for key, digits in ((metric, 4), ("tll", 3), ("seconds", 1))
+        )  # fmt: skip
+        print(f"{entry['table']:<22}{cells}{_cell(entry, 'ratio', 3, 8)}"
+              f"{_cell(entry, 'time_ratio', 2, 8)}")  # fmt: skip
+    summary = task_summary([entry for entry in entries if entry["task"] == task])
+    if summary["tables"]:
+        line = (f"  {summary['tables']} tables: geometric mean ratio "
+                f"{summary['geometric_mean_ratio']:.3f}, worst {summary['worst_table']} "
+                f"{summary['worst_ratio']:.3f}, mean TLL difference zonal - svgp "
+                f"{summary['mean_tll_difference']:+.3f}, time ratio (geometric mean) "
+                f"{summary['geometric_mean_time_ratio']:.2f}, total "
+                f"{summary['total_time_ratio']:.2f}")  # fmt: skip
+        if "tables_at_least_as_good" in summary:
+            line += (
+                f"; accuracy and log loss at least as good on {summary['tables_at_least_as_good']}"
+            )
+        print(line)
+
+
+# ------------------------------------------------------------------------------------ running
+
+
+def run_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The settings a result file must share to be resumed."""
+    index = 1 if args.quick else 0
+    settings = {key: values[index] for key, values in SETTINGS.items()}
+    settings.update(quick=args.quick, test_fraction=TEST_FRACTION, subsample=SUBSAMPLE,
+                    exact_max_train=EXACT_MAX_TRAIN, threads=args.threads)  # fmt: skip
+    return settings
+
+
+def previous_units(path: Path, settings: dict[str, Any]) -> list[dict[str, Any]]:
+    """The units of an earlier run at ``path`` with the same settings."""
+    if not path.exists():
+        return []
+    earlier = json.loads(path.read_text())
+    if earlier["settings"] != to_jsonable(settings):
+        raise SystemExit(f"{path} holds a run with other settings: drop --resume or move it")
+    print(f"resuming: {len(earlier['units'])} unit(s) from {path}")
+    return earlier["units"]
+
+
+def write_results(path: Path, settings: dict[str, Any], units: list[dict[str, Any]]) -> None:
+    """Settings, environment, per-table means, task summaries and every unit, atomically."""
+    entries = table_means(units)
+    write_json_atomic(path, {
+        "settings": settings,
+        "torch_threads": torch.get_num_threads(),
+        "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
+        "versions": {name: metadata.version(name) for name in ("torch", "gpytorch", "scikit-learn")}
+        | {"python": platform.python_version()},
+        "machine": platform.machine(),
+        "tables": entries,
+        "summary": {task: task_summary([e for e in entries if e["task"] == task])
+                    for task in ("regression", "classification")},
+        "units": units,
+    })  # fmt: skip
+
+
+def parse_args() -> argparse.Namespace:
+    """The command line (module docstring)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tables", nargs="+", help="default: the whole suite (--quick: a few)")
+    parser.add_argument("--splits", nargs="+", type=int, help="default 0 1 2 (--quick: 0)")
+    parser.add_argument("--methods", nargs="+", choices=METHODS, default=list(METHODS))
+    parser.add_argument("--quick", action="store_true", help="smoke test: short budgets")
+    parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
+    parser.add_argument("--output", type=Path, help="default benchmarks/results/fit_suite*.json")
+    parser.add_argument("--resume", action="store_true", help="skip the units in --output")
+    args = parser.parse_args()
+    suite = (*SUITE_REGRESSION, *SUITE_CLASSIFICATION)
+    args.tables = args.tables or list(QUICK_TABLES if args.quick else suite)
+    args.splits = args.splits or ([0] if args.quick else list(SPLITS))
+    args.output = args.output or RESULTS / (
+        "fit_suite_quick.json" if args.quick else "fit_suite.json"
+    )
+    unknown = [name for name in args.tables if name not in suite]
+    if unknown:
+        parser.error(f"{unknown} are not suite tables; choose from {list(suite)}")
+    return args
+
+
+def main() -> None:
+    args = parse_args()
+    torch.set_num_threads(args.threads)
+    settings = run_settings(args)
+    print(f"settings: {settings}; torch threads {torch.get_num_threads()} "
+          f"(OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')})")  # fmt: skip
+    units = previous_units(args.output, settings) if args.resume else []
+    done = {(unit["table"], unit["split"], unit["method"]) for unit in units}
+    for name in args.tables:
+        task = get_spec(name).task
+        for split in args.splits:
+            todo = [m for m in args.methods if (name, split, m) not in done]
+            data = load_split(name, split) if todo else None
+            for method in todo:
+                scores = run_method(method, data, split, settings)
+                units.append({"table": name, "task": task, "split": split, "method": method,
+                              "num_train": len(data.y_train), "num_test": len(data.y_test),
+                              "input_dim": data.x_train.shape[1], **scores})  # fmt: skip
+                write_results(args.output, settings, units)
+                shown = {k: round(v, 4) if isinstance(v, float) else v for k, v in scores.items()}
+                print(f"  {name} split {split} {method}: {shown}", flush=True)
+    entries = table_means(units)
+    for task in ("regression", "classification"):
+        if any(entry["task"] == task for entry in entries):
+            print_task(task, entries, args.methods)
+    print(f"\nwrote {args.output}")
+
+
+if __name__ == "__main__":
+    main()
