@@ -54,6 +54,7 @@ test-docs: docs-setup
 lint: setup
 	$(BIN)/ruff check src tests benchmarks scripts docs
 	$(BIN)/ruff format --check src tests benchmarks scripts docs
+	$(BIN)/mypy
 
 format: setup
 	$(BIN)/ruff format src tests benchmarks scripts docs

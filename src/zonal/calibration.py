@@ -17,6 +17,7 @@ conf_b their mean confidence. Computed in float64 whatever the input's dtype.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import overload
 
 import torch
 
@@ -26,6 +27,18 @@ from zonal._validation import check_finite
 ECE_BINS = 15
 #: tolerance on |sum_k p_ik - 1| for probabilities
 SIMPLEX_TOLERANCE = 1e-5
+
+
+@overload
+def check_probabilities(
+    probabilities: torch.Tensor, labels: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]: ...
+
+
+@overload
+def check_probabilities(
+    probabilities: torch.Tensor, labels: None = None
+) -> tuple[torch.Tensor, None]: ...
 
 
 def check_probabilities(
@@ -83,7 +96,7 @@ def test_log_likelihood(probabilities: torch.Tensor, labels: torch.Tensor) -> fl
     return float(log_likelihoods(probabilities, labels).mean())
 
 
-test_log_likelihood.__test__ = False  # a metric, not a pytest test
+setattr(test_log_likelihood, "__test__", False)  # a metric, not a pytest test  # noqa: B010
 
 
 def entropies(probabilities: torch.Tensor) -> torch.Tensor:

@@ -41,7 +41,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from statistics import NormalDist
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -135,8 +135,9 @@ class TabularModel:
 def describe_model(spec: dict[str, Any], model: ZonalModel) -> str:
     """``TabularModel.describe`` for a resolved ``spec`` and its model."""
     if spec["model"] == STACKED:
+        members = cast(list[ZonalModel], model.components)
         parts = [f"{weight:.2f} {describe_model(component, member)}" for weight, component, member
-                 in zip(spec["weights"], spec["components"], model.components, strict=True)]  # fmt: skip
+                 in zip(spec["weights"], spec["components"], members, strict=True)]  # fmt: skip
         return f"stacked ({' + '.join(parts)})"
     features = getattr(model, "features", None)
     size = getattr(features, "num_inducing", spec["num_inducing"])
@@ -250,7 +251,9 @@ def fit_data(
         codes = np.asarray(y, dtype=np.float64)
     train_rows, valid_rows = validation_split(codes, target, validation_fraction, seed)
     x_scaler = Standardizer.fit(x[train_rows])
-    y_scaler = Standardizer(mean=np.float64(0.0), std=np.float64(1.0))
+    y_scaler = Standardizer(
+        mean=cast(np.ndarray, np.float64(0.0)), std=cast(np.ndarray, np.float64(1.0))
+    )
     if not target.is_classification:
         y_scaler = Standardizer.fit(codes[train_rows])
         with np.errstate(over="ignore"):
@@ -367,7 +370,7 @@ def _train_candidates(
             )
         control = TrainingControl(
             deadline=share_deadline,
-            score=(lambda model: validation_score(model, target, *monitored))
+            score=(lambda model: validation_score(cast(ZonalModel, model), target, *monitored))
             if has_validation
             else None,
             validation=monitored if has_validation else None,
@@ -417,7 +420,7 @@ def _train_refinement(
     ``AUTO_REFINEMENT_SHARE`` of the budget and what is left of it, adding it to ``fits`` and
     ``scores``; skipped when less than half that share is left, or if it fails. Returns whether
     Ctrl-C interrupted it (what it trained until then is kept)."""
-    if deadline is not None:
+    if deadline is not None and budget is not None:
         share = AUTO_REFINEMENT_SHARE * budget
         if deadline - time.monotonic() < share / 2:
             return False
@@ -716,11 +719,11 @@ def predict_data(
         raise ValueError(f"level must lie in (0, 1), got {level!r}")
     model = fitted.trained.model
     if model._is_ensemble and getattr(model, "draws_samples", True):  # a deep model's draws
-        model.posterior_seed = seed
+        setattr(model, "posterior_seed", seed)  # noqa: B010 (a plain attribute, not a Module)
         if samples is not None:
             if samples < 1:
                 raise TableError(f"--samples must be a positive integer, got {samples}")
-            model.num_posterior_samples = samples
+            setattr(model, "num_posterior_samples", samples)  # noqa: B010
     elif samples is not None:
         raise TableError(f"{fitted.spec['model']} draws no samples: drop --samples")
     inputs = torch.from_numpy(fitted.x_scaler.transform(np.asarray(x, dtype=np.float64)))
@@ -730,9 +733,9 @@ def predict_data(
                    for c, label in enumerate(fitted.target.classes)}  # fmt: skip
         columns["class"] = np.array(fitted.target.classes)[probabilities.argmax(-1)]
         return columns
-    mean, variance = model.predict(inputs, include_noise=include_noise)
-    mean = fitted.y_scaler.inverse_transform(mean.cpu().numpy())
-    variance = fitted.y_scaler.inverse_transform_variance(variance.cpu().numpy())
+    latent_mean, latent_variance = model.predict(inputs, include_noise=include_noise)
+    mean = fitted.y_scaler.inverse_transform(latent_mean.cpu().numpy())
+    variance = fitted.y_scaler.inverse_transform_variance(latent_variance.cpu().numpy())
     half_width = NormalDist().inv_cdf(0.5 + level / 2) * np.sqrt(variance)
     return {"mean": mean, "variance": variance, "lower": mean - half_width,
             "upper": mean + half_width}  # fmt: skip

@@ -110,6 +110,9 @@ class SphereEmbedding(InputMap):
         dtype: dtype of b and s (float64 by default).
     """
 
+    fixed_bias: torch.Tensor  # buffers (a fixed bias, fixed input scales)
+    fixed_input_scales: torch.Tensor
+
     homogeneous = True
 
     def __init__(

@@ -44,6 +44,9 @@ class ActivatedLayer(nn.Module):
             through the same ``Positive`` (softplus) constraint as ``SphereEmbedding``'s.
     """
 
+    coefficients: torch.Tensor  # buffers
+    bias: torch.Tensor
+
     def __init__(
         self,
         input_dim: int,

@@ -42,7 +42,7 @@ import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -56,6 +56,7 @@ from gpytorch.likelihoods import (
 
 from zonal.features import (
     ActivatedFeatures,
+    InducingFeatures,
     SparseSphericalHarmonicFeatures,
     SphericalHarmonicFeatures,
 )
@@ -439,7 +440,7 @@ def train_sgpr(
             model.fit_statistics(x, y)
             trace = model.fit(max_iter=spec["steps"], lr=spec["learning_rate"], deadline=deadline)
             with torch.no_grad():
-                objective = float(model.elbo() / model.stat_count)
+                objective = float(model.elbo()) / float(cast(torch.Tensor, model.stat_count))
             if not math.isfinite(objective):
                 raise ValueError(f"SGPR with the {name} kernel diverged (bound {trace[-1:]})")
             fits[name] = (model, objective)
@@ -458,6 +459,7 @@ def build_svgp(spec: Mapping[str, Any], x: torch.Tensor | None = None) -> SVGP:
     Softplus features, one latent GP per class for a softmax likelihood."""
     ambient_dim = spec["input_dim"] + 1
     kernel = build_kernel(spec["kernel"], ambient_dim, spec["num_inducing"])
+    features: InducingFeatures
     if spec["model"] == "svgp-activated":
         features = ActivatedFeatures(
             ambient_dim,

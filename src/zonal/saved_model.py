@@ -31,7 +31,7 @@ import hashlib
 import os
 import pickle
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -132,7 +132,10 @@ def load_model(path: str | os.PathLike[str]) -> TabularModel:
     try:
         model = build_model(spec)
         model.load_state_dict(state["model_state"])
-        if spec["model"] == STACKED and model.weights.tolist() != spec["weights"]:
+        if (
+            spec["model"] == STACKED
+            and cast(torch.Tensor, model.weights).tolist() != spec["weights"]
+        ):
             raise ValueError(f"its weights {spec['weights']} differ from the state's")
     except (KeyError, TypeError, ValueError, RuntimeError) as error:
         reason = (str(error).strip().splitlines() or [""])[0][:200]

@@ -26,7 +26,7 @@ import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 import numpy as np
 
@@ -145,7 +145,9 @@ def write_table(
     if len(lengths) > 1:
         raise ValueError(f"columns of different lengths {sorted(lengths)}")
     if path.suffix.lower() == ".npz":
-        return write_new_file(path, lambda handle: np.savez(handle, **arrays), force=force)
+        return write_new_file(
+            path, lambda handle: np.savez(handle, **cast(dict[str, Any], arrays)), force=force
+        )
 
     def write_csv(handle: IO[str]) -> None:
         writer = csv.writer(handle, lineterminator="\n")

@@ -11,6 +11,7 @@ alphabetically): class c is the c-th label.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -53,7 +54,7 @@ class Target:
         shown = ", ".join(self.classes[:6]) + (", ..." if len(self.classes) > 6 else "")
         return f"classification ({len(self.classes)} classes: {shown})"
 
-    def announce(self, column: str, switch: str) -> str:
+    def announce(self, column: str, switch: Callable[[str], str]) -> str:
         """The line that says which likelihood a fit of ``column`` uses, why, and how to change
         it: ``switch(likelihood)`` names the option (``--likelihood gaussian``, say)."""
         likelihood = {"gaussian": "Gaussian", "bernoulli": "Bernoulli (probit)",
@@ -79,8 +80,8 @@ def label_texts(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if values.dtype.kind in "biuf":
         numbers = values.astype(np.float64)
         missing = np.flatnonzero(np.isnan(numbers))
-        texts = [_number_text(value) for value in numbers]
-        return np.array(texts, dtype=object), missing
+        written = [_number_text(value) for value in numbers]
+        return np.array(written, dtype=object), missing
     texts = np.array([str(cell).strip() for cell in values.reshape(-1)], dtype=object)
     missing = np.flatnonzero([text.lower() in MISSING_TOKENS for text in texts])
     return texts, missing
@@ -122,7 +123,8 @@ def detect_target(labels: np.ndarray, likelihood: str | None, name: str = "targe
         elif not _looks_like_classes(numbers, len(labels)):
             return Target("gaussian", reason=_numeric_reason(numbers, len(labels)))
         else:
-            low, high = min(numbers.values()), max(numbers.values())  # type: ignore[type-var]
+            finite = [value for value in numbers.values() if value is not None]
+            low, high = min(finite), max(finite)
             reason = (
                 f"{len(distinct)} distinct integer values from {_number_text(low)} to "
                 f"{_number_text(high)}, each on at least {MIN_ROWS_PER_AUTO_CLASS} rows, read as "
@@ -133,7 +135,7 @@ def detect_target(labels: np.ndarray, likelihood: str | None, name: str = "targe
     if likelihood == "gaussian":
         return Target("gaussian", reason=reason)
     if numeric:
-        distinct.sort(key=lambda text: numbers[text])
+        distinct.sort(key=lambda text: float(numbers[text] or 0.0))
     if len(distinct) < 2:
         shown = f" ({distinct[0]!r})" if distinct else ""
         raise LabelError(

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import io
 import lzma
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -114,9 +114,9 @@ def _unpickle_block(values: object, placement: object, ndim: object = 2) -> tupl
     return values, placement
 
 
-def _block_manager(blocks: object, axes: object) -> tuple:
+def _block_manager(blocks: Iterable[Any], axes: Iterable[Any]) -> tuple:
     """``BlockManager(blocks, axes)`` as data."""
-    return tuple(blocks), list(axes)  # type: ignore[arg-type]
+    return tuple(blocks), list(axes)
 
 
 _PANDAS_GLOBALS = {

@@ -17,7 +17,7 @@ import numpy as np
 GZIP_MAGIC = b"\x1f\x8b"
 
 # IDX type codes (third byte of the magic number) -> big-endian numpy dtypes
-IDX_DTYPES = {
+IDX_DTYPES: dict[int, np.dtype] = {
     0x08: np.dtype(">u1"),
     0x09: np.dtype(">i1"),
     0x0B: np.dtype(">i2"),
@@ -118,10 +118,10 @@ def parse_libsvm(data: bytes, num_features: int | None = None) -> tuple[np.ndarr
             continue
         try:
             labels.append(float(fields[0]))
-            row = {}
+            row: dict[int, float] = {}
             for field in fields[1:]:
-                index, value = field.split(":", 1)
-                row[int(index)] = float(value)
+                position, number_text = field.split(":", 1)
+                row[int(position)] = float(number_text)
         except ValueError as error:
             raise ValueError(
                 f"line {number} is not libsvm 'label index:value ...': {line!r}"

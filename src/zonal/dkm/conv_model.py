@@ -31,6 +31,7 @@ import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 import torch
 import torch.utils.checkpoint
@@ -289,7 +290,7 @@ class ConvDKM(DeepKernelMachine):
                 images, self.inducing_patches, spec.geometry
             )
         else:
-            omega_ii, omega_ti, omega_tt = self._omega(index - 1, blocks)
+            omega_ii, omega_ti, omega_tt = self._omega(index - 1, cast(Blocks, blocks))
             mixing = self.mixing[index - 1]
             kernel_ii = convolve_inducing(omega_ii, mixing)
             kernel_ti = convolve_cross(omega_ti, mixing, spec.geometry)
@@ -297,7 +298,7 @@ class ConvDKM(DeepKernelMachine):
         if str(index) not in self.grams:  # an NNGP layer
             return kernel_ii, kernel_ti, kernel_tt, kernel_ii, kernel_ii.new_zeros(())
         chol = cholesky(kernel_ii, name=f"K_ii of convolutional layer {index + 1}")
-        root = self.grams[str(index)].root  # [M, M]
+        root = cast(CholeskyParameter, self.grams[str(index)]).root  # [M, M]
         images_count, height, width, size = kernel_ti.shape
         cross, diagonal, _ = conditional_blocks(
             chol,
@@ -320,7 +321,8 @@ class ConvDKM(DeepKernelMachine):
         (K_ti [P, M], diag K_tt [P]), the layer KLs [L]) for images [P, C, H, W]. With
         ``gradient_checkpointing`` each layer's intermediates are recomputed in the backward pass
         instead of kept (less memory, about one more forward pass of time)."""
-        priors, kls, saved = [], [], []
+        priors, kls = [], []
+        saved: list[tuple[torch.Tensor, ...]] = []
         blocks: tuple[torch.Tensor, ...] = ()
         for index, spec in enumerate(self.layer_specs):
             if self.gradient_checkpointing and torch.is_grad_enabled():
@@ -339,7 +341,7 @@ class ConvDKM(DeepKernelMachine):
                     for now, then in zip(blocks, earlier, strict=True)
                 )
             saved.append(blocks)
-        omega_ii, omega_ti, omega_tt = self._omega(len(self.layer_specs) - 1, blocks)
+        omega_ii, omega_ti, omega_tt = self._omega(len(self.layer_specs) - 1, cast(Blocks, blocks))
         if self.top == "gap":
             top_chol = cholesky(omega_ii, name="Omega_ii of the pooled output layer")
             _, kernel_ti, kernel_tt = global_average_pooling_top(
@@ -360,6 +362,7 @@ class ConvDKM(DeepKernelMachine):
             top_chol, kernel_ti, kernel_tt, self.output_covariance.root, self.output_mean
         )
         output_kl = gaussian_kl_from_roots(self.output_covariance.root, top_chol, self.output_mean)
+        assert mean is not None  # given an output mean, the blocks carry the predictive mean
         return BatchOutputs(mean, variance, output_kl, layer_kls)
 
     def latent_distribution(self, X: torch.Tensor) -> MultivariateNormal:

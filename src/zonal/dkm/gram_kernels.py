@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -101,7 +102,7 @@ class SquaredExponentialGram(GramKernel):
         return torch.full_like(diag, self.variance)
 
 
-_NAMED = {
+_NAMED: dict[str, Callable[[], GramKernel]] = {
     "relu": lambda: ArcCosineGram(1),
     "arccos-0": lambda: ArcCosineGram(0),
     "arccos-1": lambda: ArcCosineGram(1),

@@ -56,7 +56,7 @@ def likelihood_outputs(likelihood: Likelihood) -> int:
 def noise_variances(likelihood: Likelihood) -> torch.Tensor:
     """sigma_c^2 [C] (or [1]) of a Gaussian likelihood: global plus per-task noise."""
     if isinstance(likelihood, MultitaskGaussianLikelihood):
-        noise = 0
+        noise = torch.zeros((), dtype=torch.float64)  # adopts the noises' dtype when added
         if likelihood.has_global_noise:
             noise = noise + likelihood.noise
         if likelihood.has_task_noise:

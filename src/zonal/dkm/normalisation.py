@@ -68,14 +68,19 @@ class GramNormalisation(torch.nn.Module):
         self.train_test = _check(train_test, TRAIN_TEST_NORMALISATIONS, "train/test normalisation")
         scale_i = _check(inducing_scale, INDUCING_SCALINGS, "inducing scaling")
         scale_t = _check(train_test_scale, TRAIN_TEST_SCALINGS, "train/test scaling")
-        shapes_i = {"none": None, "batch": (1,), "local": (num_inducing,)}
-        shapes_t = {"none": None, "batch": (1, 1), "location": tuple(spatial_shape)}
-        self.inducing_scale = (
-            None if shapes_i[scale_i] is None else torch.nn.Parameter(torch.ones(shapes_i[scale_i]))
-        )
-        self.train_test_scale = (
-            None if shapes_t[scale_t] is None else torch.nn.Parameter(torch.ones(shapes_t[scale_t]))
-        )
+        shapes_i: dict[str, tuple[int, ...] | None] = {
+            "none": None,
+            "batch": (1,),
+            "local": (num_inducing,),
+        }
+        shapes_t: dict[str, tuple[int, ...] | None] = {
+            "none": None,
+            "batch": (1, 1),
+            "location": tuple(spatial_shape),
+        }
+        shape_i, shape_t = shapes_i[scale_i], shapes_t[scale_t]
+        self.inducing_scale = None if shape_i is None else torch.nn.Parameter(torch.ones(shape_i))
+        self.train_test_scale = None if shape_t is None else torch.nn.Parameter(torch.ones(shape_t))
 
     def _inducing_normaliser(self, gram_ii: torch.Tensor) -> torch.Tensor:
         diagonal = gram_ii.diagonal()  # [M]

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import torch
 from gpytorch.distributions import MultitaskMultivariateNormal, MultivariateNormal
@@ -142,7 +142,7 @@ class SparseDKM(DeepKernelMachine):
         for index in range(self.num_layers):
             prior_chol = cholesky(self.kernel(gram), name=f"K(G^{index}_ii) of layer {index + 1}")
             learned = str(index) in self.grams
-            root = self.grams[str(index)].root if learned else prior_chol  # [M, M]
+            root = cast(CholeskyParameter, self.grams[str(index)]).root if learned else prior_chol
             layers.append(InducingLayer(prior_chol, root, learned))
             gram = root @ root.mT
         output_chol = cholesky(self.kernel(gram), name=f"K(G^{self.num_layers}_ii) of the output")
@@ -174,6 +174,7 @@ class SparseDKM(DeepKernelMachine):
         _, covariance, mean = conditional_blocks(
             chain.output_chol, kernel_ti, kernel_tt, self.output_covariance.root, self.output_mean
         )
+        assert mean is not None  # given an output mean, the blocks carry the predictive mean
         return mean, covariance
 
     def batch_outputs(self, inputs: torch.Tensor) -> BatchOutputs:

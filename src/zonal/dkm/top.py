@@ -27,7 +27,7 @@ def linear_top(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(K_ii [M_out, M_out], K_ti [P, M_out], diag K_tt [P]) of the linear top layer (eqs. 91-93)
     from Omega blocks [M, M], [P, H, W, M], [P, H, W] and mixing [M_out, M, H, W]."""
-    geometry = ConvGeometry(tuple(cross.shape[1:3]), 1, 0)
+    geometry = ConvGeometry((int(cross.shape[1]), int(cross.shape[2])), 1, 0)
     kernel_ii = convolve_inducing(gram_ii, mixing)
     kernel_ti = convolve_cross(cross, mixing, geometry).flatten(1)  # [P, M_out]
     return kernel_ii, kernel_ti, convolve_diagonal(diagonal, geometry).flatten(1).squeeze(-1)

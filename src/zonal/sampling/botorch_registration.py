@@ -20,6 +20,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 from botorch.sampling.pathwise import SamplePath
 from botorch.sampling.pathwise.features.generators import GenKernelFeatures
@@ -47,7 +49,7 @@ def _harmonic_kernel_features(
 
 @DrawMatheronPaths.register((SVGP, SGPR))
 def _zonal_matheron_paths(model, *, sample_shape: Size, **unused) -> SamplePath:
-    return draw_posterior_paths(model, sample_shape).path
+    return cast(SamplePath, draw_posterior_paths(model, sample_shape).path)
 
 
 class DeepSamplePath(SamplePath):

@@ -18,6 +18,7 @@ Kernels that are not zonal fall back to BoTorch's random Fourier features (``pri
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, cast
 
 import torch
 from botorch.sampling.pathwise.features import FeatureMap, gen_kernel_features
@@ -45,11 +46,13 @@ DEFAULT_RANDOM_FEATURES = 1024
 class ColumnScale(TensorTransform):
     """values [..., N, F] -> values * scale, scale [*b, F] broadcast over the N rows."""
 
+    scale: torch.Tensor  # buffer
+
     def __init__(self, scale: torch.Tensor) -> None:
         super().__init__()
         self.register_buffer("scale", scale)
 
-    def forward(self, values: torch.Tensor) -> torch.Tensor:
+    def forward(self, values: torch.Tensor, **kwargs: Any) -> torch.Tensor:
         return values * self.scale.unsqueeze(-2)  # [..., N, F]
 
 
@@ -68,6 +71,11 @@ class HarmonicFeatureMap(FeatureMap):
         eigenvalues: lambda of each column [*b, F], read when the map was built.
     """
 
+    harmonics: SphericalHarmonics
+    columns: torch.Tensor  # buffers
+    column_levels: torch.Tensor
+    eigenvalues: torch.Tensor
+
     def __init__(self, kernel: Kernel, truncation: HarmonicTruncation | None = None) -> None:
         super().__init__()
         zonal, _ = base_zonal_kernel(kernel)
@@ -79,7 +87,7 @@ class HarmonicFeatureMap(FeatureMap):
         self.harmonics = SphericalHarmonics(
             self.ambient_dim, self.truncation.max_degree, dtype=eigenvalues.dtype
         ).to(eigenvalues.device)
-        all_levels = self.harmonics.levels  # [M_all]
+        all_levels = cast(torch.Tensor, self.harmonics.levels)  # [M_all]
         kept = torch.isin(
             all_levels, torch.tensor(self.truncation.levels, device=all_levels.device)
         )
@@ -92,12 +100,12 @@ class HarmonicFeatureMap(FeatureMap):
         self.output_transform = ColumnScale(self.eigenvalues.clamp_min(0).sqrt())
 
     @property
-    def num_outputs(self) -> int:
+    def num_outputs(self) -> int:  # type: ignore[override]  # an attribute of botorch's FeatureMap
         """F, the number of features."""
         return int(self.columns.numel())
 
     @property
-    def batch_shape(self) -> Size:
+    def batch_shape(self) -> Size:  # type: ignore[override]  # an attribute of FeatureMap
         """The kernel's batch shape."""
         return self._batch_shape
 

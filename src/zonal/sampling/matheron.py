@@ -19,6 +19,8 @@ hyperparameters through w and c); it stays differentiable in x.
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 from botorch.sampling.pathwise import GeneralizedLinearPath, MatheronPath
 from botorch.sampling.pathwise.features import FeatureMap
@@ -43,11 +45,11 @@ class InducingCovarianceMap(FeatureMap):
         self.output_transform = None
 
     @property
-    def num_outputs(self) -> int:
+    def num_outputs(self) -> int:  # type: ignore[override]  # an attribute of botorch's FeatureMap
         return self.features.num_inducing
 
     @property
-    def batch_shape(self) -> Size:
+    def batch_shape(self) -> Size:  # type: ignore[override]  # an attribute of FeatureMap
         return self.kernel.batch_shape
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -85,7 +87,7 @@ def kernel_input_dim(features: InducingFeatures) -> int:
     """The dimension of the kernel's inputs (for random Fourier features)."""
     if isinstance(features, InducingPoints):
         return int(features.points.shape[-1])
-    return int(features.ambient_dim)
+    return int(cast(int, features.ambient_dim))
 
 
 def matheron_path(

@@ -21,17 +21,22 @@ or a model / layer that owns one (``SVGP``, ``DGPLayer``: raw inputs, lifted by 
 from __future__ import annotations
 
 from functools import singledispatch
+from typing import TYPE_CHECKING, cast
 
 import torch
 from botorch.sampling.pathwise import GeneralizedLinearPath, SamplePath
 from gpytorch.kernels import Kernel
 from torch import Size, nn
 
+from zonal.geometry import InputMap
 from zonal.models import DGP, SGPR
 from zonal.sampling.collapsed import collapsed_posterior, collapsed_whitened_samples
 from zonal.sampling.harmonic_features import PriorSettings, prior_feature_map
 from zonal.sampling.matheron import matheron_path, solve_root
 from zonal.variational import InterDomainVariationalStrategy
+
+if TYPE_CHECKING:
+    from zonal.sampling.residual_paths import ResidualPaths
 
 #: rows evaluated at a time by ``DrawnPaths`` (bounds the N x F feature matrix)
 PATH_CHUNK = 4096
@@ -144,9 +149,10 @@ def draw_layer_paths(
 @singledispatch
 def draw_posterior_paths(
     model: nn.Module, sample_shape: Size, *, settings: PriorSettings | None = None
-) -> DrawnPaths | DeepPaths:
+) -> DrawnPaths | DeepPaths | ResidualPaths:
     """Pathwise posterior draws of a zonal model (module docstring): ``DrawnPaths`` for a
-    single-layer model (``SVGP``, ``SGPR``) or layer, ``DeepPaths`` for a ``DGP``."""
+    single-layer model (``SVGP``, ``SGPR``) or layer, ``DeepPaths`` for a ``DGP``,
+    ``ResidualPaths`` for a ``ResidualDGP`` (``zonal.sampling.residual_paths``)."""
     return draw_layer_paths(model, sample_shape, settings=settings)
 
 
@@ -178,7 +184,7 @@ class _LayerInputs:
             raise ValueError(
                 f"the layer expects inputs [..., N, {self.layer.input_dims}], got {tuple(x.shape)}"
             )
-        return self.layer.input_map.lift(x)
+        return cast(InputMap, self.layer.input_map).lift(x)
 
 
 def _strategy_and_inputs(source) -> tuple[InterDomainVariationalStrategy, object]:
