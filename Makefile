@@ -52,13 +52,13 @@ test-docs: docs-setup
 	$(BIN)/python -m pytest -m docs
 
 lint: setup
-	$(BIN)/ruff check src tests benchmarks scripts docs
-	$(BIN)/ruff format --check src tests benchmarks scripts docs
+	$(BIN)/ruff check src tests benchmarks scripts docs/conf.py docs/tutorials
+	$(BIN)/ruff format --check src tests benchmarks scripts docs/conf.py docs/tutorials
 	$(BIN)/mypy
 
 format: setup
-	$(BIN)/ruff format src tests benchmarks scripts docs
-	$(BIN)/ruff check --fix src tests benchmarks scripts docs
+	$(BIN)/ruff format src tests benchmarks scripts docs/conf.py docs/tutorials
+	$(BIN)/ruff check --fix src tests benchmarks scripts docs/conf.py docs/tutorials
 
 bench: setup
 	$(BIN)/pip install -q -c constraints.txt -e ".[bench]"
