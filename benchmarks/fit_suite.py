@@ -1,6 +1,8 @@
-"""Development suite (issue 27): ``zonal fit``'s default against GPyTorch's RBF-ARD GPs and
-scikit-learn's gradient boosting, on 20 regression and 9 classification tables of the registry
-(``zonal.datasets.registry_suite``: SUITE_REGRESSION, SUITE_CLASSIFICATION), 3 splits each.
+"""Development suite (issue 27): zonal fit's default against RBF-ARD GPs and gradient boosting.
+
+``zonal fit`` against GPyTorch's RBF-ARD GPs and scikit-learn's gradient boosting on 20 regression
+and 9 classification tables of the registry (``zonal.datasets.registry_suite``: SUITE_REGRESSION,
+SUITE_CLASSIFICATION), 3 splits each.
 
 Split s (s = 0, 1, 2) of a table holds out 10% of its rows as test rows (90/10): drawn from
 ``default_rng(s)``, stratified by class for classification (``zonal.fitting.validation_split``);
@@ -308,6 +310,13 @@ def previous_units(path: Path, settings: dict[str, Any]) -> list[dict[str, Any]]
     return earlier["units"]
 
 
+def _version(distribution: str) -> str | None:
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return None
+
+
 def write_results(path: Path, settings: dict[str, Any], units: list[dict[str, Any]]) -> None:
     """Settings, environment, per-table means, task summaries and every unit, atomically."""
     entries = table_means(units)
@@ -315,7 +324,7 @@ def write_results(path: Path, settings: dict[str, Any], units: list[dict[str, An
         "settings": settings,
         "torch_threads": torch.get_num_threads(),
         "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
-        "versions": {name: metadata.version(name) for name in ("torch", "gpytorch", "scikit-learn")}
+        "versions": {name: _version(name) for name in ("torch", "gpytorch", "scikit-learn")}
         | {"python": platform.python_version()},
         "machine": platform.machine(),
         "tables": entries,
