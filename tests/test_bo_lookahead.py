@@ -9,12 +9,20 @@ from __future__ import annotations
 import pytest
 import torch
 from botorch.acquisition import qKnowledgeGradient
+from botorch.acquisition.multi_step_lookahead import qMultiStepLookahead
 from botorch.optim import optimize_acqf
 from botorch.sampling import SobolQMCNormalSampler
 from botorch.sampling.pathwise import draw_matheron_paths
 
 from test_contract import INPUT_DIM, dgp, sgpr, training_data
-from zonal.bo import LoopSettings, lookahead_acquisition, optimal_samples, optimize, smooth_sphere
+from zonal.bo import (
+    LoopSettings,
+    MultiStepLookahead,
+    lookahead_acquisition,
+    optimal_samples,
+    optimize,
+    smooth_sphere,
+)
 
 FAST = LoopSettings(
     num_restarts=2,
@@ -71,3 +79,26 @@ def test_optimal_samples_are_the_paths_maxima_and_jes_optimises_in_the_box(build
         acquisition, BOUNDS, q=1, num_restarts=2, raw_samples=8, options={"maxiter": 4}
     )
     assert ((candidate >= -1) & (candidate <= 1)).all() and torch.isfinite(value)
+
+
+def test_multi_step_lookahead_of_a_shallow_model_is_botorchs_and_takes_a_deep_model():
+    x, y = training_data(30)
+    model = sgpr(x, y)
+    torch.manual_seed(0)
+    X = training_data(7, seed=8)[0].unsqueeze(0)  # [1, 1 + 2 + 2 * 2, d]
+
+    def samplers():  # the same base samples for both
+        return [SobolQMCNormalSampler(torch.Size([2]), seed=seed) for seed in (0, 1)]
+
+    ours = MultiStepLookahead(model, batch_sizes=[1, 1], samplers=samplers())
+    theirs = qMultiStepLookahead(model, batch_sizes=[1, 1], samplers=samplers())
+    with torch.no_grad():
+        expected = theirs(X)
+    torch.testing.assert_close(ours(X), expected, atol=1e-12, rtol=1e-12)
+    deep = dgp(x, y)
+    acquisition = MultiStepLookahead(deep, batch_sizes=[1, 1], num_fantasies=[2, 2])
+    q = acquisition.get_augmented_q_batch_size(1)
+    candidate, value = optimize_acqf(
+        acquisition, BOUNDS, q=q, num_restarts=2, raw_samples=8, options={"maxiter": 3}
+    )
+    assert candidate.shape == (1, INPUT_DIM) and torch.isfinite(value)  # the first step

@@ -23,7 +23,12 @@ from zonal.bo.errors import (
     ObjectiveNaNError,
     OffSphereError,
 )
-from zonal.bo.lookahead import KnowledgeGradient, lookahead_acquisition, optimal_samples
+from zonal.bo.lookahead import (
+    KnowledgeGradient,
+    MultiStepLookahead,
+    lookahead_acquisition,
+    optimal_samples,
+)
 from zonal.bo.loop import LoopSettings, optimize
 from zonal.bo.models import exact_sphere_gp, fit_deep_gp, fit_exact_gp, residual_deep_gp
 from zonal.bo.objectives import (
@@ -48,6 +53,7 @@ __all__ = [
     "KnowledgeGradient",
     "LoopSettings",
     "MissingOptionalDependencyError",
+    "MultiStepLookahead",
     "NormalisedInput",
     "ObjectiveNaNError",
     "OffSphereError",

@@ -17,7 +17,8 @@ Deep models are ensembles (a Gaussian mixture over the inner draws). BoTorch's `
 averages the ensemble twice for them: its value function (``PosteriorMean`` of the fantasy model)
 already averages the mixture, and its ``forward`` then averages the last dimension again, which is
 by then the t-batch. ``KnowledgeGradient`` is BoTorch's class with the second average left out, and
-is what ``lookahead_acquisition`` builds (it equals ``qKnowledgeGradient`` for other models).
+is what ``lookahead_acquisition`` builds (it equals ``qKnowledgeGradient`` for other models);
+``MultiStepLookahead`` does the same for ``qMultiStepLookahead`` (fantasies of fantasies).
 BoTorch's ``qMaxValueEntropy`` and ``qJointEntropySearch`` read one Gaussian per point and do
 not take mixture posteriors: for an ensemble ``lookahead_acquisition`` gives them the
 moment-matched Gaussian (``zonal.models.MomentMatchedModel``), and JES's optima come from the
@@ -32,6 +33,7 @@ from botorch.acquisition import AcquisitionFunction, qKnowledgeGradient
 from botorch.acquisition.joint_entropy_search import qJointEntropySearch
 from botorch.acquisition.knowledge_gradient import _get_value_function, _split_fantasy_points
 from botorch.acquisition.max_value_entropy_search import qMaxValueEntropy
+from botorch.acquisition.multi_step_lookahead import _step, qMultiStepLookahead
 from botorch.sampling import SobolQMCNormalSampler
 from botorch.sampling.pathwise import draw_matheron_paths
 from botorch.utils.transforms import is_ensemble, match_batch_shape, t_batch_mode_transform
@@ -66,6 +68,30 @@ class KnowledgeGradient(qKnowledgeGradient):
         if self.current_value is not None:
             values = values - self.current_value
         return values.mean(dim=0)  # [b]
+
+
+class MultiStepLookahead(qMultiStepLookahead):
+    """BoTorch's ``qMultiStepLookahead`` that averages an ensemble's mixture once, as
+    ``KnowledgeGradient`` (the value functions of the fantasy models already average it)."""
+
+    @t_batch_mode_transform()
+    def forward(self, X: torch.Tensor) -> torch.Tensor:
+        """The look-ahead value at X [b, q', d] -> [b], q' = q_0 + f_1 q_1 + f_2 f_1 q_2 + ...
+        (``qMultiStepLookahead.forward`` without its ensemble average)."""
+        Xs = self.get_multi_step_tree_input_representation(X)
+        if not self._collapse_fantasy_base_samples:
+            self._set_samplers_batch_range(batch_shape=X.shape[:-2])
+        return _step(
+            model=self.model,
+            Xs=Xs,
+            samplers=self.samplers,
+            valfunc_cls=self._valfunc_cls,
+            valfunc_argfacs=self._valfunc_argfacs,
+            inner_samplers=self.inner_samplers,
+            objective=self.objective,
+            posterior_transform=self.posterior_transform,
+            running_val=None,
+        )
 
 
 def optimal_samples(
