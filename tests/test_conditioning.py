@@ -338,3 +338,44 @@ def test_fantasies_of_fantasies_have_the_nested_batch_shape(data, build):
     mean = second.posterior(test_x[:4]).mean  # [3, 2, (S,) 4, 1]
     (gradient,) = torch.autograd.grad(mean.sum(), X)
     assert torch.isfinite(gradient).all()
+
+
+def test_multi_output_svgp_conditions_each_output_like_a_single_output_svgp(data):
+    """P outputs share the features, each has its own q(u_p) and noise: conditioned on Y [q, P],
+    output p's posterior is that of a single-output SVGP with q(u_p) and noise_p, conditioned on
+    Y[:, p]; t-batched inputs stay apart from the outputs; a fantasy model has the batch
+    [F, *b] and outputs [.., q, P]."""
+    x, y, test_x = data
+    kernel = arccos()
+    features = SphericalHarmonicFeatures(INPUT_DIM + 1, 4, kernel=kernel)
+    joint = SVGP(kernel, features, INPUT_DIM, num_outputs=2)
+    generator = torch.Generator().manual_seed(2)
+    size = features.num_inducing
+    mean = torch.randn(2, size, generator=generator, dtype=torch.float64)
+    factor = torch.randn(2, size, size, generator=generator, dtype=torch.float64) / size
+    covariance = factor @ factor.mT + 0.1 * torch.eye(size, dtype=torch.float64)
+    joint.inducing_strategy.set_variational(mean, covariance, whitened=True)
+    joint.likelihood.task_noises = torch.tensor([0.05, 0.2], dtype=torch.float64)
+    targets = torch.stack([y[:5], 1 - y[:5]], -1)  # [q, P]
+    conditioned = joint.condition_on_observations(x[:5], targets)
+    posterior = conditioned.posterior(test_x)
+    noises = joint.likelihood.task_noises + joint.likelihood.noise
+    for output in range(2):
+        single = SVGP(kernel, features, INPUT_DIM)
+        single.inducing_strategy.set_variational(mean[output], covariance[output], whitened=True)
+        single.likelihood.noise = noises[output].detach()
+        reference = single.condition_on_observations(x[:5], targets[:, output : output + 1])
+        expected = reference.posterior(test_x)
+        torch.testing.assert_close(posterior.mean[..., output], expected.mean[..., 0], **TOLERANCE)
+        torch.testing.assert_close(
+            posterior.variance[..., output], expected.variance[..., 0], **TOLERANCE
+        )
+    batched = joint.posterior(x[:4].reshape(2, 2, INPUT_DIM)).mean  # [b, q, P], b = P = 2
+    for index in range(2):  # t-batches apart from the outputs' batch
+        single = joint.posterior(x[2 * index : 2 * index + 2]).mean
+        torch.testing.assert_close(batched[index], single, **TOLERANCE)
+    fantasy = joint.fantasize(
+        x[:4].reshape(2, 2, INPUT_DIM), SobolQMCNormalSampler(torch.Size([3]))
+    )
+    assert fantasy.batch_shape == torch.Size([3, 2])
+    assert fantasy.posterior(test_x).mean.shape == (3, 2, len(test_x), 2)

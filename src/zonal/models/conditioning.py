@@ -5,10 +5,11 @@ observation_noise=None)`` (``zonal.models.contract``) check and reshape their ar
 call the model's own ``_conditioned(X, Y, noise, per_component)``:
 
 * X [*b, q, D] in data space (the input transform, if any, is applied here);
-* Y [*F, *b, q, m] (m = 1 output; fewer batch dimensions broadcast), outcome-transformed here;
-  the model receives Y [*F, *b, q];
+* Y [*F, *b, q, m] (fewer batch dimensions broadcast), outcome-transformed here; the model
+  receives Y [*F, *b, q] for one output, [*F, *b, q, m] for m outputs (``SVGP`` only);
 * noise [*b, q, m] of the new rows' observation variances in the outcome-transformed space
-  (BoTorch's convention), or None for the likelihood's noise; the model receives [*b, q];
+  (BoTorch's convention), or None for the likelihood's noise; the model receives [*b, q]
+  ([*b, q, m] for m outputs);
 * ``per_component`` (fantasies of a mixture model): Y [*F, *b, S, q] holds one observation per
   mixture component, as the sampler draws them from a ``GaussianMixturePosterior``.
 
@@ -26,12 +27,33 @@ import torch
 from botorch import settings
 from botorch.models.utils.assorted import fantasize as fantasize_flag
 from botorch.sampling import MCSampler
-from gpytorch.likelihoods import FixedNoiseGaussianLikelihood, GaussianLikelihood
+from gpytorch.likelihoods import (
+    FixedNoiseGaussianLikelihood,
+    GaussianLikelihood,
+    MultitaskGaussianLikelihood,
+)
 from gpytorch.utils.memoize import clear_cache_hook
 
 
 class ConditioningError(ValueError):
     """A model, likelihood or argument that conditioning on observations does not support."""
+
+
+def task_noises(model) -> torch.Tensor:
+    """The noise variance of each output [P] of ``model``'s ``MultitaskGaussianLikelihood`` with
+    independent noise (rank 0); other likelihoods are refused by name."""
+    likelihood = getattr(model, "likelihood", None)
+    if not isinstance(likelihood, MultitaskGaussianLikelihood) or likelihood.rank != 0:
+        raise ConditioningError(
+            "conditioning a multi-output model needs a MultitaskGaussianLikelihood with "
+            f"independent noise (rank 0), the model has {type(likelihood).__name__}"
+        )
+    noise = likelihood.noise.new_zeros(likelihood.num_tasks)  # [P]
+    if likelihood.has_global_noise:
+        noise = noise + likelihood.noise
+    if likelihood.has_task_noise:
+        noise = noise + likelihood.task_noises
+    return noise
 
 
 def gaussian_noise(model) -> torch.Tensor:
@@ -83,21 +105,23 @@ def prepare_observations(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """(X [*b, q, D] input-transformed, Y [*F, *b, q] outcome-transformed, noise [*b, q] or None)
     from BoTorch-shaped arguments (module docstring), with named errors."""
-    if model.num_outputs != 1:
+    outputs = model.num_outputs
+    if outputs != 1 and not model._conditions_outputs:
         raise ConditioningError(
-            f"conditioning is implemented for single-output models; this one has "
-            f"{model.num_outputs} outputs (use a ModelListGP of single-output models)"
+            f"conditioning {type(model).__name__} is implemented for one output; this one has "
+            f"{outputs} (use a ModelListGP of single-output models, or a multi-output SVGP)"
         )
     if not isinstance(X, torch.Tensor) or X.dim() < 2:
         raise ConditioningError("X must be a tensor [q, D] (or [..., q, D])")
     model.eval()  # transforms in training mode would learn from the new rows
     X = model.check_inputs(model.transform_inputs(X))
     Y = torch.as_tensor(Y).to(X)
-    if Y.dim() == 1:
+    if Y.dim() == 1 and outputs == 1:
         Y = Y.unsqueeze(-1)
-    if Y.shape[-1] != 1 or Y.shape[-2] != X.shape[-2]:
+    if Y.dim() < 2 or Y.shape[-1] != outputs or Y.shape[-2] != X.shape[-2]:
         raise ConditioningError(
-            f"Y must have shape [..., q, 1] with q = {X.shape[-2]} rows of X, got {tuple(Y.shape)}"
+            f"Y must have shape [..., q, {outputs}] with q = {X.shape[-2]} rows of X, got "
+            f"{tuple(Y.shape)}"
         )
     if not torch.isfinite(Y).all():
         raise ConditioningError("Y contains NaN or infinite values")
@@ -106,10 +130,11 @@ def prepare_observations(
         Y, _ = outcome_transform(Y, X=X)  # eval mode: the training statistics
     if noise is not None:
         noise = torch.as_tensor(noise).to(X)
-        noise = noise.squeeze(-1) if noise.dim() > 1 and noise.shape[-1] == 1 else noise
+        if outputs == 1 and noise.dim() > 1 and noise.shape[-1] == 1:
+            noise = noise.squeeze(-1)
         if not (noise > 0).all():
             raise ConditioningError("noise variances must be positive")
-    return X, Y.squeeze(-1), noise
+    return X, (Y.squeeze(-1) if outputs == 1 else Y), noise
 
 
 def condition_on_observations(model, X, Y, noise=None, *, per_component: bool = False):

@@ -54,6 +54,8 @@ class ZonalModel(Model, FantasizeMixin):
     _num_outputs: int = 1
     #: component (mixture) dimension of ``latent_distribution``, for deep models
     _is_ensemble: bool = False
+    #: whether ``_conditioned`` takes several outputs (Y [*F, *b, q, P])
+    _conditions_outputs: bool = False
 
     # ------------------------------------------------------------------ to implement
     def latent_distribution(self, X: torch.Tensor) -> MultivariateNormal:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 from botorch.models.transforms.input import InputTransform
 from botorch.models.transforms.outcome import OutcomeTransform
-from gpytorch.distributions import MultivariateNormal
+from gpytorch.distributions import MultitaskMultivariateNormal, MultivariateNormal
 from gpytorch.kernels import Kernel
 from gpytorch.likelihoods import GaussianLikelihood, Likelihood, MultitaskGaussianLikelihood
 from gpytorch.means import Mean
@@ -29,7 +29,7 @@ from gpytorch.variational import (
 
 from zonal.features import InducingFeatures
 from zonal.geometry import InputMap, SphereEmbedding
-from zonal.models.conditioning import conditioned_copy, gaussian_noise
+from zonal.models.conditioning import conditioned_copy, gaussian_noise, task_noises
 from zonal.models.contract import ZonalModel
 from zonal.variational import InterDomainVariationalStrategy
 from zonal.variational.online import conditioned_marginal, online_update
@@ -97,6 +97,8 @@ class SVGP(ApproximateGP, ZonalModel):
         input_transform, outcome_transform: BoTorch transforms (e.g. ``Normalize``,
             ``Standardize``), as ``SingleTaskGP`` takes them (``ZonalModel.set_transforms``).
     """
+
+    _conditions_outputs = True
 
     def __init__(
         self,
@@ -185,9 +187,13 @@ class SVGP(ApproximateGP, ZonalModel):
         """q(f(X)) [*b, q] (a multitask normal [*b, q, P] for several outputs); for a conditioned
         model the online-conditioned q (``zonal.variational.online``), batch [*F, *b] broadcast."""
         update = getattr(self, "_online", None)
-        if update is None:
-            return self(X)
-        return conditioned_marginal(self.inducing_strategy, update, self.lift(X))
+        if update is None:  # P outputs: X's t-batches stay apart from the batch of q(u_p)
+            return self(X if self.num_outputs == 1 else X.unsqueeze(-3))
+        lifted = self.lift(X)  # [*b, q, ambient_dim]
+        if self.num_outputs == 1:
+            return conditioned_marginal(self.inducing_strategy, update, lifted)
+        per_output = conditioned_marginal(self.inducing_strategy, update, lifted.unsqueeze(-3))
+        return MultitaskMultivariateNormal.from_batch_mvn(per_output, task_dim=-1)  # [*B, q, P]
 
     def _conditioned(
         self, X: torch.Tensor, Y: torch.Tensor, noise: torch.Tensor | None, *, per_component: bool
@@ -196,11 +202,21 @@ class SVGP(ApproximateGP, ZonalModel):
         ``zonal.variational.online``): q(u) times the new rows' sparse Gaussian likelihood, at
         the current hyperparameters and features, for every feature type. A Gaussian likelihood
         is required (others are refused by name); a conditioned model can be conditioned again
-        (the updates compose)."""
-        noise = gaussian_noise(self).expand(X.shape[:-1]) if noise is None else noise  # [*b, q]
+        (the updates compose). With P outputs (a batch of q(u_p) over shared features) each
+        output's q(u_p) is updated by its own column of Y [*F, *b, q, P] and noise."""
         model = conditioned_copy(self)
         lifted = model.lift(X)  # [*b, q, ambient_dim]
+        if self.num_outputs == 1:
+            noise = gaussian_noise(self).expand(X.shape[:-1]) if noise is None else noise  # [*b, q]
+        else:  # one q(u_p) per output: outputs on the batch dimension before q
+            lifted = lifted.unsqueeze(-3)  # [*b, 1, q, ambient_dim]
+            Y = Y.movedim(-1, -2)  # [*F, *b, P, q]
+            if noise is None:
+                noise = task_noises(self).unsqueeze(-1).expand(*X.shape[:-2], -1, X.shape[-2])
+            else:
+                noise = noise.expand(*X.shape[:-1], self.num_outputs).movedim(-1, -2)
+            # noise [*b, P, q]
         previous = getattr(self, "_online", None)
         model._online = online_update(model.inducing_strategy, lifted, Y, noise, previous)
-        model._conditioned_batch = model._online.mean.shape[:-1]  # [*F, *b]
+        model._conditioned_batch = model._online.mean.shape[: -1 - (self.num_outputs > 1)]
         return model
