@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import warnings
 from importlib.metadata import version as package_version
 
 from sphinx.application import Sphinx
@@ -64,6 +65,8 @@ sphinx_gallery_conf = {
     "matplotlib_animations": False,
     "show_memory": False,
 }
+# sphinx-autodoc-typehints calls an API that Sphinx 10 removes, once per docstring
+warnings.filterwarnings("ignore", message=".*_RstSnippetParser.set_application.*")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("MPLBACKEND", "Agg")
 
