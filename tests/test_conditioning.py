@@ -379,3 +379,20 @@ def test_multi_output_svgp_conditions_each_output_like_a_single_output_svgp(data
     )
     assert fantasy.batch_shape == torch.Size([3, 2])
     assert fantasy.posterior(test_x).mean.shape == (3, 2, len(test_x), 2)
+
+
+@pytest.mark.parametrize("family", ["meanfield", "natural", "tril-natural"])
+def test_every_gaussian_family_conditions_alike(data, family):
+    """The same q(u) stored in another variational family gives the same conditioned model."""
+    x, y, test_x = data
+    kernel = arccos()
+    features = SphericalHarmonicFeatures(INPUT_DIM + 1, 4, kernel=kernel)
+    size = features.num_inducing
+    mean = torch.linspace(-1, 1, size, dtype=torch.float64)
+    covariance = torch.diag(torch.linspace(0.1, 0.5, size, dtype=torch.float64))
+    models = []
+    for name in ("cholesky", family):
+        model = SVGP(kernel, features, INPUT_DIM, variational_family=name)
+        model.inducing_strategy.set_variational(mean, covariance, whitened=True)
+        models.append(model.condition_on_observations(x[:4], y[:4].unsqueeze(-1)))
+    assert_same_posterior(*models, test_x, atol=1e-9, rtol=1e-9)

@@ -37,7 +37,7 @@ from typing import NamedTuple
 
 import torch
 from gpytorch.distributions import Delta, MultivariateNormal
-from linear_operator.operators import SumLinearOperator
+from linear_operator.operators import DiagLinearOperator, RootLinearOperator, SumLinearOperator
 
 from zonal.linalg import cholesky
 from zonal.variational.root_difference import RootDifferenceLinearOperator
@@ -64,7 +64,12 @@ def _q_root(strategy) -> tuple[torch.Tensor, torch.Tensor]:
             "online conditioning needs a Gaussian q(u); a DeltaVariationalDistribution (MAP "
             "inducing values) has no covariance to update"
         )
-    return q.mean, q.lazy_covariance_matrix.root_decomposition().root.to_dense()
+    covariance = q.lazy_covariance_matrix
+    if isinstance(covariance, RootLinearOperator):  # Cholesky family: the stored factor
+        return q.mean, covariance.root.to_dense()
+    if isinstance(covariance, DiagLinearOperator):  # mean field
+        return q.mean, torch.diag_embed(covariance.diagonal().sqrt())
+    return q.mean, cholesky(covariance.to_dense(), name="variational covariance S")
 
 
 def online_update(
