@@ -26,7 +26,9 @@ Forms, all built on ``step_coefficients``:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
+from fractions import Fraction
 
 import torch
 
@@ -165,7 +167,8 @@ def zonal_by_level(cosines: torch.Tensor, level_sizes: list[int], ambient_dim: i
     return zonal_by_level_(cosines.clone(), level_sizes, ambient_dim)
 
 
-def signed_recurrence(max_degree: int, alpha: float) -> tuple[list[float], list[float]]:
+@functools.lru_cache(maxsize=64)
+def signed_recurrence(max_degree: int, alpha: float) -> tuple[tuple[float, ...], tuple[float, ...]]:
     """(g_k, w_k) for k = 0..L of the one-operation form of the recurrence.
 
     With s_0 = s_1 = 1, s_k = b_k s_{k-2} and signs e_k = (-1)^{floor(k / 2)}, the rescaled
@@ -173,15 +176,27 @@ def signed_recurrence(max_degree: int, alpha: float) -> tuple[list[float], list[
     (e_{k-1} s_k), one fused multiply-add per degree with no sign change or rescaling of E_{k-2};
     E_0 = 1, E_1 = c_1 t. Then Z_k = w_k E_k with w_k = (n + alpha) / alpha e_k s_k (g_0 = g_1 = 0
     are unused). The b_k are positive for every d >= 2, so the rescaling is a positive constant.
+    alpha = (d - 2) / 2 is a half-integer, so every coefficient is computed exactly (rationals)
+    and rounded once: an error in the coefficients grows like L^2 along the recurrence.
     """
-    scales, signs, steps = [1.0, 1.0], [1.0, 1.0], [0.0, 0.0]
+    exact_alpha = Fraction(alpha).limit_denominator(2)
+
+    def numerators(k: int) -> tuple[Fraction, Fraction]:
+        a, b = _numerators(k, exact_alpha)
+        return Fraction(a), Fraction(b)
+
+    scales, signs, steps = [Fraction(1), Fraction(1)], [1, 1], [Fraction(0), Fraction(0)]
     for k in range(2, max_degree + 1):
-        a, b = step_coefficients(k, alpha)
-        scales.append(b * scales[k - 2])
+        scaled_a, scaled_b = numerators(k)
+        scales.append(scaled_b / k * scales[k - 2])
         signs.append(-signs[k - 2])
-        steps.append(a * signs[k] * scales[k - 1] / (signs[k - 1] * scales[k]))
-    weights = [zonal_factor(k, alpha) * signs[k] * scales[k] for k in range(max_degree + 1)]
-    return steps[: max_degree + 1], weights
+        steps.append(scaled_a / k * signs[k] * scales[k - 1] / (signs[k - 1] * scales[k]))
+    factors = [
+        Fraction(max(k, 1)) if exact_alpha == 0 else (k + exact_alpha) / exact_alpha
+        for k in range(max_degree + 1)
+    ]  # (n + alpha) / alpha, its d = 2 limit n (1 for n = 0)
+    weights = tuple(float(factors[k] * signs[k] * scales[k]) for k in range(max_degree + 1))
+    return tuple(float(step) for step in steps[: max_degree + 1]), weights
 
 
 def zonal_by_level_(
