@@ -246,6 +246,7 @@ class ZonalModel(Model, FantasizeMixin):
         """log p(y_i | data) per point [N]: the likelihood's marginal log density under q(f(x_i))
         (log-mean-exp over the mixture components of a deep model). With an outcome transform
         (an affine one such as ``Standardize``) y is transformed and the log-Jacobian added."""
+        self.eval()  # (an input transform in training mode would learn from X)
         X = self.check_inputs(self.transform_inputs(X))
         if X.dim() != 2:
             raise ValueError(f"log_predictive_density takes inputs [N, D], got {tuple(X.shape)}")
