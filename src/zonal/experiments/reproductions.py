@@ -139,6 +139,8 @@ class Value:
     def text(self) -> str:
         if self.count == 0 or math.isnan(self.centre):
             return "-"
+        if self.count == 1:  # no spread to show
+            return _number(self.centre)
         if self.summary == "median":
             return f"{_number(self.centre)} [{_number(self.low)}, {_number(self.high)}]"
         return f"{_number(self.centre)} ± {_number(self.high - self.centre)}"
