@@ -8,6 +8,7 @@ from zonal.sampling.harmonic_features import HarmonicFeatureMap, PriorSettings, 
 from zonal.sampling.inducing_functionals import inducing_functional, required_levels
 from zonal.sampling.metrics import joint_log_predictive_density
 from zonal.sampling.paths import (
+    ConditionedPathsError,
     DeepPaths,
     DrawnPaths,
     draw_layer_paths,
@@ -18,6 +19,7 @@ from zonal.sampling.residual_paths import ResidualPaths
 from zonal.sampling.truncation import HarmonicTruncation, choose_truncation
 
 __all__ = [
+    "ConditionedPathsError",
     "DeepPaths",
     "DrawnPaths",
     "HarmonicFeatureMap",

@@ -152,12 +152,31 @@ def draw_posterior_paths(
 ) -> DrawnPaths | DeepPaths | ResidualPaths:
     """Pathwise posterior draws of a zonal model (module docstring): ``DrawnPaths`` for a
     single-layer model (``SVGP``, ``SGPR``) or layer, ``DeepPaths`` for a ``DGP``,
-    ``ResidualPaths`` for a ``ResidualDGP`` (``zonal.sampling.residual_paths``)."""
+    ``ResidualPaths`` for a ``ResidualDGP`` (``zonal.sampling.residual_paths``). A model returned
+    by ``condition_on_observations`` or ``fantasize`` is refused (``ConditionedPathsError``)."""
+    refuse_conditioned(model)
     return draw_layer_paths(model, sample_shape, settings=settings)
+
+
+class ConditionedPathsError(ValueError):
+    """Pathwise draws of a conditioned (or fantasy) model: they would ignore the conditioning."""
+
+
+def refuse_conditioned(model: nn.Module) -> None:
+    """Raise ``ConditionedPathsError`` for a model made by ``condition_on_observations`` or
+    ``fantasize``: the paths read the stored statistics or q(u), not the update on the new rows,
+    so they would silently be draws of the model before conditioning."""
+    if hasattr(model, "_conditioned_batch"):
+        raise ConditionedPathsError(
+            f"pathwise draws of a conditioned {type(model).__name__} would ignore the rows it was "
+            "conditioned on; draw paths from the model before conditioning, or sample its "
+            "posterior (model.posterior(X).rsample())"
+        )
 
 
 @draw_posterior_paths.register
 def _(model: SGPR, sample_shape: Size, *, settings: PriorSettings | None = None) -> DrawnPaths:
+    refuse_conditioned(model)
     mean, factor, root = collapsed_posterior(model)
     whitened = collapsed_whitened_samples(mean, factor, sample_shape)  # [*S, M]
     path = matheron_path(
@@ -168,6 +187,7 @@ def _(model: SGPR, sample_shape: Size, *, settings: PriorSettings | None = None)
 
 @draw_posterior_paths.register
 def _(model: DGP, sample_shape: Size, *, settings: PriorSettings | None = None) -> DeepPaths:
+    refuse_conditioned(model)
     return DeepPaths(
         [draw_layer_paths(layer, sample_shape, settings=settings) for layer in model.layers]
     )

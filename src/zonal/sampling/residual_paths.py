@@ -19,7 +19,12 @@ from torch import Size, nn
 from zonal.geometry import exp_map
 from zonal.models import ResidualDGP
 from zonal.sampling.harmonic_features import PriorSettings
-from zonal.sampling.paths import DrawnPaths, draw_layer_paths, draw_posterior_paths
+from zonal.sampling.paths import (
+    DrawnPaths,
+    draw_layer_paths,
+    draw_posterior_paths,
+    refuse_conditioned,
+)
 
 
 class ResidualPaths(nn.Module):
@@ -57,6 +62,7 @@ class ResidualPaths(nn.Module):
 def _(
     model: ResidualDGP, sample_shape: Size, *, settings: PriorSettings | None = None
 ) -> ResidualPaths:
+    refuse_conditioned(model)
     fields = [draw_layer_paths(field.gp, sample_shape, settings=settings) for field in model.fields]
     output = draw_layer_paths(model.output_layer, sample_shape, settings=settings)
     return ResidualPaths(model, fields, output)
