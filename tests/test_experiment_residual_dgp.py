@@ -153,3 +153,18 @@ def test_uci_experiment_fits_both_models_at_every_depth(tmp_path):
         run_experiment("residual-dgp-uci", overrides={"datasets": ["energy"]}, runs_root=tmp_path)
     pytest.importorskip("matplotlib")
     assert (result.path / "figure_5_1.png").exists()
+
+
+def test_two_worker_processes_give_the_rows_of_one(sphere_reference, tmp_path):
+    """--jobs 2 runs the fits in two spawned processes, finishing in any order; every fit seeds
+    itself, so the rows (sorted) and the metrics are those of the one-process run."""
+    run = create_run("residual-dgp-sphere", overrides=TINY_SPHERE, runs_root=tmp_path, jobs=2)
+    parallel = execute_run(run)
+    assert _without_times(parallel.metrics) == _without_times(sphere_reference.metrics)
+
+    def key(row):
+        return (row["model"], row["num_train"], row["hidden_layers"], row["repeat"])
+
+    ours = sorted(_without_times(_read_csv(parallel.path / "results.csv")), key=key)
+    reference = sorted(_without_times(_read_csv(sphere_reference.path / "results.csv")), key=key)
+    assert ours == reference

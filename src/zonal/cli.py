@@ -113,6 +113,8 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="RUN_DIR",
         help="continue this interrupted run from its last checkpoint, with its stored config",
     )
+    run.add_argument("--jobs", type=_positive_int, default=1, metavar="N",
+                     help=JOBS_HELP)  # fmt: skip
     run.set_defaults(handler=_experiment_run)
     reproduce = experiment_commands.add_parser(
         "reproduce",
@@ -127,6 +129,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="folder holding the run folders (default: ./runs)",
     )  # fmt: skip
     reproduce.add_argument("--list", action="store_true", help="print the queue and stop")
+    reproduce.add_argument("--jobs", type=_positive_int, default=1, metavar="N",
+                           help=JOBS_HELP)  # fmt: skip
     reproduce.set_defaults(handler=_experiment_reproduce)
     report = experiment_commands.add_parser(
         "report",
@@ -644,6 +648,22 @@ def _experiment_run(args: argparse.Namespace) -> int:
     return 0
 
 
+JOBS_HELP = (
+    "worker processes for an experiment's independent fits (default 1; experiments that cannot "
+    "split their work run in one); the results do not depend on it"
+)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive whole number, got {text!r}")
+    return value
+
+
 def _experiment_reproduce(args: argparse.Namespace) -> int:
     from zonal.experiments.errors import ExperimentError
     from zonal.experiments.reproductions import reproduction_queue
@@ -660,9 +680,9 @@ def _experiment_reproduce(args: argparse.Namespace) -> int:
     for name, protocol, folder in queue:
         try:
             if folder is None:
-                run = create_run(name, protocol=protocol, runs_root=args.runs_dir)
+                run = create_run(name, protocol=protocol, runs_root=args.runs_dir, jobs=args.jobs)
             else:
-                run = open_run(folder, experiment=name)
+                run = open_run(folder, experiment=name, jobs=args.jobs)
         except ExperimentError as error:
             raise CommandError(str(error)) from error
         print(f"zonal: running {name} ({protocol}) in {run.directory.path}", file=sys.stderr)
@@ -709,6 +729,7 @@ def _prepare_run(args: argparse.Namespace) -> ExperimentRun:
                 protocol=args.protocol,
                 overrides=overrides,
                 runs_root=args.output_dir or DEFAULT_RUNS_ROOT,
+                jobs=args.jobs,
             )
         options = {
             "--full": args.full,
@@ -722,7 +743,7 @@ def _prepare_run(args: argparse.Namespace) -> ExperimentRun:
             raise CommandError(
                 f"--resume continues a run with its stored config; drop {', '.join(changed)}"
             )
-        return open_run(args.resume, experiment=args.name)
+        return open_run(args.resume, experiment=args.name, jobs=args.jobs)
     except ExperimentError as error:
         raise CommandError(str(error)) from error
     except OSError as error:  # --output-dir is a file, or cannot be created or written

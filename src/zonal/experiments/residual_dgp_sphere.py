@@ -253,6 +253,14 @@ def fit_one(
     }
 
 
+def fit_unit(task: tuple[dict[str, Any], tuple[str, int, int, int]]) -> dict[str, Any]:
+    """``fit_one`` of one (config, (model, N, hidden layers, repeat)): its data and seed are made
+    from the config alone, so units run in any order or process and give the same rows."""
+    config, (model, num_train, hidden, repeat) = task
+    seed = unit_seed(config, model, num_train, hidden, repeat)
+    return fit_one(model, hidden, make_data(config, num_train), config, seed)
+
+
 # ---------------------------------------------------------------------------------------- summary
 def quartiles(values: list[float]) -> tuple[float, float, float]:
     """(first quartile, median, third quartile), linear interpolation (one value: itself)."""
@@ -330,15 +338,9 @@ def run_residual_dgp_sphere(config: dict[str, Any], run_dir: RunDirectory) -> di
     state = run_dir.load_checkpoint()
     rows: list[dict[str, Any]] = [] if state is None else list(state["rows"])
     done = {(r["model"], r["num_train"], r["hidden_layers"], r["repeat"]) for r in rows}
-    pending = [unit for unit in todo if unit not in done]
-    data_cache: dict[int, tuple[torch.Tensor, ...]] = {}
-    for model, num_train, hidden, repeat in run_dir.progress(
-        pending, total=len(todo), initial=len(todo) - len(pending), unit="fit"
-    ):
-        if num_train not in data_cache:
-            data_cache[num_train] = make_data(config, num_train)
-        seed = unit_seed(config, model, num_train, hidden, repeat)
-        row = fit_one(model, hidden, data_cache[num_train], config, seed)
+    pending = [(config, unit) for unit in todo if unit not in done]
+    for (_, unit), row in run_dir.map_units(fit_unit, pending, unit="fit"):
+        model, num_train, hidden, repeat = unit
         key = {"model": model, "num_train": num_train, "hidden_layers": hidden, "repeat": repeat}
         rows.append({**key, **row})
         run_dir.save_checkpoint({"rows": rows})

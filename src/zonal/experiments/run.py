@@ -85,8 +85,10 @@ def create_run(
     overrides: Mapping[str, Any] | None = None,
     runs_root: str | os.PathLike[str] = DEFAULT_RUNS_ROOT,
     protocol: str | None = None,
+    jobs: int = 1,
 ) -> ExperimentRun:
-    """Resolve the config, create a new run folder under ``runs_root`` and write ``config.json``.
+    """Resolve the config, create a new run folder under ``runs_root`` and write ``config.json``;
+    ``jobs`` processes may run its independent units (``RunDirectory.map_units``).
 
     ``protocol`` is "quick", "converged" or "full" (``full=True`` is "full"); ``config.json``
     lists under "overridden" the keys whose values ``overrides`` changed from the protocol's."""
@@ -102,6 +104,7 @@ def create_run(
             raise ExperimentError(f"{experiment.name}: {error}") from error
     changed = sorted(key for key in config if config[key] != base[key])
     directory = RunDirectory.create(runs_root, experiment.name)
+    directory.jobs = jobs
     directory.save_json(
         CONFIG_FILE,
         {
@@ -117,11 +120,15 @@ def create_run(
 
 
 def open_run(
-    run_path: str | os.PathLike[str], *, experiment: Experiment | str | None = None
+    run_path: str | os.PathLike[str],
+    *,
+    experiment: Experiment | str | None = None,
+    jobs: int = 1,
 ) -> ExperimentRun:
     """Reopen an unfinished run folder to resume it with its stored config.
 
-    ``experiment``, if given, must be the one the folder was made by.
+    ``experiment``, if given, must be the one the folder was made by; ``jobs`` as in
+    ``create_run`` (how many processes run it does not change what it computes).
     """
     path = Path(run_path)
     stored = _read_config(path)
@@ -138,7 +145,7 @@ def open_run(
         raise ExperimentError(
             f"run folder {path} has already finished (see {path / REPORT_FILE}); nothing to resume"
         )
-    directory = RunDirectory(path, description=name)
+    directory = RunDirectory(path, description=name, jobs=jobs)
     preset = stored.get("preset", "quick")
     # A key added to the experiment after this folder was made takes its protocol's default.
     config = {**resolve_config(expected, protocol=preset), **stored["config"]}

@@ -13,7 +13,7 @@ import csv
 import fcntl
 import os
 import secrets
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 CHECKPOINT_FILE = "checkpoint.pt"
 LOCK_FILE = ".lock"
@@ -49,9 +50,12 @@ class RunDirectory:
     Create a fresh one with ``RunDirectory.create``; open an existing one with ``RunDirectory(path)``.
     """
 
-    def __init__(self, path: str | os.PathLike[str], description: str = "") -> None:
+    def __init__(self, path: str | os.PathLike[str], description: str = "", jobs: int = 1) -> None:
         self.path = Path(path)
         self.description = description or self.path.name
+        if jobs < 1:
+            raise ValueError(f"jobs must be a positive number of processes, got {jobs}")
+        self.jobs = jobs  # processes ``map_units`` may use; never part of the config
         if not self.path.is_dir():
             raise FileNotFoundError(f"run folder {self.path} does not exist")
 
@@ -151,6 +155,29 @@ class RunDirectory:
         tqdm_kwargs.setdefault("disable", None)  # None: hidden when stderr is not a terminal
         tqdm_kwargs.setdefault("dynamic_ncols", True)
         return tqdm(iterable, **tqdm_kwargs)
+
+    def map_units(
+        self, function: Callable[[T], R], units: Sequence[T], **tqdm_kwargs: Any
+    ) -> Iterator[tuple[T, R]]:
+        """(unit, ``function(unit)``) for every unit, with a progress bar: in order in this
+        process when ``jobs`` is 1, else as they finish in ``jobs`` worker processes (spawned:
+        ``function`` must be a module-level function and its units picklable).
+
+        Units must not depend on one another or on the order they run in (each seeds itself), so
+        that a run gives the same rows whatever its ``jobs``; the caller checkpoints after each.
+        """
+        if self.jobs == 1 or len(units) <= 1:
+            for unit in self.progress(units, **tqdm_kwargs):
+                yield unit, function(unit)
+            return
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+
+        context = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(min(self.jobs, len(units)), mp_context=context) as pool:
+            futures = {pool.submit(function, unit): unit for unit in units}
+            for future in self.progress(as_completed(futures), total=len(futures), **tqdm_kwargs):
+                yield futures[future], future.result()
 
     # Checkpoints ---------------------------------------------------------------------------------
 
