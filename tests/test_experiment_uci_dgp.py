@@ -91,7 +91,7 @@ def test_uci_dgp_writes_tables_traces_and_the_paper_beside_ours(uci_reference):
     metrics = json.loads((path / "metrics.json").read_text())
     assert set(metrics["synthetic"]) == set(TINY_UCI["models"])
     report = (path / "report.md").read_text()
-    assert "| quantity | ours | paper (seed 000 table 1) |" in report
+    assert "| quantity | ours, quick (reduced) | paper (seed 000 table 1) |" in report
     assert "| concrete.ADGP-3.mse | — | 0.135 |" in report  # a dataset this run did not fit
 
 
