@@ -124,10 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
         "missing one started. Ctrl-C stops; run the same command to go on. --list only prints "
         "the queue.",
     )
-    reproduce.add_argument(
-        "--runs-dir", type=Path, default=Path("runs"), metavar="DIR",
-        help="folder holding the run folders (default: ./runs)",
-    )  # fmt: skip
+    _add_runs_dir(reproduce)
     reproduce.add_argument("--list", action="store_true", help="print the queue and stop")
     reproduce.add_argument("--jobs", type=_positive_int, default=1, metavar="N",
                            help=JOBS_HELP)  # fmt: skip
@@ -139,10 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--runs-dir and write the reproduction report (docs/reproductions.md).",
     )
     report.add_argument("which", choices=("reproductions",), help="the report to write")
-    report.add_argument(
-        "--runs-dir", type=Path, default=Path("runs"), metavar="DIR",
-        help="folder holding the run folders (default: ./runs)",
-    )  # fmt: skip
+    _add_runs_dir(report)
     report.add_argument(
         "--output", type=Path, default=Path("docs/reproductions.md"), metavar="FILE",
         help="the markdown file to write (default: docs/reproductions.md)",
@@ -646,6 +640,13 @@ def _experiment_run(args: argparse.Namespace) -> int:
         ) from error
     print(result.summary_line())
     return 0
+
+
+def _add_runs_dir(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--runs-dir", type=Path, default=Path("runs"), metavar="DIR",
+        help="folder holding the run folders (default: ./runs)",
+    )  # fmt: skip
 
 
 JOBS_HELP = (

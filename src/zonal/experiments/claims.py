@@ -77,6 +77,12 @@ _CDKM_NOTES = (
 )
 
 
+def _final_regret(name: str, function: str, strategy: str) -> Statistic:
+    """Median regret after the last BO step of ``strategy`` on ``function`` (fig. 4.2)."""
+    where = {"function": function, "strategy": strategy, "step": LAST}
+    return Statistic(f"{name} {strategy}", where, "regret", "median", better="lower")
+
+
 def _residual_depth() -> tuple[Statistic, ...]:
     """Median joint LPD per test point of the residual DGP per (N, hidden layers), fig. 3.4."""
     seed = {(400, 0): 1.50, (400, 1): 1.80, (800, 0): 1.50, (800, 3): 2.03}
@@ -293,35 +299,10 @@ CLAIMS: tuple[Claim, ...] = (
         "seed 004 fig. 4.2",
         "bo-sphere",
         f"{_RUN} bo-sphere --protocol converged",
-        statistics=(
-            Statistic(
-                "singular shallow",
-                {"function": "singular-s2", "strategy": "shallow", "step": LAST},
-                "regret",
-                "median",
-                better="lower",
-            ),
-            Statistic(
-                "singular switch",
-                {"function": "singular-s2", "strategy": "switch", "step": LAST},
-                "regret",
-                "median",
-                better="lower",
-            ),
-            Statistic(
-                "ackley shallow",
-                {"function": "ackley-s3", "strategy": "shallow", "step": LAST},
-                "regret",
-                "median",
-                better="lower",
-            ),
-            Statistic(
-                "ackley switch",
-                {"function": "ackley-s3", "strategy": "switch", "step": LAST},
-                "regret",
-                "median",
-                better="lower",
-            ),
+        statistics=tuple(
+            _final_regret(name, function, strategy)
+            for name, function in (("singular", "singular-s2"), ("ackley", "ackley-s3"))
+            for strategy in ("shallow", "switch")
         ),
         orderings=(Ordering("singular switch", "singular shallow"),),
     ),
