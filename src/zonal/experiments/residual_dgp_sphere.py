@@ -338,7 +338,11 @@ def run_residual_dgp_sphere(config: dict[str, Any], run_dir: RunDirectory) -> di
     state = run_dir.load_checkpoint()
     rows: list[dict[str, Any]] = [] if state is None else list(state["rows"])
     done = {(r["model"], r["num_train"], r["hidden_layers"], r["repeat"]) for r in rows}
-    pending = [(config, unit) for unit in todo if unit not in done]
+    # Repeat by repeat (every cell's repeat 0, then repeat 1, ...), so that a run cut short has
+    # every cell; each fit seeds itself, so the order changes nothing in the results.
+    pending = [
+        (config, unit) for unit in sorted(todo, key=lambda unit: unit[3]) if unit not in done
+    ]
     for (_, unit), row in run_dir.map_units(fit_unit, pending, unit="fit"):
         model, num_train, hidden, repeat = unit
         key = {"model": model, "num_train": num_train, "hidden_layers": hidden, "repeat": repeat}
