@@ -157,3 +157,21 @@ def test_a_failed_cache_write_leaves_no_partial_file(tmp_path, monkeypatch):
     assert points.shape == (num_harmonics(*UNSHIPPED), UNSHIPPED[0])
     folder = _cache_path(tmp_path, *UNSHIPPED).parent
     assert list(folder.iterdir()) == []
+
+
+def test_spherical_harmonics_refuse_an_impossible_degree_before_building_any(tmp_path, monkeypatch):
+    """SphericalHarmonics(50, 3): degree 3 on S^49 needs 22,050 points (tens of GiB); the refusal
+    comes before degrees 0-2 are built (it used to come after 8 s of building them)."""
+    import zonal.harmonics.fundamental_system as fundamental
+    from zonal.harmonics import SphericalHarmonics
+
+    built = []
+    real_build = fundamental.build_fundamental_system
+    monkeypatch.setattr(
+        fundamental,
+        "build_fundamental_system",
+        lambda *args, **kwargs: built.append(args) or real_build(*args, **kwargs),
+    )
+    with pytest.raises(fundamental.FundamentalSystemTooLargeError, match="degree 3 on S\\^49"):
+        SphericalHarmonics(50, 3, cache_dir=tmp_path)
+    assert built == []

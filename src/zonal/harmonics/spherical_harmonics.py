@@ -19,7 +19,11 @@ from torch import nn
 
 from zonal._validation import check_ambient_dim, check_degree, check_unit_vectors
 from zonal.harmonics.counts import gegenbauer_alpha, num_harmonics
-from zonal.harmonics.fundamental_system import gram_matrix, load_fundamental_system
+from zonal.harmonics.fundamental_system import (
+    check_fundamental_systems,
+    gram_matrix,
+    load_fundamental_system,
+)
 from zonal.harmonics.recurrence import zonal_by_level
 
 __all__ = ["SphericalHarmonics", "zonal_by_level"]
@@ -57,6 +61,9 @@ class SphericalHarmonics(nn.Module):
         self.num_harmonics_per_level = [
             num_harmonics(self.ambient_dim, n) for n in range(self.max_degree + 1)
         ]
+        # every missing system refused before any is built (a degree too large for the machine
+        # must not cost the smaller degrees' builds first)
+        check_fundamental_systems(self.ambient_dim, range(self.max_degree + 1), cache_dir=cache_dir)
         points, inverse_factors = [], []
         for n in range(self.max_degree + 1):
             eta = load_fundamental_system(
