@@ -278,3 +278,22 @@ def test_quiet_silences_the_numerical_libraries_warnings_only():
         messages = [str(w.message) for w in caught]
         assert any("jitter" in m for m in messages) is expected
         assert "zonal's own warning" in messages
+
+
+def test_quiet_fit_opens_no_progress_bar(tmp_path):
+    """--quiet silences every tqdm bar of the fit, those of libraries and of first-use builds too."""
+    import subprocess
+
+    data = tmp_path / "t.csv"
+    rows = [f"{i / 10},{(i % 7) / 3},{(i % 5) - 2.0}" for i in range(40)]
+    data.write_text("a,b,y\n" + "\n".join(rows))
+    code = (
+        "import sys\n"
+        "from zonal.cli import main\n"
+        f"main(['fit', {str(data)!r}, '--target', 'y', '--model', 'sgpr', '--num-inducing', '8',"
+        f" '--steps', '2', '--quiet', '-o', {str(tmp_path / 'm.pt')!r}])\n"
+        "from tqdm.auto import tqdm\n"
+        "print(tqdm(range(1)).disable)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip().splitlines()[-1] == "True"

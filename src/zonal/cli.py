@@ -28,6 +28,7 @@ import argparse
 import contextlib
 import importlib
 import math
+import os
 import sys
 import traceback
 import warnings
@@ -433,6 +434,10 @@ def _quiet_numerics(quiet: bool) -> Iterator[None]:
 
 
 def _fit(args: argparse.Namespace) -> int:
+    if args.quiet and "tqdm" not in sys.modules:
+        # tqdm reads TQDM_* defaults when it is imported: this silences every bar the fit opens
+        # (fundamental systems built on first use included) without threading a flag through
+        os.environ.setdefault("TQDM_DISABLE", "1")
     with _quiet_numerics(args.quiet):
         return _fit_quietly_or_not(args)
 
