@@ -42,7 +42,7 @@ draw their minibatches (epochs of a permutation) from the same files. Each fit r
 process, so that its peak resident memory (``VmHWM``) is its own; every read or write maps the
 file anew and copies only the rows it needs, so mapped pages never pile up in the resident set.
 ``--dask-workers 1 2`` repeats the SGPR's statistics pass as a Dask map-reduce
-(``zonal.distributed``) on a LocalCluster of that many single-threaded worker processes for the
+(``zonal.scale.dask_statistics``) on a LocalCluster of that many single-threaded worker processes for the
 synthetic sizes up to ``--dask-max-rows``, and from its measured cost per row prints an estimate
 for 10^9 rows on a cluster.
 
@@ -504,14 +504,14 @@ def in_older_zonal(source: Path, function: Callable[..., dict], *arguments, **ke
 
 
 def dask_pass(paths: Paths, num_train: int, chunk_size: int, workers: int) -> dict:
-    """The SGPR's statistics pass as a Dask map-reduce (``zonal.distributed``) on a LocalCluster
+    """The SGPR's statistics pass as a Dask map-reduce (``zonal.scale.dask_statistics``) on a LocalCluster
     of ``workers`` single-threaded processes (started and with zonal imported before the clock
     starts); each task reads its rows from the files itself."""
     from dask import array as da
     from dask import delayed
     from distributed import Client, LocalCluster
 
-    from zonal.distributed import fit_statistics_distributed
+    from zonal.scale.dask_statistics import fit_statistics_distributed
 
     def blocks(path: Path, trailing: tuple[int, ...]):
         return da.concatenate(

@@ -17,7 +17,12 @@ import tempfile
 from pathlib import Path
 
 #: modules that need an extra the smoke environment may lack (Dask, torch.distributed launchers)
-OPTIONAL = {"zonal.distributed", "zonal.data_parallel"}
+OPTIONAL = {
+    "zonal.distributed",
+    "zonal.data_parallel",
+    "zonal.scale.dask_statistics",
+    "zonal.scale.data_parallel",
+}
 
 
 def main() -> None:

@@ -1,4 +1,4 @@
-"""Data-parallel training (``zonal.data_parallel``): the ranks' shard losses average to GPyTorch's
+"""Data-parallel training (``zonal.scale.data_parallel``): the ranks' shard losses average to GPyTorch's
 one-process ELBO on the whole batch, and so do their gradients (in-process, and across two gloo
 processes, to 1e-10 in float64, for an SVGP, a doubly stochastic DGP and a residual DGP, with
 unequal and empty shards); two processes train to the parameters of ``fit_svgp`` (SVGP) and of one
@@ -16,7 +16,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from zonal.data_parallel import (
+from zonal.scale.data_parallel import (
     DistributedNotInitialisedError,
     ShardError,
     SharedNoise,

@@ -1,4 +1,4 @@
-"""zonal.distributed: the SGPR's statistics as a Dask map-reduce equal the in-memory pass, on the
+"""zonal.scale.dask_statistics: the SGPR's statistics as a Dask map-reduce equal the in-memory pass, on the
 threaded scheduler and on a two-process LocalCluster, from arrays and DataFrames; a bad partition
 is named and leaves the model as it was."""
 
@@ -13,7 +13,7 @@ from zonal.kernels import PolynomialDecayKernel
 from zonal.models import SGPR
 
 da = pytest.importorskip("dask.array")
-from zonal.distributed import (  # noqa: E402
+from zonal.scale.dask_statistics import (  # noqa: E402
     PartitionError,
     fit_statistics_distributed,
     statistics_map_reduce,
@@ -204,7 +204,7 @@ def test_missing_dask_is_a_named_error(monkeypatch) -> None:
     """Without Dask the pass says which extra to install (not a bare ImportError deep inside)."""
     import importlib
 
-    from zonal import distributed as module
+    from zonal.scale import dask_statistics as module
 
     real_import = importlib.import_module
 

@@ -154,7 +154,7 @@ def test_memmap_chunks_streamed_and_dask_passes_agree(tmp_path):
     )  # fmt: skip
     models = [mapped]
     dask_array = pytest.importorskip("dask.array")
-    from zonal.distributed import fit_statistics_distributed
+    from zonal.scale.dask_statistics import fit_statistics_distributed
 
     distributed = make_model()
     fit_statistics_distributed(

@@ -61,7 +61,7 @@ from tqdm.auto import tqdm
 
 from zonal._files import atomic_writer, check_new_output, interrupts_deferred
 from zonal.datasets import Standardizer
-from zonal.distributed import PartitionError
+from zonal.scale.dask_statistics import PartitionError
 from zonal.fitting import (
     DEFAULT_VALIDATION_FRACTION,
     TabularModel,
