@@ -507,6 +507,24 @@ def table_markdown(summary: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def fit_unit(
+    item: tuple[dict[str, Any], tuple[str, int, str]],
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """One (dataset, split, model) of the run with ``config``: its result row and its trace (empty
+    for models not in ``trace_models``). Module-level, so that ``--jobs`` workers can run it."""
+    config, (dataset, split, model) = item
+    data = split_data(*load_regression(dataset), split, config)
+    trace: list[dict[str, Any]] = []
+    row = fit_model(
+        model,
+        data,
+        config,
+        unit_seed(config, dataset, split, model),
+        trace if model in config["trace_models"] else None,
+    )
+    return row, trace
+
+
 @register_experiment(
     "uci-dgp",
     summary="UCI regression: activated DGPs (two-stage: network, then ELBO) vs inducing-point "
@@ -539,22 +557,16 @@ def run_uci_dgp(config: dict[str, Any], run_dir: RunDirectory) -> dict[str, Any]
         rows, traces = list(state["rows"]), list(state["traces"])
     done = {(r["dataset"], r["split"], r["model"]) for r in rows}
 
-    loaded: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
-    split_cache: dict[tuple[str, int], tuple[torch.Tensor, ...]] = {}
-    pending = [unit for unit in units if unit not in done]
-    for dataset, split, model in run_dir.progress(
-        pending, total=len(units), initial=len(units) - len(pending), unit="fit"
-    ):
-        if dataset not in loaded:
-            loaded[dataset] = load_regression(dataset)
-        if (dataset, split) not in split_cache:
-            split_cache = {(dataset, split): split_data(*loaded[dataset], split, config)}
-        data = split_cache[(dataset, split)]
-        trace: list[dict[str, Any]] | None = [] if model in config["trace_models"] else None
-        row = fit_model(model, data, config, unit_seed(config, dataset, split, model), trace)
+    # Split by split (every dataset's split 0 first), so that a run cut short covers every
+    # dataset; each fit seeds itself, so the order changes nothing in the results.
+    pending = [
+        (config, unit) for unit in sorted(units, key=lambda unit: unit[1]) if unit not in done
+    ]
+    for (_, key_unit), (row, trace) in run_dir.map_units(fit_unit, pending, unit="fit"):
+        dataset, split, model = key_unit
         key = {"dataset": dataset, "split": split, "model": model}
         rows.append({**key, **row})
-        traces.extend({**key, **point} for point in trace or [])
+        traces.extend({**key, **point} for point in trace)
         run_dir.save_checkpoint({"rows": rows, "traces": traces})
 
     summary = summarise(rows, config)
