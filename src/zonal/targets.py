@@ -1,184 +1,26 @@
-"""The target column of a user's table: regression or classification, and its class labels.
+"""Deprecated path of ``zonal.tabular.targets`` (kept for one release)."""
 
-A target of text labels, or of at most ``MAX_AUTO_CLASSES`` integer values with at least
-``MIN_ROWS_PER_AUTO_CLASS`` rows per value, is a classification target: two classes train a
-Bernoulli (probit) likelihood, more a softmax over one latent GP per class; any other numeric
-target is regression (Gaussian likelihood). ``likelihood=`` overrides the detection. Labels are
-kept as text (``"3"`` for the number 3.0) in a fixed order (numeric labels by value, text labels
-alphabetically): class c is the c-th label.
-"""
+from zonal._deprecated import warn_moved
+from zonal.tabular.targets import (
+    MAX_AUTO_CLASSES,
+    MIN_ROWS_PER_AUTO_CLASS,
+    REGRESSION,
+    LabelError,
+    Target,
+    detect_target,
+    encode_labels,
+    label_texts,
+)
 
-from __future__ import annotations
+warn_moved("zonal.targets", "zonal.tabular.targets")
 
-import math
-from collections.abc import Callable
-from dataclasses import dataclass, field
-
-import numpy as np
-
-from zonal.recipes import LIKELIHOODS
-from zonal.tabular import MISSING_TOKENS, TableError
-
-#: a numeric target with at most this many distinct integer values is read as class labels
-MAX_AUTO_CLASSES = 10
-#: ... and with at least this many rows per class
-MIN_ROWS_PER_AUTO_CLASS = 5
-
-
-class LabelError(TableError):
-    """A classification target that cannot be used: a single class, a class the model never saw,
-    missing labels, or a likelihood that does not fit the labels."""
-
-
-@dataclass(frozen=True)
-class Target:
-    """What the target column is: ``likelihood`` (``zonal.recipes.LIKELIHOODS``) and, for
-    classification, the class labels as text in class order."""
-
-    likelihood: str
-    classes: tuple[str, ...] = ()
-    #: why this likelihood: "as asked", "text labels", "N distinct integer values ..." (not saved)
-    reason: str = field(default="", compare=False)
-    #: True when a numeric column was read as class labels: the user may have meant regression
-    ambiguous: bool = field(default=False, compare=False)
-
-    @property
-    def is_classification(self) -> bool:
-        """True for a Bernoulli or softmax likelihood."""
-        return self.likelihood != "gaussian"
-
-    def describe(self) -> str:
-        """E.g. ``regression`` or ``classification (3 classes: a, b, c)``."""
-        if not self.is_classification:
-            return "regression"
-        shown = ", ".join(self.classes[:6]) + (", ..." if len(self.classes) > 6 else "")
-        return f"classification ({len(self.classes)} classes: {shown})"
-
-    def announce(self, column: str, switch: Callable[[str], str]) -> str:
-        """The line that says which likelihood a fit of ``column`` uses, why, and how to change
-        it: ``switch(likelihood)`` names the option (``--likelihood gaussian``, say)."""
-        likelihood = {"gaussian": "Gaussian", "bernoulli": "Bernoulli (probit)",
-                      "softmax": "softmax"}[self.likelihood]  # fmt: skip
-        line = f"target {column!r}: {self.describe()}, {likelihood} likelihood"
-        if self.reason:
-            line += f" ({self.reason})"
-        if self.ambiguous:
-            line += f"; for regression use {switch('gaussian')}"
-        elif self.reason.startswith("integer values"):
-            line += f"; for classification use {switch('softmax')}"
-        return line
-
-
-#: the target of a regression (Gaussian likelihood, no classes)
-REGRESSION = Target("gaussian")
-
-
-def label_texts(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(labels as text [N], 0-based rows of missing cells): numbers are written without a
-    trailing ``.0`` when integer-valued (3.0 -> ``"3"``), text is stripped."""
-    values = np.asarray(values)
-    if values.dtype.kind in "biuf":
-        numbers = values.astype(np.float64)
-        missing = np.flatnonzero(np.isnan(numbers))
-        written = [_number_text(value) for value in numbers]
-        return np.array(written, dtype=object), missing
-    texts = np.array([str(cell).strip() for cell in values.reshape(-1)], dtype=object)
-    missing = np.flatnonzero([text.lower() in MISSING_TOKENS for text in texts])
-    return texts, missing
-
-
-def _number_text(value: float) -> str:
-    if math.isfinite(value) and value == round(value) and abs(value) < 2**53:
-        return str(int(value))
-    return repr(float(value))
-
-
-def _as_number(text: str) -> float | None:
-    if "_" in text:
-        return None
-    try:
-        return float(text)
-    except ValueError:
-        return None
-
-
-def detect_target(labels: np.ndarray, likelihood: str | None, name: str = "target") -> Target:
-    """The task of a target column (module docstring, step 1) from its cells (``label_texts``
-    of the non-missing rows); ``likelihood`` forces it. ``LabelError`` for a classification
-    target with a single class, or a Bernoulli likelihood asked for more than two."""
-    if likelihood is not None and likelihood not in LIKELIHOODS:
-        raise ValueError(
-            f"unknown likelihood {likelihood!r}; choose one of {', '.join(LIKELIHOODS)}"
-        )
-    distinct = sorted(set(labels.tolist()))
-    numbers = {text: _as_number(text) for text in distinct}
-    numeric = all(value is not None and math.isfinite(value) for value in numbers.values())
-    reason, ambiguous = "as asked", False
-    if likelihood is None:
-        if not numeric:
-            share = np.mean([numbers[text] is not None for text in labels.tolist()])
-            if share > 0.5:  # a numeric column with some bad cells: regression reports them
-                return Target("gaussian", reason="numeric values")
-            reason = "text labels"
-        elif not _looks_like_classes(numbers, len(labels)):
-            return Target("gaussian", reason=_numeric_reason(numbers, len(labels)))
-        else:
-            finite = [value for value in numbers.values() if value is not None]
-            low, high = min(finite), max(finite)
-            reason = (
-                f"{len(distinct)} distinct integer values from {_number_text(low)} to "
-                f"{_number_text(high)}, each on at least {MIN_ROWS_PER_AUTO_CLASS} rows, read as "
-                "class labels"
-            )
-            ambiguous = True
-        likelihood = "bernoulli" if len(distinct) == 2 else "softmax"
-    if likelihood == "gaussian":
-        return Target("gaussian", reason=reason)
-    if numeric:
-        distinct.sort(key=lambda text: float(numbers[text] or 0.0))
-    if len(distinct) < 2:
-        shown = f" ({distinct[0]!r})" if distinct else ""
-        raise LabelError(
-            f"the {name} has a single class{shown}: classification needs at least two classes"
-        )
-    if likelihood == "bernoulli" and len(distinct) != 2:
-        raise LabelError(
-            f"a Bernoulli likelihood needs two classes but the {name} has {len(distinct)}; "
-            "use the softmax likelihood"
-        )
-    return Target(likelihood, tuple(distinct), reason=reason, ambiguous=ambiguous)
-
-
-def _numeric_reason(numbers: dict[str, float | None], num_rows: int) -> str:
-    """Why a numeric column is regression: "numeric values", or, for a column of integers that
-    could be labels, why it was not read as classes."""
-    values = [value for value in numbers.values() if value is not None]
-    limit = min(MAX_AUTO_CLASSES, num_rows // MIN_ROWS_PER_AUTO_CLASS)
-    if len(values) <= limit or any(value != round(value) for value in values):
-        return "numeric values"
-    return (
-        f"integer values, {len(values)} distinct: more than the {limit} a classification target "
-        f"may have here (at most {MAX_AUTO_CLASSES}, each on at least {MIN_ROWS_PER_AUTO_CLASS} "
-        "rows)"
-    )
-
-
-def _looks_like_classes(numbers: dict[str, float | None], num_rows: int) -> bool:
-    values = [value for value in numbers.values() if value is not None]
-    integral = all(value == round(value) for value in values)
-    limit = min(MAX_AUTO_CLASSES, num_rows // MIN_ROWS_PER_AUTO_CLASS)
-    return integral and 2 <= len(values) <= limit
-
-
-def encode_labels(target: Target, labels: np.ndarray, where: str) -> np.ndarray:
-    """Class indices [N] (int64) of text labels; a ``LabelError`` naming the labels the model
-    never saw (``where`` says whose labels they are)."""
-    index = {label: position for position, label in enumerate(target.classes)}
-    unknown = sorted({label for label in labels.tolist() if label not in index})
-    if unknown:
-        shown = ", ".join(map(repr, unknown[:5])) + (" ..." if len(unknown) > 5 else "")
-        raise LabelError(
-            f"{where} has classes the model never saw: {shown}; it knows "
-            f"{', '.join(map(repr, target.classes))}"
-        )
-    return np.array([index[label] for label in labels.tolist()], dtype=np.int64)
+__all__ = [
+    "MAX_AUTO_CLASSES",
+    "MIN_ROWS_PER_AUTO_CLASS",
+    "REGRESSION",
+    "LabelError",
+    "Target",
+    "detect_target",
+    "encode_labels",
+    "label_texts",
+]

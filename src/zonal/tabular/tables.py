@@ -173,7 +173,7 @@ def _read_csv(path: Path) -> Table:
     if not rows:
         raise TableError(f"{path}: the file is empty; expected a header row of column names")
     header = [name.strip() for name in rows[0]]
-    _check_header(path, header)
+    check_header(path, header)
     body = rows[1:]
     if not body:
         raise TableError(f"{path}: the file has a header but no data rows")
@@ -190,7 +190,8 @@ def _read_csv(path: Path) -> Table:
     return Table(path, tuple(header), cells, len(body), is_csv=True)
 
 
-def _check_header(path: Path, header: list[str]) -> None:
+def check_header(path: Path, header: list[str]) -> None:
+    """A ``TableError`` for a header with an empty, repeated or numeric column name."""
     empty = [str(j + 1) for j, name in enumerate(header) if not name]
     if empty:
         raise TableError(
@@ -199,7 +200,7 @@ def _check_header(path: Path, header: list[str]) -> None:
     duplicated = sorted({name for name in header if header.count(name) > 1})
     if duplicated:
         raise TableError(f"{path}: duplicated column names {', '.join(map(repr, duplicated))}")
-    numeric = [name for name in header if _is_number(name)]
+    numeric = [name for name in header if is_number(name)]
     if len(numeric) == len(header):
         raise TableError(
             f"{path}: the first row ({', '.join(header[:4])}, ...) looks like data, not column "
@@ -207,7 +208,8 @@ def _check_header(path: Path, header: list[str]) -> None:
         )
 
 
-def _is_number(text: str) -> bool:
+def is_number(text: str) -> bool:
+    """Whether ``text`` reads as a number (``float`` accepts it)."""
     try:
         float(text)
     except ValueError:

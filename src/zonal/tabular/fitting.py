@@ -1,0 +1,213 @@
+"""Fitting a user's table: read the target, hold out a validation split, train, choose, predict.
+
+``fit_table`` reads the input and target columns of a table; ``fit_data`` (shared with
+``zonal.tabular.sklearn``) does the rest:
+
+1. **The task** (``zonal.tabular.targets.detect_target``): text labels or a few integer values are
+   classes (Bernoulli or softmax likelihood), any other numeric target is regression.
+2. **The validation split**: ``validation_fraction`` of the rows (stratified by class, seeded by
+   ``seed``) is held out; inputs (and a regression target) are standardised with the training
+   rows' statistics. Training keeps the state with the best validation log likelihood (early
+   stopping, ``zonal.models.training.TrainingControl``: a stage ends after ``PATIENCE``
+   evaluations without a gain, or at an evaluation that finds its best score older than
+   ``PATIENCE_SHARE`` of the stage's time, so that a plateau ends it whatever its steps cost); the
+   validation log likelihood then stacks or chooses the model (step 3).
+3. **The model** (``model="auto"``): the candidates of ``zonal.tabular.recipes.auto_candidates`` for the
+   training rows N and inputs D, trained one after the other within the wall-clock ``budget``
+   (each candidate may use the time left divided by the candidates left; the one-pass SGPR comes
+   first and uses little), then for regression the refinement of ``zonal.tabular.recipes.auto_refinement``
+   (the harmonic SVGP with ARD, within a fifth of the budget, where the SGPR's validation score
+   is close to the activated DGP's). Regression candidates are then **stacked** (``stack_fits``,
+   ``zonal.models.stacking``; Yao et al. 2018): the model is the mixture sum_k w_k p_k(y | x)
+   whose weights maximise the mean validation log density, which is one candidate when the
+   weights pick one; its SGPR and SVGP components then condition on the validation rows too
+   (``condition_on_all_rows``: closed forms at the learned hyperparameters). Classification
+   candidates are compared by validation log likelihood (by their training objective per row when
+   there is no validation split, as for regression). A named model trains alone. Under ``auto``
+   the SGPR, SVGP and activated DGP candidates learn one scale per input column (ARD,
+   ``zonal.tabular.recipes.ARD_MODELS``), except the SGPR when a deep candidate follows it
+   (``auto_uses_ard``: the scales would cost the deep model a third of the budget).
+
+``predict_table`` / ``predict_data`` answer new rows: the predictive mean, variance and interval in
+the target's units (regression), or one probability column per class (``prob_<label>``) and the
+predicted ``class``. Ctrl-C during training keeps the best model so far (``interrupted``; the
+candidates are then chosen between, not stacked).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any, cast
+
+import numpy as np
+import torch
+
+from zonal.datasets import Standardizer
+from zonal.tabular.candidates import train_candidates, train_refinement
+from zonal.tabular.metrics import in_target_units, selection_key
+from zonal.tabular.model import TabularModel, Trained
+from zonal.tabular.options import DEFAULT_VALIDATION_FRACTION
+from zonal.tabular.recipes import (
+    auto_candidates,
+    auto_refinement,
+    get_recipe,
+)
+from zonal.tabular.split import Split, validation_split
+from zonal.tabular.stacking import condition_on_all_rows, stack_fits
+from zonal.tabular.tables import Table, TableError
+from zonal.tabular.targets import (
+    LabelError,
+    Target,
+    detect_target,
+    encode_labels,
+    label_texts,
+)
+
+
+def select_columns(
+    table: Table, target: str, features: Sequence[str] | None = None
+) -> tuple[str, ...]:
+    """The input columns: ``features`` if given, else every column but ``target``."""
+    table.require([target], "target")
+    if features is None:
+        columns = tuple(name for name in table.columns if name != target)
+    else:
+        columns = tuple(features)
+        if target in columns:
+            raise TableError(f"the target column {target!r} is also listed as an input column")
+        if len(set(columns)) != len(columns):
+            raise TableError(f"input columns listed twice: {', '.join(columns)}")
+        table.require(columns, "input")
+    if not columns:
+        raise TableError(f"{table.path}: no input columns besides the target {target!r}")
+    return columns
+
+
+def table_target(table: Table, target: str, likelihood: str | None = None) -> Target:
+    """The task of ``table``'s column ``target`` (``detect_target`` on its non-missing cells;
+    ``likelihood`` forces it), with the reason, for the line that announces it."""
+    table.require([target], "target")
+    labels, missing = label_texts(table.cells[target])
+    present = np.setdiff1d(np.arange(table.num_rows), missing)
+    return detect_target(labels[present], likelihood, f"target {target!r}")
+
+
+def fit_table(
+    table: Table,
+    target: str,
+    *,
+    features: Sequence[str] | None = None,
+    likelihood: str | None = None,
+    **options: Any,
+) -> TabularModel:
+    """Read the inputs and the target of ``table`` and fit them (``fit_data``, whose keyword
+    options these are)."""
+    columns = select_columns(table, target, features)
+    labels, missing = label_texts(table.cells[target])
+    kind = table_target(table, target, likelihood)
+    if kind.is_classification:
+        x = table.numeric(columns)  # [N, D]
+        if len(missing):
+            shown = ", ".join(table.row_label(int(row)) for row in missing[:5])
+            raise LabelError(f"{table.path}: missing labels in the target {target!r} at {shown}")
+        y: np.ndarray = labels
+    else:
+        values = table.numeric([*columns, target])  # [N, D + 1]: one report for every bad cell
+        x, y = values[:, :-1], values[:, -1]  # [N, D], [N]
+    return fit_data(x, y, feature_columns=columns, target_column=target, target=kind,
+                    source=str(table.path), **options)  # fmt: skip
+
+
+def fit_data(
+    x: np.ndarray,
+    y: np.ndarray,
+    *,
+    feature_columns: Sequence[str],
+    target_column: str = "y",
+    target: Target | None = None,
+    likelihood: str | None = None,
+    model: str = "auto",
+    validation_fraction: float = DEFAULT_VALIDATION_FRACTION,
+    budget: float | None = None,
+    progress: bool = False,
+    source: str = "",
+    seed: int = 0,
+    **options: Any,
+) -> TabularModel:
+    """Fit inputs x [N, D] (float) and a target y [N] (numbers, or labels for classification):
+    the module docstring's steps 1-3.
+
+    ``target`` is the detected task (``detect_target`` runs on ``y`` when None, with
+    ``likelihood``); ``model`` is ``"auto"`` or a recipe name; ``budget`` is wall-clock seconds
+    for all training (None: unlimited); ``progress`` shows tqdm bars on stderr; ``options`` are
+    those of ``zonal.tabular.recipes.resolve_spec`` (kernel, num_inducing, steps, learning_rate, ...).
+    """
+    x = np.asarray(x, dtype=np.float64)
+    if x.ndim != 2 or len(y) != len(x) or x.shape[1] != len(feature_columns):
+        raise ValueError(
+            f"x must be [N, D] with D = {len(feature_columns)} named columns and y [N]; got "
+            f"x {x.shape}, y of length {len(y)}"
+        )
+    num_rows = len(x)
+    if num_rows < 2:
+        raise TableError(f"{source or 'the data'}: {num_rows} row; fitting needs at least 2")
+    if model != "auto":
+        get_recipe(model)
+    if budget is not None and not budget > 0:
+        raise ValueError(f"the budget must be a positive number of seconds, got {budget!r}")
+    if target is None:
+        texts, missing = label_texts(y)
+        present = np.setdiff1d(np.arange(num_rows), missing)
+        target = detect_target(texts[present], likelihood, "target")
+    if target.is_classification:
+        codes = encode_labels(target, label_texts(y)[0], "the target")
+    else:
+        codes = np.asarray(y, dtype=np.float64)
+    train_rows, valid_rows = validation_split(codes, target, validation_fraction, seed)
+    x_scaler = Standardizer.fit(x[train_rows])
+    y_scaler = Standardizer(
+        mean=cast(np.ndarray, np.float64(0.0)), std=cast(np.ndarray, np.float64(1.0))
+    )
+    if not target.is_classification:
+        y_scaler = Standardizer.fit(codes[train_rows])
+        with np.errstate(over="ignore"):
+            variance_scale = np.asarray(y_scaler.std, dtype=np.float64) ** 2
+        if not np.isfinite(variance_scale).all():
+            raise TableError(
+                f"{source or 'the data'}: the target {target_column!r} spreads over "
+                f"{float(y_scaler.std):.3g} units: its predictive variances would overflow "
+                "float64; rescale the column"
+            )
+    inputs = torch.from_numpy(x_scaler.transform(x))  # [N, D]
+    targets = torch.from_numpy(codes if target.is_classification else y_scaler.transform(codes))
+    split = Split(inputs[train_rows], targets[train_rows], inputs[valid_rows], targets[valid_rows])
+    deadline = None if budget is None else time.monotonic() + budget
+    names = auto_candidates(len(train_rows), x.shape[1], target.likelihood) if model == "auto" \
+        else [model]  # fmt: skip
+    fits, scores, interrupted = train_candidates(names, split, target, deadline, progress,
+                                                  automatic=model == "auto", seed=seed,
+                                                  options=options)  # fmt: skip
+    refinement = auto_refinement(scores, target.likelihood) if model == "auto" else None
+    if refinement is not None and not interrupted:
+        interrupted = train_refinement(refinement, fits, scores, split, target, deadline,
+                                        budget, progress, seed, options)  # fmt: skip
+    chosen = max(fits, key=lambda name: selection_key(scores[name]))
+    fit = fits[chosen]
+    stackable = not target.is_classification and len(valid_rows) > 0 and len(fits) > 1
+    if model == "auto" and stackable and not interrupted:
+        try:
+            fit, scores = stack_fits(fits, scores, split, fallback=chosen)
+            chosen = fit.spec["model"]
+        except KeyboardInterrupt:  # while stacking: the chosen candidate is kept
+            interrupted = True
+    if not target.is_classification and len(valid_rows) and not interrupted:
+        condition_on_all_rows(fit.model, split)  # a stack, or the one model chosen or named
+    trained = Trained(fit.spec, fit.model, fit.objective,
+                      sum(score["seconds"] for score in scores.values()), fit.candidates)  # fmt: skip
+    scores = {name: in_target_units(score, target, y_scaler) for name, score in scores.items()}
+    validation = {key: value for key, value in scores[chosen].items()
+                  if key not in ("seconds", "objective")}  # fmt: skip
+    return TabularModel(trained, tuple(feature_columns), target_column, x_scaler, y_scaler,
+                        num_rows, source, target, validation if len(valid_rows) else {},
+                        scores, len(valid_rows), interrupted)  # fmt: skip

@@ -1,0 +1,91 @@
+"""A fitted table model: the trained model on the standardised scale and what it needs to read
+and answer a user's table (``TabularModel``), and the model a resolved spec describes
+(``build_model``; a ``stacked`` spec is a mixture of its components).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from zonal.datasets import Standardizer
+from zonal.models import ZonalModel
+from zonal.models.stacking import StackedModel
+from zonal.tabular.recipes import (
+    get_recipe,
+)
+from zonal.tabular.targets import (
+    REGRESSION,
+    Target,
+)
+
+#: the model name of a stacked mixture of ``auto``'s regression candidates (``stack_fits``)
+STACKED = "stacked"
+
+
+@dataclass
+class Trained:
+    """A trained model on the standardised scale and how it got there."""
+
+    spec: dict[str, Any]
+    model: ZonalModel
+    objective: float  # the bound (SGPR) or the ELBO (SVGP, DGP) per data point at the end
+    seconds: float
+    candidates: dict[str, float] = field(default_factory=dict)  # kernel -> bound, for "auto"
+
+
+@dataclass
+class TabularModel:
+    """A trained model with what it needs to read and answer a user's table.
+
+    ``validation`` holds the chosen model's validation metrics in the target's units
+    (``log_likelihood`` per row, and ``mse`` or ``accuracy``); ``scores`` every candidate's, with
+    its training ``seconds``.
+    """
+
+    trained: Trained
+    feature_columns: tuple[str, ...]
+    target_column: str
+    x_scaler: Standardizer
+    y_scaler: Standardizer
+    num_rows: int
+    source: str = ""
+    target: Target = REGRESSION
+    validation: dict[str, float] = field(default_factory=dict)
+    scores: dict[str, dict[str, float]] = field(default_factory=dict)
+    num_validation_rows: int = 0
+    interrupted: bool = False
+
+    @property
+    def spec(self) -> dict[str, Any]:
+        """The resolved options (concrete kernel)."""
+        return self.trained.spec
+
+    def describe(self) -> str:
+        """One line: model, kernel, number of features (and layers for deep models); for a stacked
+        model its weights and components."""
+        return describe_model(self.spec, self.trained.model)
+
+
+def describe_model(spec: dict[str, Any], model: ZonalModel) -> str:
+    """``TabularModel.describe`` for a resolved ``spec`` and its model."""
+    if spec["model"] == STACKED:
+        members = cast(list[ZonalModel], model.components)
+        parts = [f"{weight:.2f} {describe_model(component, member)}" for weight, component, member
+                 in zip(spec["weights"], spec["components"], members, strict=True)]  # fmt: skip
+        return f"stacked ({' + '.join(parts)})"
+    features = getattr(model, "features", None)
+    size = getattr(features, "num_inducing", spec["num_inducing"])
+    kind = get_recipe(spec["model"]).feature_kind
+    layers = getattr(model, "layers", None)
+    depth = f", {len(layers)} layers" if layers is not None else ""
+    return f"{spec['model']} ({spec['kernel']} kernel, {size} {kind}{depth})"
+
+
+def build_model(spec: dict[str, Any]) -> ZonalModel:
+    """The untrained model a resolved ``spec`` describes (a recipe's ``build``, or a
+    ``StackedModel`` of its components for a ``stacked`` spec), for loading a state dict into."""
+    if spec["model"] == STACKED:
+        return StackedModel([build_model(component) for component in spec["components"]],
+                            spec["weights"])  # fmt: skip
+    return get_recipe(spec["model"]).build(spec, None)

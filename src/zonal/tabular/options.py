@@ -1,0 +1,46 @@
+"""The names and defaults of ``zonal fit``, importable without torch.
+
+The command line builds its help from these (``zonal --help`` must not wait for torch, GPyTorch
+and BoTorch to import); ``zonal.tabular.recipes`` and ``zonal.tabular.fitting`` use the same values.
+"""
+
+from __future__ import annotations
+
+DEFAULT_VALIDATION_FRACTION = 0.1
+#: default wall-clock budget of ``zonal fit`` and the ``zonal.tabular.sklearn`` estimators, seconds: a cap,
+#: since early stopping ends most fits sooner; the activated DGP's network was still improving at it
+#: on compactiv and grid-stability of ``benchmarks/fit_default.py``, which then took 34-36 s per
+#: split against 38-48 s for the RBF-ARD SVGP's 1000 Adam steps in the same runs
+DEFAULT_BUDGET = 45.0
+#: kernel names of the recipes ("auto": the recipe's own choice)
+KERNELS = ("auto", "arccos", "polynomial-decay")
+#: likelihood names: regression, binary classification (probit), multi-class (softmax)
+LIKELIHOODS = ("gaussian", "bernoulli", "softmax")
+#: one line per recipe of ``zonal.tabular.recipes``, in the order they are offered
+RECIPE_SUMMARIES = {
+    "sgpr": "collapsed SGPR with spherical-harmonic features: one data pass, then L-BFGS",
+    "svgp": "minibatch SVGP with spherical-harmonic features",
+    "svgp-activated": "SVGP with activated Softplus features: its mean is a one-hidden-layer "
+    "network",
+    "adgp": "activated deep GP: trained as a network, then by the ELBO (seed 000 sec. 5)",
+    "dgp": "deep GP with inducing points and arc-cosine kernels, by the ELBO",
+}
+
+#: each recipe's defaults: feature budget M, steps (L-BFGS iterations for sgpr, Adam steps
+#: otherwise) and learning rate
+RECIPE_DEFAULTS = {
+    "sgpr": {"num_inducing": 512, "steps": 200, "learning_rate": 1.0},
+    "svgp": {"num_inducing": 512, "steps": 1000, "learning_rate": 0.05},
+    "svgp-activated": {"num_inducing": 128, "steps": 1000, "learning_rate": 0.05},
+    "adgp": {"num_inducing": 128, "steps": 1000, "learning_rate": 0.01},
+    "dgp": {"num_inducing": 128, "steps": 1000, "learning_rate": 0.01},
+}
+
+__all__ = [
+    "DEFAULT_BUDGET",
+    "DEFAULT_VALIDATION_FRACTION",
+    "KERNELS",
+    "LIKELIHOODS",
+    "RECIPE_DEFAULTS",
+    "RECIPE_SUMMARIES",
+]

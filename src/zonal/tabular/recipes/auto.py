@@ -1,0 +1,58 @@
+"""The rule of ``zonal fit --model auto``: which recipes it trains (``auto_candidates``) and the
+refinement it may add (``auto_refinement``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+from zonal.tabular.recipes.parts import harmonic_layout
+from zonal.tabular.recipes.registry import RECIPES
+
+#: the activated DGP is a candidate of ``--model auto`` up to this many training rows
+AUTO_DEEP_MAX_ROWS = 20_000
+#: ``auto``'s regression refinement (``auto_refinement``): the harmonic SVGP with ARD, trained after
+#: the activated DGP within this share of the budget (9 s of the default 45: on white wine the
+#: stack's test MSE was the same with 11 s, 0.6027-0.6029 over 3 splits, ``benchmarks/fit_default.py``) ...
+AUTO_REFINEMENT_SHARE = 0.2
+#: ... when the one-pass SGPR's validation log likelihood per row is within this many nats of the
+#: DGP's: shallow models then compete and stacking gains from them (white wine, 0.01-0.03 nats;
+#: airfoil, compactiv and grid-stability, where they got weight <= 0.1, 0.19-0.64)
+AUTO_REFINEMENT_GAP = 0.1
+
+
+def auto_candidates(num_rows: int, input_dim: int, likelihood: str) -> list[str]:
+    """The recipes ``--model auto`` trains, in order, for N training rows of D inputs.
+
+    Regression: the one-pass ``sgpr`` first, then the accurate activated DGP (``adgp``) for N up
+    to ``AUTO_DEEP_MAX_ROWS``; above, a minibatch SVGP: ``svgp`` with learned phase-truncated
+    harmonics where 512 complete levels would stop below degree 3 (about D > 11,
+    ``harmonic_layout``), else ``svgp-activated`` (128 features: steps cost O(M^3) for 128, not
+    512); ``auto_refinement`` may add one more, and ``zonal.tabular.fitting`` stacks them (weights that
+    maximise the validation log density, ``zonal.models.stacking``). Classification (no SGPR):
+    ``svgp-activated`` (C latent GPs), then ``adgp`` for N up to ``AUTO_DEEP_MAX_ROWS``; the
+    validation log likelihood picks one.
+    """
+    deep = ["adgp"] if num_rows <= AUTO_DEEP_MAX_ROWS else []
+    if likelihood != "gaussian":
+        return ["svgp-activated", *deep]
+    truncated = harmonic_layout(input_dim + 1, RECIPES["svgp"].defaults["num_inducing"])[1]
+    shallow = "svgp" if truncated is not None else "svgp-activated"
+    return ["sgpr", *(deep or [shallow])]
+
+
+def auto_refinement(scores: Mapping[str, Mapping[str, float]], likelihood: str) -> str | None:
+    """The recipe ``auto`` trains after its candidates (within ``AUTO_REFINEMENT_SHARE`` of the
+    budget), or None: the harmonic ``svgp`` with ARD, for regression, when the ``sgpr`` and
+    ``adgp`` candidates were scored on validation rows and the SGPR's log likelihood per row is
+    within ``AUTO_REFINEMENT_GAP`` of the DGP's. The SVGP refines the SGPR (the same harmonic
+    features, with learned input scales and minibatch training); where the one-pass model is far
+    behind the deep one the refinement cannot close the gap and its time is not spent."""
+    if likelihood != "gaussian":
+        return None
+    shallow = scores.get("sgpr", {}).get("log_likelihood", math.nan)
+    deep = scores.get("adgp", {}).get("log_likelihood", math.nan)
+    if not (math.isfinite(shallow) and math.isfinite(deep)):
+        return None
+    return "svgp" if deep - shallow < AUTO_REFINEMENT_GAP else None

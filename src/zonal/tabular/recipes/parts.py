@@ -1,0 +1,141 @@
+"""The parts the recipes share: likelihoods, kernels, harmonic feature layouts, the sphere
+embedding, the learning-rate schedule and the objective reported at the end of training.
+
+Harmonic features take all harmonics of each level while those reach degree
+``MIN_COMPLETE_DEGREE`` within the budget, else phase-truncated levels up to ``SPARSE_MAX_DEGREE``
+(seed 002 sec. 5.2; ``harmonic_layout``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import torch
+from gpytorch.kernels import ScaleKernel
+from gpytorch.likelihoods import (
+    BernoulliLikelihood,
+    GaussianLikelihood,
+    Likelihood,
+    SoftmaxLikelihood,
+)
+
+from zonal.features import SparseSphericalHarmonicFeatures, SphericalHarmonicFeatures
+from zonal.features.levels import nonzero_levels
+from zonal.features.spherical_harmonic import max_degree_for_budget
+from zonal.geometry import SphereEmbedding
+from zonal.harmonics import num_harmonics
+from zonal.kernels import ArcCosineKernel, PolynomialDecayKernel
+
+INITIAL_NOISE = 0.1
+#: (fraction of the steps, learning-rate factor) of the SVGP schedule
+SCHEDULE = ((0.6, 1.0), (0.25, 0.2), (0.15, 0.04))
+#: levels of the polynomial-decay kernel beyond those of the features (their mass enters the bound)
+EXTRA_KERNEL_LEVELS = 4
+#: the highest harmonic degree used as a feature (binds only for one or two input columns)
+MAX_FEATURE_DEGREE = 40
+#: complete harmonic levels are used when they reach this degree within the feature budget;
+#: otherwise (about D > 11 inputs for 512 features) levels are phase-truncated (seed 002 sec. 5.2)
+MIN_COMPLETE_DEGREE = 3
+#: the highest degree of phase-truncated harmonic features
+SPARSE_MAX_DEGREE = 6
+
+
+def gaussian_likelihood(noise: float = INITIAL_NOISE) -> GaussianLikelihood:
+    """A float64 Gaussian likelihood with noise variance ``noise``."""
+    likelihood = GaussianLikelihood().to(torch.float64)
+    likelihood.noise = torch.tensor(noise, dtype=torch.float64)
+    return likelihood
+
+
+def make_likelihood(spec: Mapping[str, Any]) -> Likelihood:
+    """The spec's likelihood in float64: Gaussian (noise ``INITIAL_NOISE``), Bernoulli (probit
+    link) or softmax over ``num_classes`` latent GPs without mixing weights (the softmax of the
+    last layer's C outputs, as in the activated DGP's network)."""
+    name = spec.get("likelihood", "gaussian")
+    if name == "gaussian":
+        return gaussian_likelihood()
+    if name == "bernoulli":
+        return BernoulliLikelihood().to(torch.float64)
+    return SoftmaxLikelihood(num_classes=spec["num_classes"], mixing_weights=False).double()
+
+
+def output_dim(spec: Mapping[str, Any]) -> int:
+    """Latent outputs of the spec's model: C for a softmax likelihood, else 1."""
+    return spec["num_classes"] if spec.get("likelihood", "gaussian") == "softmax" else 1
+
+
+def tail_objective(losses: list[float]) -> float:
+    """Minus the mean loss over the last 5% of the steps (the ELBO per point at the end)."""
+    return -float(np.mean(losses[-max(1, len(losses) // 20) :]))
+
+
+def build_kernel(name: str, ambient_dim: int, num_inducing: int) -> ScaleKernel:
+    """A homogeneous zonal kernel on R^{ambient_dim} in a ``ScaleKernel`` (learned variance); the
+    polynomial-decay kernel keeps ``EXTRA_KERNEL_LEVELS`` levels beyond the features' degree."""
+    if name == "arccos":
+        base = ArcCosineKernel(ambient_dim, order=1, homogeneous=True)
+    elif name == "polynomial-decay":
+        degree, _ = harmonic_layout(ambient_dim, num_inducing)
+        base = PolynomialDecayKernel(
+            ambient_dim, max_degree=degree + EXTRA_KERNEL_LEVELS, homogeneous=True
+        )
+    else:
+        raise ValueError(f"no kernel {name!r} to build (resolve 'auto' first)")
+    return ScaleKernel(base).double()
+
+
+def harmonic_layout(
+    ambient_dim: int, num_inducing: int, kernel: ScaleKernel | None = None
+) -> tuple[int, int | None]:
+    """(max_degree, max_phases) of the harmonic features within ``num_inducing``.
+
+    Complete levels (``max_phases`` None) when they reach degree ``MIN_COMPLETE_DEGREE`` (levels
+    whose eigenvalue is zero for ``kernel`` cost nothing); otherwise phase-truncated levels up to
+    ``SPARSE_MAX_DEGREE`` with the most directions per level that fit (seed 002 sec. 5.2): on
+    S^32 (32 inputs) and 512 features, complete levels stop at degree 1, phase-truncated ones
+    reach degree 6.
+    """
+    complete = min(max_degree_for_budget(ambient_dim, num_inducing, kernel), MAX_FEATURE_DEGREE)
+    if complete >= MIN_COMPLETE_DEGREE:
+        return complete, None
+    levels = (
+        nonzero_levels(kernel, SPARSE_MAX_DEGREE)
+        if kernel is not None
+        else list(range(SPARSE_MAX_DEGREE + 1))
+    )
+    sizes = [num_harmonics(ambient_dim, n) for n in levels]
+    phases = 0
+    while phases < max(sizes) and sum(min(phases + 1, size) for size in sizes) <= num_inducing:
+        phases += 1
+    if phases < 1:
+        return complete, None
+    return levels[-1], phases
+
+
+def harmonic_features(
+    kernel: ScaleKernel,
+    ambient_dim: int,
+    num_inducing: int,
+    *,
+    learn_phases: bool = False,
+    seed: int = 0,
+) -> SphericalHarmonicFeatures | SparseSphericalHarmonicFeatures:
+    """Harmonic features of the kernel's non-zero levels within ``num_inducing``
+    (``harmonic_layout``): all harmonics of each level, or phase-truncated levels (learned phases
+    with ``learn_phases``) when complete levels would stop below degree ``MIN_COMPLETE_DEGREE``."""
+    degree, phases = harmonic_layout(ambient_dim, num_inducing, kernel)
+    if phases is None:
+        return SphericalHarmonicFeatures(ambient_dim, degree, kernel=kernel)
+    return SparseSphericalHarmonicFeatures(
+        ambient_dim, degree, phases, kernel=kernel, learn_phases=learn_phases, seed=seed
+    )
+
+
+def input_embedding(spec: Mapping[str, Any]) -> SphereEmbedding:
+    """The sphere embedding [x, b] / ||[x, b]|| (bias 1), with learned per-input scales s (all 1
+    to start: [s * x, b]) when ``spec["ard"]``."""
+    if spec.get("ard", False):
+        return SphereEmbedding(1.0, input_scales=1.0, input_dim=spec["input_dim"])
+    return SphereEmbedding(1.0)

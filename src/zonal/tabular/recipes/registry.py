@@ -1,0 +1,208 @@
+"""The registry of recipes: the presets behind ``zonal fit`` (name, defaults, build, train).
+
+A ``Recipe`` names a model family; the family modules (``sgpr``, ``svgp``, ``deep``) register
+theirs in ``RECIPES`` when ``zonal.tabular.recipes`` is imported. ``resolve_spec`` checks a
+recipe's options and fills in its defaults (a plain dict, saved in checkpoints); ``train`` builds
+and trains the model of a resolved spec.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from zonal.models import ZonalModel
+from zonal.models.training import TrainingControl
+from zonal.tabular.options import KERNELS, LIKELIHOODS, RECIPE_SUMMARIES
+
+BATCH_SIZE = 1024
+TRUNCATION_LEVEL = 10
+#: recipes whose input embedding can learn per-input scales (``--ard``; the activated DGP's in its
+#: first layer)
+ARD_MODELS = ("sgpr", "svgp", "svgp-activated", "adgp")
+
+
+class UnsupportedLikelihoodError(ValueError):
+    """A recipe asked for a likelihood it cannot train (the collapsed SGPR is Gaussian only)."""
+
+
+class TrainingInterrupted(Exception):  # noqa: N818 (a signal carrying the fit)
+    """Ctrl-C during training: ``fit`` is the model in its best state so far, complete (the
+    activated DGP interrupted in its network stage holds that network)."""
+
+    def __init__(self, fit: Fit) -> None:
+        super().__init__("training interrupted")
+        self.fit = fit
+
+
+@dataclass
+class Fit:
+    """What a recipe's training returns: the model, the spec it ended with (a concrete kernel for
+    ``"auto"``), the final objective per data point and, for ``"auto"``, each kernel's bound."""
+
+    model: ZonalModel
+    spec: dict[str, Any]
+    objective: float
+    candidates: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """A named preset: ``build(spec, x)`` makes the untrained model (``x`` None when a checkpoint
+    is loaded), ``train(spec, x, y, control)`` builds and trains it; ``layered`` recipes read
+    ``num_layers``; ``likelihoods`` are those it can train."""
+
+    name: str
+    summary: str
+    defaults: Mapping[str, Any]
+    kernels: tuple[str, ...]
+    feature_kind: str
+    build: Callable[[Mapping[str, Any], torch.Tensor | None], ZonalModel]
+    train: Callable[[Mapping[str, Any], torch.Tensor, torch.Tensor, TrainingControl], Fit]
+    layered: bool = False
+    likelihoods: tuple[str, ...] = LIKELIHOODS
+
+
+RECIPES: dict[str, Recipe] = {}
+
+
+def register(recipe: Recipe) -> Recipe:
+    """Add ``recipe`` to ``RECIPES`` (names are unique, each with its line in
+    ``zonal.tabular.options.RECIPE_SUMMARIES``, which the command line's help shows)."""
+    if recipe.name not in RECIPE_SUMMARIES:
+        raise ValueError(f"recipe {recipe.name!r} has no summary in zonal.tabular.options")
+    if recipe.name in RECIPES:
+        raise ValueError(f"a recipe named {recipe.name!r} is already registered")
+    RECIPES[recipe.name] = recipe
+    ordered = {name: RECIPES[name] for name in RECIPE_SUMMARIES if name in RECIPES}
+    RECIPES.clear()
+    RECIPES.update(ordered)  # the order of the summaries, whichever family registers first
+    return recipe
+
+
+def get_recipe(name: str) -> Recipe:
+    """The recipe ``name``; a ``ValueError`` listing the known ones otherwise."""
+    if name not in RECIPES:
+        raise ValueError(f"unknown model {name!r}; choose one of {', '.join(RECIPES)}")
+    return RECIPES[name]
+
+
+def resolve_spec(
+    input_dim: int,
+    *,
+    model: str = "sgpr",
+    kernel: str = "auto",
+    num_inducing: int | None = None,
+    steps: int | None = None,
+    batch_size: int = BATCH_SIZE,
+    learning_rate: float | None = None,
+    truncation_level: int = TRUNCATION_LEVEL,
+    num_layers: int | None = None,
+    likelihood: str = "gaussian",
+    num_classes: int | None = None,
+    ard: bool = False,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """The checked options of recipe ``model`` for ``input_dim`` input columns, with the recipe's
+    defaults filled in (``num_layers`` 2 for layered recipes; refused for the others).
+
+    ``likelihood`` is one of ``LIKELIHOODS``; ``num_classes`` is 2 for ``"bernoulli"`` (the
+    default), at least 2 for ``"softmax"`` (required) and unused (0) for ``"gaussian"``. ``ard``
+    gives the sphere embedding one learned scale per input column (``ARD_MODELS`` only).
+    """
+    recipe = get_recipe(model)
+    if likelihood not in LIKELIHOODS:
+        raise ValueError(
+            f"unknown likelihood {likelihood!r}; choose one of {', '.join(LIKELIHOODS)}"
+        )
+    if likelihood not in recipe.likelihoods:
+        raise UnsupportedLikelihoodError(
+            f"{model} is the collapsed bound of a Gaussian likelihood and cannot train a "
+            f"{likelihood} likelihood (classification); use one of "
+            f"{', '.join(name for name, other in RECIPES.items() if likelihood in other.likelihoods)}"
+        )
+    num_classes = _resolve_num_classes(likelihood, num_classes)
+    if ard and model not in ARD_MODELS:
+        raise ValueError(
+            f"{model} builds its own layer embeddings without input scales: --ard is for "
+            f"{', '.join(ARD_MODELS)}"
+        )
+    if num_layers is not None and not recipe.layered:
+        raise ValueError(f"{model} has one layer: --layers is for adgp and dgp")
+    num_layers = 2 if num_layers is None else num_layers
+    if kernel not in KERNELS:
+        raise ValueError(f"unknown kernel {kernel!r}; choose one of {', '.join(KERNELS)}")
+    if kernel != "auto" and kernel not in recipe.kernels:
+        raise ValueError(
+            f"{model} uses the {' or '.join(recipe.kernels)} kernel (seed 000 sec. 5); "
+            f"drop --kernel {kernel}"
+        )
+    defaults = recipe.defaults
+    num_inducing = defaults["num_inducing"] if num_inducing is None else num_inducing
+    steps = defaults["steps"] if steps is None else steps
+    learning_rate = defaults["learning_rate"] if learning_rate is None else learning_rate
+    for value, name in [(input_dim, "the number of input columns"), (num_layers, "num_layers"),
+                        (num_inducing, "num_inducing"), (steps, "steps"),
+                        (batch_size, "batch_size"), (truncation_level, "truncation_level")]:  # fmt: skip
+        _check_positive(value, name)
+    if isinstance(learning_rate, bool) or not (
+        isinstance(learning_rate, int | float) and learning_rate > 0
+    ):
+        raise ValueError(f"learning_rate must be > 0, got {learning_rate!r}")
+    return {
+        "model": model,
+        "kernel": recipe.kernels[0]
+        if kernel == "auto" and "auto" not in recipe.kernels
+        else kernel,
+        "input_dim": int(input_dim),
+        "num_inducing": int(num_inducing),
+        "steps": int(steps),
+        "batch_size": int(batch_size),
+        "learning_rate": float(learning_rate),
+        "truncation_level": int(truncation_level),
+        "num_layers": int(num_layers),
+        "likelihood": likelihood,
+        "num_classes": num_classes,
+        "ard": bool(ard),
+        "seed": int(seed),
+    }
+
+
+def _resolve_num_classes(likelihood: str, num_classes: int | None) -> int:
+    if likelihood == "gaussian":
+        return 0
+    if likelihood == "bernoulli":
+        if num_classes not in (None, 2):
+            raise ValueError(f"a Bernoulli likelihood has 2 classes, got num_classes={num_classes}")
+        return 2
+    if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 2:
+        raise ValueError(f"a softmax likelihood needs num_classes >= 2, got {num_classes!r}")
+    return num_classes
+
+
+def _check_positive(value: object, name: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+
+
+def train(
+    spec: Mapping[str, Any],
+    x: torch.Tensor,
+    y: torch.Tensor,
+    control: TrainingControl | None = None,
+) -> tuple[Fit, float]:
+    """Build and train the model of ``spec`` on standardised x [N, D] (float64) and targets y [N]
+    (standardised values, or class indices 0..C-1), under ``spec["seed"]``; returns the fit and
+    the training seconds. ``control`` sets the deadline, the validation score that keeps the best
+    state, and the progress bar (default: none of them). Ctrl-C raises ``TrainingInterrupted``
+    with the best model so far (except during SGPR's statistics pass or L-BFGS, where it is a
+    plain ``KeyboardInterrupt``)."""
+    started = time.perf_counter()
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(spec["seed"])
+        fit = get_recipe(spec["model"]).train(spec, x, y, control or TrainingControl())
+    return fit, time.perf_counter() - started

@@ -1,0 +1,149 @@
+"""The ``svgp`` and ``svgp-activated`` recipes: minibatch SVGPs.
+
+``"svgp"`` takes the harmonic features of ``sgpr`` (with learned phases when phase-truncated) and
+its kernel (arc-cosine for ``"auto"``); ``"svgp-activated"`` takes activated Softplus features
+(seed 000 sec. 4.3) and the arc-cosine kernel: its posterior mean is a one-hidden-layer Softplus
+network. Both start from the optimal q(u) for the initial hyperparameters (Gaussian likelihood;
+Titsias, 2009; skipped when N x M exceeds ``OPTIMAL_Q_MAX_ENTRIES``) and are trained by Adam in
+the three phases of ``SCHEDULE``: the full learning rate for 60% of the steps, then 1/5 of it for
+25% and 1/25 for the last 15%, each phase within its fraction of the time left.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+
+from zonal.features import ActivatedFeatures, InducingFeatures
+from zonal.models import SVGP, ZonalModel, fit_svgp
+from zonal.models.training import TrainingControl
+from zonal.tabular.options import RECIPE_DEFAULTS, RECIPE_SUMMARIES
+from zonal.tabular.recipes.parts import (
+    SCHEDULE,
+    build_kernel,
+    harmonic_features,
+    input_embedding,
+    make_likelihood,
+    output_dim,
+    tail_objective,
+)
+from zonal.tabular.recipes.registry import Fit, Recipe, TrainingInterrupted, register
+
+#: the largest N x M for which q(u) starts at its closed-form optimum (Kuf is held in memory)
+OPTIMAL_Q_MAX_ENTRIES = 20_000_000
+
+
+def build_svgp(spec: Mapping[str, Any], x: torch.Tensor | None = None) -> SVGP:
+    """SVGP with harmonic features (``"svgp"``, learned phases when phase-truncated) or activated
+    Softplus features, one latent GP per class for a softmax likelihood."""
+    ambient_dim = spec["input_dim"] + 1
+    kernel = build_kernel(spec["kernel"], ambient_dim, spec["num_inducing"])
+    features: InducingFeatures
+    if spec["model"] == "svgp-activated":
+        features = ActivatedFeatures(
+            ambient_dim,
+            spec["num_inducing"],
+            kernel=kernel,
+            activation="softplus",
+            truncation_level=spec["truncation_level"],
+            seed=spec["seed"],
+        )
+    else:
+        features = harmonic_features(
+            kernel, ambient_dim, spec["num_inducing"], learn_phases=True, seed=spec["seed"]
+        )
+    return SVGP(kernel, features, spec["input_dim"], likelihood=make_likelihood(spec),
+                input_map=input_embedding(spec), num_outputs=output_dim(spec))  # fmt: skip
+
+
+def train_svgp(
+    spec: Mapping[str, Any], x: torch.Tensor, y: torch.Tensor, control: TrainingControl
+) -> Fit:
+    """The Titsias optimum (Gaussian likelihood, when Kuf fits in memory), then Adam in the
+    phases of ``SCHEDULE``."""
+    model = build_svgp(spec, x)
+    if (
+        spec.get("likelihood", "gaussian") == "gaussian"
+        and len(x) * model.features.num_inducing <= OPTIMAL_Q_MAX_ENTRIES
+    ):
+        model.set_optimal_variational_distribution(x, y)
+    losses: list[float] = []
+    try:
+        scheduled_adam(model, x, y, steps=spec["steps"], batch_size=spec["batch_size"],
+                       learning_rate=spec["learning_rate"], seed=spec["seed"], control=control,
+                       losses=losses)  # fmt: skip
+    except KeyboardInterrupt as interrupt:
+        raise TrainingInterrupted(
+            Fit(model, dict(spec), tail_objective(losses or [math.nan]))
+        ) from interrupt
+    return Fit(model, dict(spec), tail_objective(losses))
+
+
+def scheduled_adam(
+    model: ZonalModel,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    *,
+    steps: int,
+    batch_size: int,
+    learning_rate: float,
+    seed: int = 0,
+    control: TrainingControl | None = None,
+    losses: list[float] | None = None,
+) -> list[float]:
+    """Adam on a single-layer model's minibatch ELBO with the three-phase schedule
+    ``SCHEDULE``; the loss per step (appended to ``losses`` as the phases end).
+
+    Under a ``control`` with a deadline each phase may use its fraction of the time left, so a
+    fit cut by the budget still lowers its learning rate; with a validation score every phase
+    starts from the previous phase's best state and ends in its own."""
+    control = control or TrainingControl()
+    losses = [] if losses is None else losses
+    done = 0
+    for phase, (fraction, factor) in enumerate(SCHEDULE):
+        count = steps - done if phase == len(SCHEDULE) - 1 else round(fraction * steps)
+        if count <= 0:
+            continue
+        share = fraction / sum(later for later, _ in SCHEDULE[phase:])
+        with control.watch(model, count, stage=f"phase {phase + 1}", share=share) as watch:
+            losses += fit_svgp(
+                model,
+                x,
+                y,
+                num_steps=count,
+                batch_size=batch_size,
+                lr=learning_rate * factor,
+                seed=seed + phase,
+                callback=watch,
+            )
+        done += count
+    return losses
+
+
+register(
+    Recipe(
+        name="svgp",
+        summary=RECIPE_SUMMARIES["svgp"],
+        defaults=RECIPE_DEFAULTS["svgp"],
+        kernels=("arccos", "polynomial-decay"),
+        feature_kind="spherical-harmonic features",
+        build=build_svgp,
+        train=train_svgp,
+    )
+)
+
+
+register(
+    Recipe(
+        name="svgp-activated",
+        summary=RECIPE_SUMMARIES["svgp-activated"],
+        defaults=RECIPE_DEFAULTS["svgp-activated"],
+        kernels=("arccos",),
+        feature_kind="activated Softplus features",
+        build=build_svgp,
+        train=train_svgp,
+    )
+)

@@ -1,0 +1,98 @@
+"""Stacking ``auto``'s regression candidates (``zonal.models.stacking``; Yao et al. 2018) and
+letting the chosen model condition on the validation rows too.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import torch
+from gpytorch.likelihoods import GaussianLikelihood
+
+from zonal.models import SGPR, SVGP, ZonalModel
+from zonal.models.stacking import StackedModel, quantize_weights, stacking_weights
+from zonal.tabular.model import STACKED
+from zonal.tabular.recipes import (
+    OPTIMAL_Q_MAX_ENTRIES,
+    Fit,
+)
+from zonal.tabular.split import Split
+
+
+def stack_fits(
+    fits: dict[str, Any], scores: dict[str, dict[str, float]], split: Split, *, fallback: str
+) -> tuple[Any, dict[str, dict[str, float]]]:
+    """Stack the regression candidates ``fits`` (``zonal.models.stacking``): the weights on the
+    simplex that maximise the mean validation log density of the mixture, rounded to multiples of
+    1 / ``WEIGHT_RESOLUTION``. Returns (the fit, the scores with each candidate's ``weight``): the
+    single candidate when the weights pick one, else a ``StackedModel`` of the candidates of
+    positive weight (spec ``{"model": "stacked", "components": [specs], "weights": [w]}``; its
+    objective is the weighted mean of theirs, a summary, not a bound for the mixture) with a
+    ``stacked`` entry in the scores (its validation metrics are optimistic: the weights were
+    fitted to those rows). A candidate with a NaN density on any row is broken and gets weight
+    0; when no candidate gives any row a positive density the ``fallback`` candidate is returned
+    as it is."""
+    started = time.perf_counter()
+    names = list(fits)
+    log_densities = torch.stack(
+        [fits[name].model.log_predictive_density(split.x_valid, split.y_valid) for name in names],
+        dim=1,
+    )  # [n_valid, K]
+    broken = log_densities.isnan().any(0)  # [K]
+    log_densities = log_densities.masked_fill(broken, -math.inf)
+    if not torch.isfinite(log_densities).any():
+        return fits[fallback], scores
+    weights = dict(zip(names, quantize_weights(stacking_weights(log_densities)).tolist(),
+                       strict=True))  # fmt: skip
+    scores = {name: {**scores[name], "weight": weights[name]} for name in names}
+    kept = [name for name in names if weights[name] > 0]
+    if len(kept) == 1:
+        return fits[kept[0]], scores
+    spec = {
+        "model": STACKED,
+        "input_dim": fits[kept[0]].spec["input_dim"],
+        "likelihood": "gaussian",
+        "num_classes": 0,
+        "components": [dict(fits[name].spec) for name in kept],
+        "weights": [weights[name] for name in kept],
+    }
+    model = StackedModel([fits[name].model for name in kept], spec["weights"])
+    objective = sum(weights[name] * fits[name].objective for name in kept)
+    candidates = {kernel: bound for name in kept for kernel, bound in fits[name].candidates.items()}
+    columns = [names.index(name) for name in kept]
+    log_weights = log_densities.new_tensor(spec["weights"]).log()  # [K']
+    mixture = torch.logsumexp(log_densities[:, columns] + log_weights, dim=1)  # [n_valid]
+    mean, _ = model.predict(split.x_valid)
+    score = {
+        "seconds": time.perf_counter() - started,
+        "objective": objective,
+        "log_likelihood": float(mixture.mean()),
+        "mse": float(torch.mean((mean - split.y_valid) ** 2)),
+    }
+    return Fit(model, spec, objective, candidates), {**scores, STACKED: score}
+
+
+@torch.no_grad()
+def condition_on_all_rows(model: ZonalModel, split: Split) -> None:
+    """Once the validation rows have chosen (and, under ``auto``, weighted) the candidates, let
+    the shallow models' posteriors condition on them too, at the learned hyperparameters (closed
+    forms, one pass), whichever model was chosen or named:
+    an SGPR recomputes its statistics over the training and validation rows, a Gaussian SVGP sets
+    q(u) to its optimum there (Titsias, 2009; when N x M fits ``OPTIMAL_Q_MAX_ENTRIES``); a
+    stack does so for each component; other models (the deep ones) are left as they are. The
+    validation metrics reported were measured before."""
+    x = torch.cat([split.x_train, split.x_valid])  # [N, D]
+    y = torch.cat([split.y_train, split.y_valid])  # [N]
+    members = model.components if isinstance(model, StackedModel) else [model]
+    for member in members:
+        if isinstance(member, SGPR):
+            member.fit_statistics(x, y)
+        elif (
+            isinstance(member, SVGP)
+            and member.num_outputs == 1
+            and isinstance(member.likelihood, GaussianLikelihood)
+            and len(x) * member.features.num_inducing <= OPTIMAL_Q_MAX_ENTRIES
+        ):
+            member.set_optimal_variational_distribution(x, y)
