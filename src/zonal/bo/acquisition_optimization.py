@@ -69,7 +69,7 @@ def raw_candidates(
     near = 0 if anchors is None else round(anchor_fraction * raw_samples)
     design = sobol_sphere((raw_samples - near) * q, ambient_dim, seed=seed, dtype=dtype)
     points = [design.to(device)]
-    if near:
+    if anchors is not None and near:
         generator = torch.Generator().manual_seed(seed)
         anchors = anchors.to(dtype=dtype, device=device)
         points.append(perturb(anchors, near * q, perturbation_scales, generator))

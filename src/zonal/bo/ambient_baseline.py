@@ -55,6 +55,7 @@ def optimize_acqf_normalised(
         raw_samples=raw_samples,
         options=options,
     )
+    assert value is not None  # None only with return_acq_values=False
     return candidate / candidate.norm(dim=-1, keepdim=True), value
 
 

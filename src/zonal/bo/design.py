@@ -25,7 +25,7 @@ def sobol_sphere(
     *,
     seed: int = 0,
     dtype: torch.dtype = torch.float64,
-    device: torch.device | None = None,
+    device: torch.device | str | None = None,
 ) -> torch.Tensor:
     """``count`` quasi-uniform unit vectors [count, d]: normalised Phi^{-1}(scrambled Sobol)."""
     ambient_dim = check_ambient_dim(ambient_dim)

@@ -27,6 +27,8 @@ mixture's own pathwise draws.
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 from botorch import settings
 from botorch.acquisition import AcquisitionFunction, qKnowledgeGradient
@@ -34,7 +36,7 @@ from botorch.acquisition.joint_entropy_search import qJointEntropySearch
 from botorch.acquisition.knowledge_gradient import _get_value_function, _split_fantasy_points
 from botorch.acquisition.max_value_entropy_search import qMaxValueEntropy
 from botorch.acquisition.multi_step_lookahead import _step, qMultiStepLookahead
-from botorch.sampling import SobolQMCNormalSampler
+from botorch.sampling import MCSampler, SobolQMCNormalSampler
 from botorch.sampling.pathwise import draw_matheron_paths
 from botorch.utils.transforms import is_ensemble, match_batch_shape, t_batch_mode_transform
 
@@ -48,7 +50,8 @@ class KnowledgeGradient(qKnowledgeGradient):
     docstring): KG(x) = (1/F) sum_f max_x' E[f(x') | data, (x, y_f)], the expectation the fantasy
     model's mixture mean."""
 
-    @t_batch_mode_transform()
+    # BoTorch types its decorator for AcquisitionFunction's own methods, not a subclass's
+    @t_batch_mode_transform()  # type: ignore[arg-type]
     def forward(self, X: torch.Tensor) -> torch.Tensor:
         """KG at X [b, q + F, d] -> [b]: X's first q rows are the candidates, its last F the
         maximisers of the F fantasy models' posterior means (``qKnowledgeGradient.forward``
@@ -56,7 +59,8 @@ class KnowledgeGradient(qKnowledgeGradient):
         X_actual, X_fantasies = _split_fantasy_points(X=X, n_f=self.num_fantasies)
         if self.X_pending is not None:
             X_actual = torch.cat([X_actual, match_batch_shape(self.X_pending, X_actual)], -2)
-        fantasy_model = self.model.fantasize(X=X_actual, sampler=self.sampler)  # [F, b]
+        # KG's models fantasise: BoTorch's ``Model`` type leaves ``fantasize`` to its mixin
+        fantasy_model = self.model.fantasize(X=X_actual, sampler=self.sampler)  # type: ignore[operator]
         value_function = _get_value_function(
             model=fantasy_model,
             objective=self.objective,
@@ -74,7 +78,8 @@ class MultiStepLookahead(qMultiStepLookahead):
     """BoTorch's ``qMultiStepLookahead`` that averages an ensemble's mixture once, as
     ``KnowledgeGradient`` (the value functions of the fantasy models already average it)."""
 
-    @t_batch_mode_transform()
+    # BoTorch types its decorator for AcquisitionFunction's own methods, not a subclass's
+    @t_batch_mode_transform()  # type: ignore[arg-type]
     def forward(self, X: torch.Tensor) -> torch.Tensor:
         """The look-ahead value at X [b, q', d] -> [b], q' = q_0 + f_1 q_1 + f_2 f_1 q_2 + ...
         (``qMultiStepLookahead.forward`` without its ensemble average)."""
@@ -84,10 +89,10 @@ class MultiStepLookahead(qMultiStepLookahead):
         return _step(
             model=self.model,
             Xs=Xs,
-            samplers=self.samplers,
+            samplers=cast("list[MCSampler | None]", self.samplers),  # a ModuleList of them
             valfunc_cls=self._valfunc_cls,
             valfunc_argfacs=self._valfunc_argfacs,
-            inner_samplers=self.inner_samplers,
+            inner_samplers=cast("list[MCSampler | None]", self.inner_samplers),
             objective=self.objective,
             posterior_transform=self.posterior_transform,
             running_val=None,

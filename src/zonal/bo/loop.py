@@ -252,9 +252,12 @@ def choose_model(state: BOState, settings: LoopSettings, step: int, seed: int) -
     is recorded in ``state.adaptive_checks`` and a switch in ``state.switched_at``."""
     if state.switched_at is not None or state.strategy == "deep":
         return "deep"
-    if state.strategy == "switch" and step >= state.switch_after:
-        state.switched_at = step
-        return "deep"
+    if state.strategy == "switch":
+        assert state.switch_after is not None  # the loop refuses "switch" without it
+        if step >= state.switch_after:
+            state.switched_at = step
+            return "deep"
+        return "shallow"
     if state.strategy != "adaptive":
         return "shallow"
     enough = state.num_evaluations >= max(settings.adaptive_min_points, settings.holdout + 2)

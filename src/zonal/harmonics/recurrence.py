@@ -29,6 +29,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterator
 from fractions import Fraction
+from typing import overload
 
 import torch
 
@@ -38,10 +39,14 @@ from zonal.harmonics.counts import addition_factor
 BLOCK = 1 << 15
 
 
-def _numerators(degree: int, alpha: float) -> tuple[float, float]:
-    """(n a_n, n b_n): n C_n = n a_n t C_{n-1} - n b_n C_{n-2}."""
+@overload
+def _numerators(degree: int, alpha: Fraction) -> tuple[Fraction, Fraction]: ...
+@overload
+def _numerators(degree: int, alpha: float) -> tuple[float, float]: ...
+def _numerators(degree: int, alpha: float | Fraction) -> tuple[float | Fraction, float | Fraction]:
+    """(n a_n, n b_n): n C_n = n a_n t C_{n-1} - n b_n C_{n-2}; exact for a ``Fraction`` alpha."""
     if alpha == 0 and degree == 2:
-        return 2.0, 2.0
+        return alpha + 2, alpha + 2  # 2 and 2, in alpha's type
     return 2 * (degree + alpha - 1), degree + 2 * alpha - 2
 
 
@@ -182,8 +187,7 @@ def signed_recurrence(max_degree: int, alpha: float) -> tuple[tuple[float, ...],
     exact_alpha = Fraction(alpha).limit_denominator(2)
 
     def numerators(k: int) -> tuple[Fraction, Fraction]:
-        a, b = _numerators(k, exact_alpha)
-        return Fraction(a), Fraction(b)
+        return _numerators(k, exact_alpha)
 
     scales, signs, steps = [Fraction(1), Fraction(1)], [1, 1], [Fraction(0), Fraction(0)]
     for k in range(2, max_degree + 1):

@@ -44,6 +44,8 @@ class SphericalHarmonics(nn.Module):
     """
 
     CHUNK_ROWS = 512
+    points: torch.Tensor  # buffers: [M, d] fundamental-system points, [M] degrees
+    levels: torch.Tensor
 
     def __init__(
         self,
@@ -78,8 +80,8 @@ class SphericalHarmonics(nn.Module):
             torch.arange(self.max_degree + 1), torch.tensor(self.num_harmonics_per_level)
         )
         self.register_buffer("levels", levels)  # [M]
-        for n, inverse in enumerate(inverse_factors):
-            self.register_buffer(f"inverse_cholesky_{n}", inverse.to(dtype))
+        for n, factor_inverse in enumerate(inverse_factors):
+            self.register_buffer(f"inverse_cholesky_{n}", factor_inverse.to(dtype))
 
     @property
     def num_features(self) -> int:

@@ -319,7 +319,9 @@ class ZonalKernel(Kernel):
             t = (unit1 * unit2).sum(-1).clamp(-1, 1)  # [..., N]
         # t [..., N] -> [..., N, 1] so that hyperparameters [*batch, 1, 1] broadcast
         values = self.evaluate_cosines(t.unsqueeze(-1)).squeeze(-1)  # [..., N]
-        return values if inputs.norm1 is None else values * (inputs.norm1 * inputs.norm2)
+        if inputs.norm1 is None or inputs.norm2 is None:  # both or neither
+            return values
+        return values * (inputs.norm1 * inputs.norm2)
 
     def _gram_with_graph(self, inputs: _UnitInputs) -> torch.Tensor:
         """K [..., N, M] by whole-matrix autograd operations."""
@@ -330,7 +332,7 @@ class ZonalKernel(Kernel):
             ones = torch.ones(t.shape[:-1], dtype=t.dtype, device=t.device)  # [..., N]
             t = t.diagonal_scatter(ones, dim1=-2, dim2=-1)
         values = self.evaluate_cosines(t)  # [..., N, M]
-        if inputs.norm1 is None:
+        if inputs.norm1 is None or inputs.norm2 is None:  # both or neither
             return values
         return values * (inputs.norm1.unsqueeze(-1) * inputs.norm2.unsqueeze(-2))
 

@@ -40,7 +40,7 @@ class CosineMap:
     smaller, which compiles in seconds where the whole composition took minutes.
     """
 
-    function: Callable[..., torch.Tensor]
+    function: Callable[..., torch.Tensor | tuple[torch.Tensor, ...]]
     arguments: tuple = ()
     compilable: bool = True
     repeat: int = 1
@@ -100,7 +100,7 @@ def gram_no_grad(
                 work = _work_tiles(cosines, values.state)  # [*b, R, C] or a tuple of them
                 for _ in range(values.repeat):
                     work = run(work, *values.arguments)  # in place, or broadcast: [*b', R, C]
-                tile = work if values.state == 1 else work[0]  # contiguous, ours to modify
+                tile = work[0] if isinstance(work, tuple) else work  # contiguous, ours to modify
                 if values.output_divisor != 1:
                     tile.div_(values.output_divisor)
                 if scale1 is not None and scale2 is not None:

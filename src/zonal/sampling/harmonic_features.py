@@ -18,7 +18,7 @@ Kernels that are not zonal fall back to BoTorch's random Fourier features (``pri
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 import torch
 from botorch.sampling.pathwise.features import FeatureMap, gen_kernel_features
@@ -87,7 +87,7 @@ class HarmonicFeatureMap(FeatureMap):
         self.harmonics = SphericalHarmonics(
             self.ambient_dim, self.truncation.max_degree, dtype=eigenvalues.dtype
         ).to(eigenvalues.device)
-        all_levels = cast(torch.Tensor, self.harmonics.levels)  # [M_all]
+        all_levels = self.harmonics.levels  # [M_all]
         kept = torch.isin(
             all_levels, torch.tensor(self.truncation.levels, device=all_levels.device)
         )

@@ -27,7 +27,6 @@ that error by Kuu^{-1}: the posterior error grows with the condition number of K
 from __future__ import annotations
 
 from functools import singledispatch
-from typing import cast
 
 import torch
 from botorch.sampling.pathwise.features import FeatureMap
@@ -81,7 +80,7 @@ def _(features, kernel: Kernel, feature_map: FeatureMap) -> torch.Tensor:
     columns = harmonic_map.column_levels  # [F]
     coefficients = harmonic_map.eigenvalues.new_zeros(features.num_inducing, len(columns))  # [M, F]
     for degree in sorted(set(features.levels.tolist())):
-        eta = cast(torch.Tensor, harmonics.points)[harmonics.levels == degree]  # [N_n, d]
+        eta = harmonics.points[harmonics.levels == degree]  # [N_n, d]
         own = torch.nonzero(columns == degree).squeeze(-1)  # [N_n]
         rows = torch.nonzero(features.levels == degree).squeeze(-1)  # [M_n]
         values = harmonic_map.basis(eta)[:, own]  # phi_n(eta_n) [N_n, N_n]

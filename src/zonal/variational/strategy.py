@@ -196,6 +196,7 @@ class InterDomainVariationalStrategy(_VariationalStrategy):
         terms = [self._kernel()(x)]  # Kff, lazy [*b, N, N]
         reduced = _root_times(variational_inducing_covar, projection)  # R^T A [*b', K, N]
         if reduced is None:  # S stores no root: A^T (S A)
+            assert variational_inducing_covar is not None  # None gives an empty root
             product = variational_inducing_covar.matmul(projection)  # [*b, M, N]
             product = product.expand(*batch_shape, *product.shape[-2:])
             terms.append(MatmulLinearOperator(projection.expand_as(product).mT, product))
