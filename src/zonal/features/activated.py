@@ -103,6 +103,9 @@ class ActivatedFeatures(InducingFeatures):
             K before the exact zeros of the kernel at hand are removed; see ``kept_levels``).
     """
 
+    coefficients: torch.Tensor  # buffers
+    level_mask: torch.Tensor
+
     def __init__(
         self,
         ambient_dim: int,

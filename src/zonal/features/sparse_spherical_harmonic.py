@@ -60,6 +60,8 @@ class SparseSphericalHarmonicFeatures(InducingFeatures):
         levels: LongTensor [M], the degree of each feature.
     """
 
+    levels: torch.Tensor  # buffer
+
     def __init__(
         self,
         ambient_dim: int,

@@ -91,6 +91,9 @@ class SphericalHarmonicFeatures(InducingFeatures):
     that cannot be built raises ``FundamentalSystemTooLargeError``.
     """
 
+    columns: torch.Tensor  # buffers: [M] columns of ``harmonics`` kept, [M] their degrees
+    levels: torch.Tensor
+
     def __init__(
         self,
         ambient_dim: int,
