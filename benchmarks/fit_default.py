@@ -4,7 +4,7 @@ tables zonal was never developed on (``zonal.datasets.loaders_regression.UNSEEN_
 For every table and seed: a 90/10 split (``random_splits``), then in one process, on the same rows
 and the same threads,
 
-* ``zonal fit`` (default): ``zonal.fitting.fit_table`` (the function behind the CLI) with the
+* ``zonal fit`` (default): ``zonal.tabular.fitting.fit_table`` (the function behind the CLI) with the
   options ``zonal fit DATA --target y --likelihood gaussian`` gives (read from the CLI's own
   parser, so the benchmark measures whatever the default is when it runs: model choice, budget,
   validation split; ``--likelihood gaussian`` because the CLI reads a target of few integer
@@ -13,7 +13,7 @@ and the same threads,
 * the peer: GPyTorch's SVGP (``gp_baselines.svgp_regression``, shared with ``fit_suite.py``;
   ``zonal.experiments._baselines.InducingPointSVGP``: whitened full
   q(u) at M = 256 learned inducing points started at random training rows, constant mean,
-  ``ScaleKernel(RBFKernel(ard_num_dims=D))``), trained by ``zonal.recipes.scheduled_adam`` on the
+  ``ScaleKernel(RBFKernel(ard_num_dims=D))``), trained by ``zonal.tabular.recipes.scheduled_adam`` on the
   standardised rows (Adam, lr 0.05 for 60% of the steps, then 1/5 and 1/25; batch 1024);
 * for reference (``--no-ard`` drops it), zonal's SGPR with input scales (ARD): arc-cosine kernel,
   the recipe's 512 harmonic features, ``SphereEmbedding(input_scales=1)``, trained by the
@@ -52,11 +52,12 @@ from zonal._files import to_jsonable, write_json_atomic
 from zonal.cli import build_parser
 from zonal.datasets import Standardizer, load_dataset, random_splits
 from zonal.datasets.loaders_regression import UNSEEN_REGRESSION
-from zonal.fitting import fit_table, predict_table
 from zonal.geometry import SphereEmbedding
 from zonal.models import SGPR
-from zonal.recipes import build_kernel, harmonic_features
-from zonal.tabular import Table
+from zonal.tabular.fitting import fit_table
+from zonal.tabular.predict import predict_table
+from zonal.tabular.recipes import build_kernel, harmonic_features
+from zonal.tabular.tables import Table
 
 RESULTS = Path(__file__).resolve().parent / "results" / "fit_default.json"
 TARGET = "y"

@@ -9,7 +9,7 @@ Split s (s = 0, 1, 2) of a table holds out 10% of its rows as test rows (90/10):
 protein (CASP) is first subsampled to 10,000 rows with ``default_rng(0)``, the same rows for every
 split. On each split, in one process and on the same threads, the methods are
 
-* ``zonal``: ``zonal.fitting.fit_data`` / ``predict_data`` (the library path of ``zonal fit``)
+* ``zonal``: ``zonal.tabular.fitting.fit_data`` / ``predict_data`` (the library path of ``zonal fit``)
   with the default ``model="auto"`` and the default budget (``DEFAULT_BUDGET``), the likelihood
   named (gaussian; bernoulli or softmax by the number of classes) and ``seed=s``;
 * ``svgp``: GPyTorch's SVGP with RBF-ARD, M = 256 inducing points, 1000 Adam steps
@@ -60,9 +60,11 @@ from gp_baselines import (
 from zonal._files import to_jsonable, write_json_atomic
 from zonal.datasets import Standardizer, get_spec, load_dataset, random_splits
 from zonal.datasets.registry_suite import SUITE_CLASSIFICATION, SUITE_REGRESSION
-from zonal.fit_options import DEFAULT_BUDGET
-from zonal.fitting import fit_data, predict_data, validation_split
-from zonal.targets import Target
+from zonal.tabular.fitting import fit_data
+from zonal.tabular.options import DEFAULT_BUDGET
+from zonal.tabular.predict import predict_data
+from zonal.tabular.split import validation_split
+from zonal.tabular.targets import Target
 
 RESULTS = Path(__file__).resolve().parent / "results"
 METHODS = ("zonal", "svgp", "exact", "hgb")

@@ -6,7 +6,7 @@ All GPs take standardised inputs (and, for regression, a standardised target) as
   (``zonal.experiments._baselines.InducingPointSVGP``: whitened full q(u) at M learned inducing
   points started at random training rows, constant mean,
   ``ScaleKernel(RBFKernel(ard_num_dims=D))``),
-  trained by ``zonal.recipes.scheduled_adam`` (Adam, lr for 60% of the steps, then 1/5 and 1/25;
+  trained by ``zonal.tabular.recipes.scheduled_adam`` (Adam, lr for 60% of the steps, then 1/5 and 1/25;
   minibatches). A Gaussian likelihood for regression, Bernoulli (probit) for two classes, softmax
   over one latent GP per class (``MulticlassSVGP``, shared inducing inputs) for more;
 * ``exact_gp_regression``: GPyTorch's exact GP, constant mean, RBF-ARD, Gaussian likelihood,
@@ -32,10 +32,10 @@ from gpytorch.distributions import MultivariateNormal
 from gpytorch.likelihoods import BernoulliLikelihood, SoftmaxLikelihood
 
 from zonal.experiments._baselines import InducingPointSVGP, inducing_point_model
-from zonal.fitting import class_probabilities
 from zonal.models import ZonalModel
-from zonal.recipes import gaussian_likelihood, scheduled_adam
-from zonal.targets import Target
+from zonal.tabular.metrics import class_probabilities
+from zonal.tabular.recipes import gaussian_likelihood, scheduled_adam
+from zonal.tabular.targets import Target
 
 #: the exact GP uses Cholesky factors (not GPyTorch's iterative solves) up to this many rows
 EXACT_CHOLESKY_ROWS = 5000

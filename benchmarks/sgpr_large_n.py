@@ -82,7 +82,7 @@ from zonal.experiments._baselines import InducingPointSVGP
 from zonal.experiments.seed002_common import continuous_depth_kernel, harmonic_features
 from zonal.models import SGPR, SVGP
 from zonal.models.training import StopTraining, adam_on_minibatches, fit_svgp
-from zonal.recipes import gaussian_likelihood
+from zonal.tabular.recipes import gaussian_likelihood
 
 FREQUENCIES = 5  # complete harmonics of degrees 0..4: 660 features in d = 9
 KERNEL_DEGREE = 8

@@ -18,7 +18,7 @@ from zonal.geometry import SphereEmbedding
 from zonal.kernels import ArcCosineKernel
 from zonal.models import SGPR, SVGP, ActivatedDGP, inducing_point_dgp
 from zonal.models.residual_dgp import residual_dgp
-from zonal.recipes import build_kernel, gaussian_likelihood, harmonic_features
+from zonal.tabular.recipes import build_kernel, gaussian_likelihood, harmonic_features
 
 SCALES = torch.tensor([0.7, 1.6, 0.4], dtype=torch.float64)
 INPUT_DIM = len(SCALES)

@@ -13,15 +13,17 @@ import pytest
 import torch
 from gpytorch.likelihoods import BernoulliLikelihood, SoftmaxLikelihood
 
-from zonal import recipes
 from zonal.cli import main
-from zonal.fitting import class_probabilities, fit_data, predict_data, predict_table
 from zonal.models import SVGP, ActivatedDGP
 from zonal.models.training import TrainingControl
-from zonal.recipes import UnsupportedLikelihoodError, resolve_spec
-from zonal.saved_model import load_model, save_model
-from zonal.tabular import TableError, read_table
-from zonal.targets import LabelError, Target, detect_target, label_texts
+from zonal.tabular import recipes
+from zonal.tabular.fitting import fit_data
+from zonal.tabular.metrics import class_probabilities
+from zonal.tabular.predict import predict_data, predict_table
+from zonal.tabular.recipes import UnsupportedLikelihoodError, resolve_spec
+from zonal.tabular.saved import load_model, save_model
+from zonal.tabular.tables import TableError, read_table
+from zonal.tabular.targets import LabelError, Target, detect_target, label_texts
 
 FAST = ["--model", "svgp-activated", "--num-inducing", "16", "--steps", "60", "--quiet"]
 

@@ -243,7 +243,8 @@ def test_help_imports_neither_torch_nor_the_fitting_layer():
         "        main(argv)\n"
         "    except SystemExit:\n"
         "        pass\n"
-        "heavy = sorted(m for m in ('torch', 'gpytorch', 'botorch', 'zonal.recipes') if m in sys.modules)\n"
+        "heavy = ('torch', 'gpytorch', 'botorch', 'zonal.tabular.recipes', 'numpy')\n"
+        "heavy = sorted(m for m in heavy if m in sys.modules)\n"
         "print(heavy)\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -251,8 +252,8 @@ def test_help_imports_neither_torch_nor_the_fitting_layer():
 
 
 def test_the_help_lists_every_recipe_with_its_defaults():
-    from zonal.fit_options import RECIPE_DEFAULTS, RECIPE_SUMMARIES
-    from zonal.recipes import RECIPES
+    from zonal.tabular.options import RECIPE_DEFAULTS, RECIPE_SUMMARIES
+    from zonal.tabular.recipes import RECIPES
 
     assert list(RECIPE_SUMMARIES) == list(RECIPES)
     for name, recipe in RECIPES.items():
@@ -266,13 +267,13 @@ def test_quiet_silences_the_numerical_libraries_warnings_only():
     import torch
     from linear_operator.utils.cholesky import psd_safe_cholesky
 
-    from zonal.cli import _quiet_numerics
+    from zonal.cli.fit import quiet_numerics
 
     singular = torch.ones(3, 3, dtype=torch.float64)  # rank one: the Cholesky adds jitter
     for quiet, expected in ((False, True), (True, False)):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            with _quiet_numerics(quiet):
+            with quiet_numerics(quiet):
                 psd_safe_cholesky(singular)
                 warnings.warn("zonal's own warning", UserWarning, stacklevel=1)
         messages = [str(w.message) for w in caught]

@@ -21,7 +21,7 @@ from gpytorch.kernels import ScaleKernel
 from zonal.features import ActivatedFeatures, InducingPoints, SphericalHarmonicFeatures
 from zonal.kernels import ArcCosineKernel
 from zonal.models import SGPR, SVGP, ActivatedDGP, ZonalModel, fit_svgp, inducing_point_dgp
-from zonal.recipes import gaussian_likelihood
+from zonal.tabular.recipes import gaussian_likelihood
 
 INPUT_DIM = 2
 DEVICES = ["cpu", *(["cuda"] if torch.cuda.is_available() else [])]

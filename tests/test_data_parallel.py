@@ -16,6 +16,12 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from zonal.features import SphericalHarmonicFeatures
+from zonal.kernels import ArcCosineKernel
+from zonal.models import SVGP, fit_svgp
+from zonal.models.activated_dgp import ActivatedDGP
+from zonal.models.dgp import DGP, inducing_point_dgp
+from zonal.models.residual_dgp import residual_dgp
 from zonal.scale.data_parallel import (
     DistributedNotInitialisedError,
     ShardError,
@@ -27,12 +33,6 @@ from zonal.scale.data_parallel import (
     shard_positions,
     train_data_parallel,
 )
-from zonal.features import SphericalHarmonicFeatures
-from zonal.kernels import ArcCosineKernel
-from zonal.models import SVGP, fit_svgp
-from zonal.models.activated_dgp import ActivatedDGP
-from zonal.models.dgp import DGP, inducing_point_dgp
-from zonal.models.residual_dgp import residual_dgp
 
 NUM_DATA = 40
 BATCH_SIZE = 13  # split 7 / 6 over two ranks, 5 / 4 / 4 over three

@@ -6,10 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from zonal import fitting
 from zonal.cli import main
-from zonal.fitting import fit_data, predict_data
-from zonal.saved_model import load_model, save_model
+from zonal.tabular import fitting
+from zonal.tabular.fitting import fit_data
+from zonal.tabular.predict import predict_data
+from zonal.tabular.saved import load_model, save_model
 
 
 def relevant_two_of_four(num_rows: int = 300) -> tuple[np.ndarray, np.ndarray]:

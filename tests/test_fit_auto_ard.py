@@ -8,11 +8,12 @@ import numpy as np
 import pytest
 import torch
 
-from zonal.fitting import fit_data, predict_data
 from zonal.models import ActivatedDGP
 from zonal.models.activated_dgp import train_network
-from zonal.recipes import gaussian_likelihood
-from zonal.saved_model import load_model, save_model
+from zonal.tabular.fitting import fit_data
+from zonal.tabular.predict import predict_data
+from zonal.tabular.recipes import gaussian_likelihood
+from zonal.tabular.saved import load_model, save_model
 
 
 def _scaled_dgp(input_dim: int = 3, seed: int = 0) -> ActivatedDGP:

@@ -1,7 +1,7 @@
 """How ``zonal fit --model auto`` spends its budget: the ``sgpr`` fallback skips the input scales
 when a deep candidate follows (``zonal.fitting.auto_uses_ard``) while the activated DGP learns
 them, and the activated DGP's network
-stage (three phases of falling learning rate) may use ``zonal.recipes.NETWORK_SHARE`` of its
+stage (three phases of falling learning rate) may use ``zonal.tabular.recipes.NETWORK_SHARE`` of its
 time."""
 
 from __future__ import annotations
@@ -11,9 +11,11 @@ import time
 import numpy as np
 import torch
 
-from zonal import fitting, recipes
-from zonal.fitting import auto_uses_ard, fit_data
 from zonal.models.training import TrainingControl
+from zonal.tabular import candidates, fitting, recipes
+from zonal.tabular.candidates import auto_uses_ard
+from zonal.tabular.fitting import fit_data
+from zonal.tabular.recipes import network
 
 
 def test_the_sgpr_fallback_learns_input_scales_only_without_a_deep_candidate():
@@ -36,7 +38,7 @@ def test_auto_trains_the_sgpr_without_scales_before_the_activated_dgp_with_them(
     x = rng.normal(size=(150, 3))
     y = np.sin(2 * x[:, 0]) + 0.05 * rng.normal(size=150)
     trained: dict[str, tuple[bool, object]] = {}
-    train = fitting.train
+    train = candidates.train
 
     def recording_train(spec, *args, **kwargs):
         fit, seconds = train(spec, *args, **kwargs)
@@ -45,7 +47,7 @@ def test_auto_trains_the_sgpr_without_scales_before_the_activated_dgp_with_them(
         trained[spec["model"]] = (spec["ard"], embedding)
         return fit, seconds
 
-    monkeypatch.setattr(fitting, "train", recording_train)
+    monkeypatch.setattr(candidates, "train", recording_train)
     monkeypatch.setattr(fitting, "auto_refinement", lambda scores, likelihood: "svgp")
     fit_data(x, y, feature_columns=list("abc"), num_inducing=16, steps=10)
     assert list(trained) == ["sgpr", "adgp", "svgp"]
@@ -66,14 +68,14 @@ def test_the_network_stage_uses_its_share_of_the_activated_dgps_budget(monkeypat
     x = torch.randn(64, 2, generator=generator, dtype=torch.float64)
     y = torch.sin(2 * x[:, 0])
     phases: list[tuple[float, int, float]] = []  # (learning rate, steps asked, end time)
-    train_network = recipes.train_network
+    train_network = network.train_network
 
     def timed_network(*args, **kwargs):
         losses = train_network(*args, **kwargs)
         phases.append((kwargs["lr"], kwargs["num_steps"], time.monotonic()))
         return losses
 
-    monkeypatch.setattr(recipes, "train_network", timed_network)
+    monkeypatch.setattr(network, "train_network", timed_network)
     budget, steps = 2.0, 10**6
     spec = recipes.resolve_spec(2, model="adgp", num_inducing=8, steps=steps, batch_size=32,
                                 learning_rate=0.01)  # fmt: skip

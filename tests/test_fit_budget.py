@@ -12,7 +12,7 @@ from zonal.features import SphericalHarmonicFeatures
 from zonal.kernels import PolynomialDecayKernel
 from zonal.models import SGPR
 from zonal.models.training import TrainingControl
-from zonal.recipes import resolve_spec, train_sgpr
+from zonal.tabular.recipes import resolve_spec, train_sgpr
 
 
 def _sgpr(num_points: int = 200, seed: int = 0) -> tuple[SGPR, torch.Tensor, torch.Tensor]:

@@ -1,4 +1,4 @@
-"""``zonal fit --model auto`` stacks its regression candidates (``zonal.fitting.stack_fits``): the
+"""``zonal fit --model auto`` stacks its regression candidates (``zonal.tabular.stacking.stack_fits``): the
 weights maximise the validation log density of the mixture, the stacked model is saved, reloaded
 and predicted like any other, and classification still picks one candidate."""
 
@@ -11,15 +11,18 @@ import pytest
 import torch
 
 from test_stacking import scipy_stacking_weights
-from zonal import fitting
 from zonal.cli import main
-from zonal.fitting import STACKED, fit_data, predict_data
 from zonal.models import SVGP
 from zonal.models.stacking import WEIGHT_RESOLUTION, StackedModel
-from zonal.recipes import AUTO_REFINEMENT_GAP, AUTO_REFINEMENT_SHARE, auto_refinement
-from zonal.saved_model import ModelFileError, load_model, save_model
-from zonal.tabular import TableError
-from zonal.targets import REGRESSION
+from zonal.tabular import candidates, fitting, stacking
+from zonal.tabular.fitting import fit_data
+from zonal.tabular.model import STACKED
+from zonal.tabular.predict import predict_data
+from zonal.tabular.recipes import AUTO_REFINEMENT_GAP, AUTO_REFINEMENT_SHARE, auto_refinement
+from zonal.tabular.saved import ModelFileError, load_model, save_model
+from zonal.tabular.split import Split
+from zonal.tabular.tables import TableError
+from zonal.tabular.targets import REGRESSION
 
 SMALL = {"num_inducing": 16, "steps": 10}
 
@@ -34,7 +37,7 @@ def regression_rows(num_rows: int = 160, seed: int = 0) -> tuple[np.ndarray, np.
 def fixed_weights(monkeypatch: pytest.MonkeyPatch, weights: list[float]) -> None:
     """Make ``stack_fits`` use ``weights`` (for tests of what is done with a stack, not of how
     its weights are found)."""
-    monkeypatch.setattr(fitting, "stacking_weights",
+    monkeypatch.setattr(stacking, "stacking_weights",
                         lambda log_densities: torch.tensor(weights, dtype=torch.float64))  # fmt: skip
 
 
@@ -234,13 +237,14 @@ def test_the_refinement_gets_its_share_of_the_budget_or_is_skipped(monkeypatch):
     """The refinement's deadline is the nearer of the overall deadline and its share of the
     budget from its start; it is skipped when less than half its share is left."""
     calls = []
-    train_candidates = fitting._train_candidates
+    train_candidates = candidates.train_candidates
 
     def recording(names, split, target, deadline, *args, **kwargs):
         calls.append((list(names), deadline, time.monotonic()))
         return train_candidates(names, split, target, deadline, *args, **kwargs)
 
-    monkeypatch.setattr(fitting, "_train_candidates", recording)
+    monkeypatch.setattr(fitting, "train_candidates", recording)
+    monkeypatch.setattr(candidates, "train_candidates", recording)
     force_refinement(monkeypatch)
     x, y = regression_rows()
     budget = 60.0
@@ -252,10 +256,10 @@ def test_the_refinement_gets_its_share_of_the_budget_or_is_skipped(monkeypatch):
     assert deadline == pytest.approx(called + AUTO_REFINEMENT_SHARE * budget, abs=0.1)
     # less than half the share left: skipped, nothing added
     fits, scores = {}, {}
-    split = fitting.Split(*[torch.zeros(0)] * 4)
+    split = Split(*[torch.zeros(0)] * 4)
     near = time.monotonic() + 0.4 * AUTO_REFINEMENT_SHARE * budget
-    interrupted = fitting._train_refinement("svgp", fits, scores, split, REGRESSION, near, budget,
-                                            False, 0, {})  # fmt: skip
+    interrupted = candidates.train_refinement("svgp", fits, scores, split, REGRESSION, near,
+                                              budget, False, 0, {})  # fmt: skip
     assert not interrupted and fits == {} and scores == {}
     assert len(calls) == 2
 

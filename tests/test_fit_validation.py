@@ -1,5 +1,5 @@
 """``zonal fit``'s validation split, early stopping, time budget, model choice, progress bar and
-Ctrl-C (``zonal.fitting``, ``zonal.models.training.TrainingControl``)."""
+Ctrl-C (``zonal.tabular.fitting``, ``zonal.models.training.TrainingControl``)."""
 
 from __future__ import annotations
 
@@ -10,13 +10,16 @@ import numpy as np
 import pytest
 import torch
 
-from zonal import recipes
 from zonal.cli import main
-from zonal.fitting import STACKED, fit_data, validation_split
+from zonal.models import SGPR
 from zonal.models.training import TrainingControl, adam_on_minibatches
-from zonal.recipes import auto_candidates, harmonic_layout
-from zonal.saved_model import load_model
-from zonal.targets import Target
+from zonal.tabular import recipes
+from zonal.tabular.fitting import fit_data
+from zonal.tabular.model import STACKED
+from zonal.tabular.recipes import auto_candidates, harmonic_layout
+from zonal.tabular.saved import load_model
+from zonal.tabular.split import validation_split
+from zonal.tabular.targets import Target
 
 
 def test_the_validation_split_is_seeded_stratified_and_disjoint():
@@ -236,7 +239,7 @@ def test_ctrl_c_before_any_model_exists_saves_nothing(tmp_path, capsys, monkeypa
     def interrupt(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(recipes.SGPR, "fit_statistics", interrupt)
+    monkeypatch.setattr(SGPR, "fit_statistics", interrupt)
     checkpoint = tmp_path / "model.pt"
     assert (
         main(["fit", str(data), "--target", "y", "--model", "sgpr", "-o", str(checkpoint)]) == 130

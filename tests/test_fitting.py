@@ -10,9 +10,10 @@ import pytest
 import torch
 
 from zonal.cli import main
-from zonal.fitting import fit_data, fit_table, predict_table
-from zonal.saved_model import FORMAT, load_model, save_model
-from zonal.tabular import TableError, read_table, write_table
+from zonal.tabular.fitting import fit_data, fit_table
+from zonal.tabular.predict import predict_table
+from zonal.tabular.saved import FORMAT, load_model, save_model
+from zonal.tabular.tables import TableError, read_table, write_table
 
 FAST = ["--num-inducing", "40", "--steps", "30"]
 TARGET_SHIFT, TARGET_SCALE = 10.0, 3.0

@@ -374,7 +374,7 @@ def test_gpytorch_deep_gp_starts_as_zonal_dgp():
     (without the lifted bias coordinate) and the same hidden-layer points for every output; its
     hidden layers' q(v) start at N(0, inner_scale^2 I) and its last layer's at N(0, I)."""
     from zonal.experiments._baselines import gpytorch_deep_gp
-    from zonal.recipes import build_inducing_point_dgp, gaussian_likelihood
+    from zonal.tabular.recipes import build_inducing_point_dgp, gaussian_likelihood
 
     x = torch.randn(30, 4, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     options = {"hidden_width": 3, "num_inducing": 6, "seed": 11}

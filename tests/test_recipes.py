@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from zonal import recipes
 from zonal.cli import build_parser
 from zonal.experiments import uci_dgp
 from zonal.experiments._dgp_common import build_inducing_point_dgp
-from zonal.recipes import RECIPES, get_recipe, resolve_spec
+from zonal.tabular import recipes
+from zonal.tabular.recipes import RECIPES, get_recipe, resolve_spec
 
 
 def data(count: int = 40, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:

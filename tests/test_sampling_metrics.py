@@ -16,9 +16,9 @@ from gpytorch.kernels import ScaleKernel
 from zonal.features import SphericalHarmonicFeatures
 from zonal.kernels import ArcCosineKernel
 from zonal.models import DGP, SVGP, fit_dgp, inducing_point_dgp
-from zonal.recipes import gaussian_likelihood
 from zonal.sampling import draw_posterior_paths
 from zonal.sampling.metrics import joint_log_predictive_density
+from zonal.tabular.recipes import gaussian_likelihood
 
 
 def data(count: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -22,8 +22,8 @@ from zonal.features import (
 from zonal.geometry import OnSphere
 from zonal.kernels import ArcCosineKernel, ChordalMaternKernel
 from zonal.models import SGPR, SVGP, fit_dgp, fit_svgp, inducing_point_dgp
-from zonal.recipes import gaussian_likelihood
 from zonal.sampling import DeepPaths, DrawnPaths, PriorSettings, draw_posterior_paths
+from zonal.tabular.recipes import gaussian_likelihood
 
 INPUT_DIM = 2
 DRAWS = 3000

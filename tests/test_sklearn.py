@@ -1,4 +1,4 @@
-"""``zonal.sklearn``: scikit-learn's estimator checks, and a classification round trip on digits."""
+"""``zonal.tabular.sklearn``: scikit-learn's estimator checks, and a classification round trip on digits."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from sklearn.pipeline import make_pipeline  # noqa: E402
 from sklearn.preprocessing import FunctionTransformer  # noqa: E402
 from sklearn.utils.estimator_checks import parametrize_with_checks  # noqa: E402
 
-from zonal.sklearn import ZonalClassifier, ZonalRegressor, expected_failed_checks  # noqa: E402
-from zonal.tabular import TableError  # noqa: E402
+from zonal.tabular.sklearn import ZonalClassifier, ZonalRegressor, expected_failed_checks  # noqa: E402
+from zonal.tabular.tables import TableError  # noqa: E402
 
 #: fast settings for the checks: a small SVGP, six Adam steps, no validation split (the checks fit
 #: tables of 10 to 30 rows, where 10% of a class rounds to no row: a named error by design)

@@ -19,7 +19,6 @@ from botorch.optim import optimize_acqf
 from botorch.sampling import SobolQMCNormalSampler
 from scipy.optimize import minimize, minimize_scalar
 
-from zonal import recipes
 from zonal.models.stacking import (
     WEIGHT_RESOLUTION,
     StackedModel,
@@ -27,6 +26,7 @@ from zonal.models.stacking import (
     stacking_weights,
 )
 from zonal.models.training import TrainingControl
+from zonal.tabular import recipes
 
 INPUT_DIM = 3
 NUM_ROWS = 200

@@ -12,21 +12,25 @@ import pytest
 import torch
 from scipy.stats import norm
 
-from zonal import streamed_fit as streamed
 from zonal.cli import main
 from zonal.datasets import Standardizer
-from zonal.fitting import fit_data, predict_data
-from zonal.recipes import UnsupportedLikelihoodError, build_sgpr
-from zonal.saved_model import load_model
-from zonal.streamed_fit import (
+from zonal.tabular import streamed
+from zonal.tabular.fitting import fit_data
+from zonal.tabular.predict import predict_data
+from zonal.tabular.recipes import UnsupportedLikelihoodError, build_sgpr
+from zonal.tabular.saved import load_model
+from zonal.tabular.streamed import (
     PartitionError,
     ResumeError,
     RunningMoments,
     held_out,
+    passes,
     state_path_for,
     streamed_fit,
 )
-from zonal.tabular import read_table, write_table
+from zonal.tabular.streamed import fit as fit_module
+from zonal.tabular.streamed import state as state_module
+from zonal.tabular.tables import read_table, write_table
 
 FAST = {"model": "sgpr", "kernel": "arccos", "num_inducing": 40, "steps": 15}
 COLUMNS = ("x0", "x1", "x2")
@@ -133,7 +137,8 @@ def test_predictions_and_validation_equal_the_in_memory_sgpr_on_the_same_rows(ta
 def test_auto_learns_input_scales_on_a_hash_subsample_then_sums_at_them(table, tmp_path,
                                                                         monkeypatch):  # fmt: skip
     _, paths, x, y, _ = table
-    monkeypatch.setattr(streamed, "ARD_SUBSAMPLE", 50)
+    monkeypatch.setattr(passes, "ARD_SUBSAMPLE", 50)
+    monkeypatch.setattr(fit_module, "ARD_SUBSAMPLE", 50)
     reader = streamed.PartitionReader(paths, "y", 64)
     first = streamed.first_pass(reader, validation_fraction=0.1, seed=0, ard=True)
     rows = np.flatnonzero(~held_out(np.arange(len(y)), 0, 0.1))
@@ -242,12 +247,12 @@ def test_an_interrupted_pass_resumes_without_counting_a_row_twice(
     _, paths, _, _, uninterrupted = table
     output = tmp_path / "model.pt"
     stop = _StopAfter(5, error)
-    monkeypatch.setattr(streamed, "accumulate_chunk", stop)
+    monkeypatch.setattr(passes, "accumulate_chunk", stop)
     with pytest.raises(error):
         streamed_fit(paths, "y", output=output, chunk_size=64, checkpoint_every=2, **FAST)
     assert stop.calls == 5 and not output.exists() and state_path_for(output).exists()
     resumed = _StopAfter(None)
-    monkeypatch.setattr(streamed, "accumulate_chunk", resumed)
+    monkeypatch.setattr(passes, "accumulate_chunk", resumed)
     fitted = streamed_fit(paths, "y", output=output, chunk_size=64, checkpoint_every=2, **FAST)
     # 150, 130, 120 rows in chunks of 64: 3 + 3 + 2 chunks, each with training rows
     assert resumed.calls == 8 - saved_chunks
@@ -263,10 +268,10 @@ def test_a_changed_input_or_setting_refuses_to_resume_and_restart_starts_again(
     _, _, x, y, uninterrupted = table
     copies = _write_partitions(tmp_path / "parts", x, y, [150, 130, 120])
     output = tmp_path / "model.pt"
-    monkeypatch.setattr(streamed, "accumulate_chunk", _StopAfter(3))
+    monkeypatch.setattr(passes, "accumulate_chunk", _StopAfter(3))
     with pytest.raises(KeyboardInterrupt):
         streamed_fit(copies, "y", output=output, chunk_size=64, **FAST)
-    monkeypatch.setattr(streamed, "accumulate_chunk", _ACCUMULATE)
+    monkeypatch.setattr(passes, "accumulate_chunk", _ACCUMULATE)
     original, stat = copies[2].read_bytes(), copies[2].stat()
     with copies[2].open("a") as handle:
         handle.write("0.5,5.0,-2.0,11.0\n")
@@ -329,12 +334,12 @@ def test_cli_ctrl_c_saves_the_progress_and_the_same_command_resumes(tmp_path, ca
     data = _write_partitions(tmp_path, x, y, [300])[0]
     command = ["fit", str(data), "--target", "y", "--chunk-size", "50", "--model", "sgpr",
                "--kernel", "arccos", "--num-inducing", "40", "--steps", "15", "--quiet"]  # fmt: skip
-    monkeypatch.setattr(streamed, "accumulate_chunk", _StopAfter(2))
+    monkeypatch.setattr(passes, "accumulate_chunk", _StopAfter(2))
     assert main(command) == 130
     state = state_path_for(tmp_path / "part-0.zonal.pt")
     assert f"progress saved in {state}; run the same command to resume" in capsys.readouterr().err
     resumed = _StopAfter(None)
-    monkeypatch.setattr(streamed, "accumulate_chunk", resumed)
+    monkeypatch.setattr(passes, "accumulate_chunk", resumed)
     assert main(command) == 0
     assert resumed.calls == 6 - 2 and not state.exists()  # 300 rows in chunks of 50
 
@@ -342,10 +347,10 @@ def test_cli_ctrl_c_saves_the_progress_and_the_same_command_resumes(tmp_path, ca
 def test_a_flipped_bit_in_the_saved_state_is_refused_not_resumed(table, tmp_path, monkeypatch):
     _, paths, _, _, _ = table
     output = tmp_path / "model.pt"
-    monkeypatch.setattr(streamed, "accumulate_chunk", _StopAfter(3))
+    monkeypatch.setattr(passes, "accumulate_chunk", _StopAfter(3))
     with pytest.raises(KeyboardInterrupt):
         streamed_fit(paths, "y", output=output, chunk_size=64, **FAST)
-    monkeypatch.setattr(streamed, "accumulate_chunk", _ACCUMULATE)
+    monkeypatch.setattr(passes, "accumulate_chunk", _ACCUMULATE)
     state = state_path_for(output)
     data = bytearray(state.read_bytes())
     data[len(data) // 2] ^= 0x01  # one bit somewhere in the tensors
@@ -366,9 +371,9 @@ def test_ctrl_c_while_the_state_is_written_completes_the_write_then_stops(tmp_pa
     monkeypatch.setattr(torch, "save", save_then_interrupt)
     path = tmp_path / "state.pt"
     with pytest.raises(KeyboardInterrupt):
-        streamed._save_state(path, {"totals": torch.arange(5.0)})
+        state_module.save_state(path, {"totals": torch.arange(5.0)})
     monkeypatch.setattr(torch, "save", real_save)
-    assert torch.equal(streamed._read_state(path)["totals"], torch.arange(5.0))
+    assert torch.equal(state_module.read_state(path)["totals"], torch.arange(5.0))
 
 
 def test_an_interrupt_in_the_first_pass_does_not_promise_a_resume(tmp_path, capsys, monkeypatch):
@@ -378,7 +383,7 @@ def test_an_interrupt_in_the_first_pass_does_not_promise_a_resume(tmp_path, caps
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(streamed, "first_pass", interrupted)
+    monkeypatch.setattr(fit_module, "first_pass", interrupted)
     code = main(["fit", str(data), "--target", "y", "--model", "sgpr", "--chunk-size", "50"])
     assert code == 130
     err = capsys.readouterr().err

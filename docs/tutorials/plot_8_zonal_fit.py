@@ -58,7 +58,7 @@ print(predictions.head())
 from sklearn.pipeline import make_pipeline  # noqa: E402
 from sklearn.preprocessing import QuantileTransformer  # noqa: E402
 
-from zonal.sklearn import ZonalRegressor  # noqa: E402
+from zonal.tabular.sklearn import ZonalRegressor  # noqa: E402
 
 pipeline = make_pipeline(
     QuantileTransformer(n_quantiles=200, output_distribution="normal"),

@@ -25,7 +25,7 @@ from gpytorch.models.deep_gps import DeepGP, DeepGPLayer
 
 from zonal.models import ZonalModel
 from zonal.models.dgp import initial_inducing_points
-from zonal.recipes import gaussian_likelihood
+from zonal.tabular.recipes import gaussian_likelihood
 from zonal.variational.families import write_gaussian
 
 POINT_KERNELS = ("rbf", "matern52", "arccos")

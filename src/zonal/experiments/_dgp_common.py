@@ -30,8 +30,8 @@ from typing import Any
 
 import torch
 
-from zonal import recipes
 from zonal.models.training import PlateauSchedule
+from zonal.tabular import recipes
 
 MODEL_NAMES = ("ADGP-1", "ADGP-3", "DGP-1", "DGP-3")
 

@@ -98,7 +98,7 @@ def build_model(kind: str, input_dim: int, config: dict[str, Any], seed: int):
     """The Gaussian SVGP with ``kind`` features and the polynomial-decay kernel."""
     from zonal.experiments.seed002_common import continuous_depth_kernel, harmonic_features
     from zonal.models import SVGP
-    from zonal.recipes import gaussian_likelihood
+    from zonal.tabular.recipes import gaussian_likelihood
 
     ambient_dim = input_dim + 1
     kernel = continuous_depth_kernel(ambient_dim, config["kernel_degree"], config["initial_beta"])

@@ -37,7 +37,9 @@ try:
     from sklearn.utils.multiclass import check_classification_targets
     from sklearn.utils.validation import check_is_fitted, validate_data
 except ImportError as error:  # pragma: no cover - the optional extra is missing
-    raise ImportError("zonal.tabular.sklearn needs scikit-learn: pip install 'zonal[sklearn]'") from error
+    raise ImportError(
+        "zonal.tabular.sklearn needs scikit-learn: pip install 'zonal[sklearn]'"
+    ) from error
 
 from zonal.tabular.fitting import fit_data
 from zonal.tabular.model import TabularModel

@@ -1,0 +1,7 @@
+"""``python -m zonal.cli``: the ``zonal`` command."""
+
+import sys
+
+from zonal.cli import main
+
+sys.exit(main())
