@@ -274,7 +274,7 @@ def run_banana_dgp(config: dict[str, Any], run_dir: RunDirectory) -> dict[str, A
             f"{float(layer.covar_module.outputscale.detach()):.3g}" for layer in model.layers
         )
 
-    run_dir.save_table("confidence.csv", rows, columns=_columns(rows))
+    run_dir.save_table("confidence.csv", rows)
     _plot(run_dir, axis_0, axis_1, maps, far, x_train, y_train, depths)
     by_name = {row["model"]: row for row in rows}
     return {
@@ -290,13 +290,6 @@ def run_banana_dgp(config: dict[str, Any], run_dir: RunDirectory) -> dict[str, A
         "num_far_points": int(far.sum()),
         "num_train": len(x_train),
     }
-
-
-def _columns(rows: list[dict[str, Any]]) -> list[str]:
-    columns: list[str] = []
-    for row in rows:
-        columns.extend(key for key in row if key not in columns)
-    return columns
 
 
 def _plot(

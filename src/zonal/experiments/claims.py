@@ -178,13 +178,41 @@ CLAIMS: tuple[Claim, ...] = (
     ),
     Claim(
         "3",
-        "one-pass harmonic SGPR against SVGP on the largest regression set: time to equal RMSE",
+        "one-pass harmonic SGPR against SVGPs trained to their plateau: time to equal test RMSE",
         "seed 001 ch. 3",
-        None,
-        "OMP_NUM_THREADS=1 .venv/bin/python benchmarks/sgpr_large_n.py --dataset flights",
-        data="stand-in: NYC flights 2013 (336,776 rows) for the 6-million-row airline data",
+        "vish-flights",
+        f"{_RUN} vish-flights --protocol converged",
+        data="stand-in: NYC flights 2013 (273,853 rows) for the 6-million-row airline data",
         comparable=False,
-        notes="A benchmark, not an experiment: see the benchmarks page for its figures.",
+        statistics=(
+            Statistic(
+                "RBF SVGP time / SGPR time",
+                {"model": "rbf-svgp"},
+                "speedup",
+                seed_value=100.0,
+            ),
+            Statistic("zonal SVGP time / SGPR time", {"model": "zonal-svgp"}, "speedup"),
+            Statistic(
+                "SGPR RMSE / RBF SVGP best RMSE",
+                {"model": "rbf-svgp"},
+                "accuracy_ratio",
+                seed_value=1.0,
+                better="lower",
+                tolerance=0.01,
+            ),
+            Statistic("SGPR RMSE", {"model": "sgpr"}, "rmse", better="lower"),
+            Statistic("RBF SVGP best RMSE", {"model": "rbf-svgp"}, "best_rmse", better="lower"),
+            Statistic("zonal SVGP best RMSE", {"model": "zonal-svgp"}, "best_rmse", better="lower"),
+            Statistic("SGPR CPU seconds", {"model": "sgpr"}, "seconds", better="lower"),
+        ),
+        notes="The seed's number is its abstract's: 'two orders of magnitude faster compared to "
+        "standard sparse GPs, while retaining state of the art accuracy' (a speed-up of 100 at "
+        "an accuracy ratio of at most 1; the 1% tolerance on the ratio is ours). A speed-up is "
+        "the SVGP's CPU seconds to first reach the SGPR's test RMSE over the SGPR's whole fit "
+        "(statistics pass and L-BFGS); where an SVGP never reached it before its plateau, its "
+        "whole training time stands in (a lower bound; `speedup_is_lower_bound` in the run's "
+        "results.csv). The benchmark `benchmarks/sgpr_large_n.py` measures the same at growing "
+        "N and on synthetic data up to 10^7 rows.",
     ),
     Claim(
         "4",

@@ -123,13 +123,16 @@ class RunDirectory:
     def save_table(
         self, name: str, rows: Iterable[Mapping[str, Any]], columns: Sequence[str] | None = None
     ) -> Path:
-        """Write ``rows`` (one mapping per row) as CSV; ``columns`` defaults to the first row's keys."""
+        """Write ``rows`` (one mapping per row) as CSV; ``columns`` defaults to every key that
+        occurs in ``rows``, in first-seen order (a row without a key gets an empty cell)."""
         rows = list(rows)
         if columns is None:
-            columns = list(rows[0]) if rows else []
+            columns = list(dict.fromkeys(key for row in rows for key in row))
         path = self.file(name)
         with atomic_writer(path, "w") as handle:
-            writer = csv.DictWriter(handle, fieldnames=list(columns), lineterminator="\n")
+            writer = csv.DictWriter(
+                handle, fieldnames=list(columns), restval="", lineterminator="\n"
+            )
             writer.writeheader()
             writer.writerows(rows)
         return path

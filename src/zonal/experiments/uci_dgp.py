@@ -571,7 +571,7 @@ def run_uci_dgp(config: dict[str, Any], run_dir: RunDirectory) -> dict[str, Any]
 
     summary = summarise(rows, config)
     results = [without_curve(r) for r in rows]
-    run_dir.save_table("results.csv", results, columns=_columns(results))
+    run_dir.save_table("results.csv", results)
     run_dir.save_table("curves.csv", curve_rows(rows, ("dataset", "split", "model")))
     run_dir.save_table("summary.csv", summary)
     run_dir.save_text("table1.md", table_markdown(summary))
@@ -594,14 +594,6 @@ def run_uci_dgp(config: dict[str, Any], run_dir: RunDirectory) -> dict[str, Any]
     metrics["num_fits"] = len(rows)
     metrics["converged_fits"] = sum(bool(r.get("converged", False)) for r in rows)
     return metrics
-
-
-def _columns(rows: list[dict[str, Any]]) -> list[str]:
-    """Every key that occurs in ``rows``, in first-seen order (ADGP rows have ``network_mse``)."""
-    columns: list[str] = []
-    for row in rows:
-        columns.extend(key for key in row if key not in columns)
-    return columns
 
 
 def _plot_traces(
