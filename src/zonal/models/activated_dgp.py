@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
+from typing import cast
 
 import torch
 from botorch.models.transforms.input import InputTransform
@@ -116,10 +117,15 @@ class ActivatedDGP(DGP):
         self.mean_kind = mean
 
     # ------------------------------------------------------------------ network <-> DGP
+    def _dgp_layers(self) -> list[DGPLayer]:
+        """The layers (``layers`` holds them as a ModuleList)."""
+        return cast("list[DGPLayer]", list(self.layers))
+
     @staticmethod
     def _layer_coefficients(layer: DGPLayer) -> torch.Tensor:
         """sigma_n restricted to the levels the layer's kernel keeps: [N~ + 1]."""
-        return layer.features.kept_coefficients(layer.covar_module).detach()
+        features, _ = _activated_parts(layer)
+        return features.kept_coefficients(layer.covar_module).detach()
 
     @staticmethod
     def _output_weights(layer: DGPLayer) -> torch.Tensor:
@@ -130,8 +136,8 @@ class ActivatedDGP(DGP):
     def to_torch_module(self) -> ActivatedNetwork:
         """The network whose forward pass equals ``posterior_mean`` (seed 000 eq. 4)."""
         network_layers = []
-        for layer in self.layers:
-            features = layer.features
+        for layer in self._dgp_layers():
+            features, embedding = _activated_parts(layer)
             width_in = layer.input_dims
             width_out = layer.output_dims or 1
             net_layer = ActivatedLayer(
@@ -139,9 +145,9 @@ class ActivatedDGP(DGP):
                 features.num_inducing,
                 width_out,
                 self._layer_coefficients(layer),
-                bias=float(layer.input_map.bias),
+                bias=float(embedding.bias),
                 output_bias=self.mean_kind == "constant",
-                input_scales=layer.input_map.input_scales,
+                input_scales=embedding.input_scales,
             )
             with torch.no_grad():
                 net_layer.raw_weights.copy_(features.weights)
@@ -157,7 +163,7 @@ class ActivatedDGP(DGP):
         network = self.to_torch_module()
         generator = torch.Generator().manual_seed(seed)
         fresh = []
-        for layer in network:
+        for layer in _network_layers(network):
             fresh.append(
                 ActivatedLayer(
                     layer.input_dim,
@@ -195,16 +201,17 @@ class ActivatedDGP(DGP):
         experiment: 1e-3 starts a deep regression model at the network). ``variational_scale``
         then sets every q covariance to scale^2 I (``set_variational_scale``).
         """
-        layers = list(network)
+        layers = _network_layers(network)
         if len(layers) != len(self.layers):
             raise ValueError(f"the network has {len(layers)} layers, the DGP {len(self.layers)}")
         if kernel_variance is not None:
             if kernel_variance <= 0:
                 raise ValueError(f"kernel_variance must be positive, got {kernel_variance}")
-            for layer in self.layers:
+            for layer in self._dgp_layers():
                 layer.covar_module.outputscale = kernel_variance
-        for index, (net_layer, layer) in enumerate(zip(layers, self.layers, strict=True)):
-            expected = (layer.input_dims, layer.features.num_inducing, layer.output_dims or 1)
+        for index, (net_layer, layer) in enumerate(zip(layers, self._dgp_layers(), strict=True)):
+            features, embedding = _activated_parts(layer)
+            expected = (layer.input_dims, features.num_inducing, layer.output_dims or 1)
             found = (net_layer.input_dim, net_layer.hidden_width, net_layer.output_dim)
             if expected != found:
                 raise ValueError(
@@ -219,11 +226,11 @@ class ActivatedDGP(DGP):
                     f"layer {index}: the network's activation coefficients differ from the DGP's "
                     f"({tuple(net_layer.coefficients.shape)} vs {tuple(coefficients.shape)})"
                 )
-            if float(net_layer.bias) != float(layer.input_map.bias):
+            if float(net_layer.bias) != float(embedding.bias):
                 raise ValueError(
-                    f"layer {index}: bias {float(net_layer.bias)} vs {float(layer.input_map.bias)}"
+                    f"layer {index}: bias {float(net_layer.bias)} vs {float(embedding.bias)}"
                 )
-            scales, embedding = net_layer.input_scales, layer.input_map
+            scales = net_layer.input_scales
             if (scales is None) != (getattr(embedding, "input_scales", None) is None):
                 raise ValueError(
                     f"layer {index}: the network {'has' if scales is not None else 'lacks'} "
@@ -233,7 +240,7 @@ class ActivatedDGP(DGP):
                 embedding.raw_input_scales.copy_(
                     embedding.input_scales_constraint.inverse_transform(scales.detach())
                 )
-            layer.features.raw_weights.copy_(net_layer.weights)
+            features.raw_weights.copy_(net_layer.weights)
             strategy = layer.variational_strategy
             weights = net_layer.output_weights.detach().mT  # B [P, M]
             shape = strategy._variational_distribution.batch_shape + weights.shape[-1:]
@@ -245,6 +252,18 @@ class ActivatedDGP(DGP):
         if variational_scale is not None:
             self.set_variational_scale(variational_scale)
         return self
+
+
+def _activated_parts(layer: DGPLayer) -> tuple[ActivatedFeatures, SphereEmbedding]:
+    """A layer's features and input map, of the types an activated DGP builds."""
+    features, embedding = layer.features, layer.input_map
+    assert isinstance(features, ActivatedFeatures) and isinstance(embedding, SphereEmbedding)
+    return features, embedding
+
+
+def _network_layers(network: ActivatedNetwork) -> list[ActivatedLayer]:
+    """The layers of an activated network (an ``nn.Sequential`` of them)."""
+    return cast("list[ActivatedLayer]", list(network))
 
 
 def probit_cross_entropy(output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
@@ -331,14 +350,25 @@ def two_stage_fit(
     applies to both stages.
     """
     network = model.network_like(seed)
-    shared = {"batch_size": batch_size, "lr": lr, "seed": seed, "plateau": plateau}
-    network_losses = train_network(network, x, y, loss=loss, num_steps=network_steps, **shared)
+    network_losses = train_network(
+        network,
+        x,
+        y,
+        loss=loss,
+        num_steps=network_steps,
+        batch_size=batch_size,
+        lr=lr,
+        seed=seed,
+        plateau=plateau,
+    )
     model.from_torch_module(
         network, kernel_variance=kernel_variance, variational_scale=initial_scale
     )
     if isinstance(model.likelihood, GaussianLikelihood) and loss == "mse":
         noise_from_network(model.likelihood, network, x, y)
-    elbo_losses = fit_dgp(model, x, y, num_steps=elbo_steps, **shared)
+    elbo_losses = fit_dgp(
+        model, x, y, num_steps=elbo_steps, batch_size=batch_size, lr=lr, seed=seed, plateau=plateau
+    )
     return {"network": network_losses, "elbo": elbo_losses}
 
 

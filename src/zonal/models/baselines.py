@@ -16,6 +16,7 @@ deep GP with inducing points on the extracted features.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import cast
 
 import torch
 from gpytorch.likelihoods import SoftmaxLikelihood
@@ -74,7 +75,8 @@ class DeepEnsembleClassifier(ImageClassifier):
         self.members = torch.nn.ModuleList(members)
 
     def _probabilities(self, images: torch.Tensor) -> torch.Tensor:
-        probabilities = [member.predict_proba(images) for member in self.members]
+        members = cast("list[ImageClassifier]", list(self.members))  # from a ModuleList
+        probabilities = [member.predict_proba(images) for member in members]
         return torch.stack(probabilities).mean(0)  # [n, C]
 
 

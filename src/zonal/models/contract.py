@@ -149,14 +149,15 @@ class ZonalModel(Model, FantasizeMixin):
                 f"inputs must have shape [N, {input_dim}] (or [..., N, {input_dim}]): the model's "
                 f"input dimension is {input_dim}, got {tuple(X.shape)}"
             )
-        reference = next(self.parameters(), None)
+        reference: torch.Tensor | None = next(self.parameters(), None)
         if reference is None:
             reference = next(self.buffers())
         X = X.to(device=reference.device, dtype=reference.dtype)
         check_finite(X, "inputs")
         return X
 
-    def posterior(
+    # BoTorch's Model and FantasizeMixin declare incompatible ``posterior`` signatures: Model's here
+    def posterior(  # type: ignore[override]
         self,
         X: torch.Tensor,
         output_indices: list[int] | None = None,

@@ -228,11 +228,11 @@ class HybridNetwork(ImageClassifier):
         super().__init__(image_shape, num_classes)
         if not 0 <= dropout < 1:
             raise ValueError(f"the dropout rate must lie in [0, 1), got {dropout}")
-        self.extractor, self.head, self.dropout = extractor, head, float(dropout)
         if not isinstance(head, nn.Sequential):
             raise ValueError(
                 f"the head must be an nn.Sequential of layers, got {type(head).__name__}"
             )
+        self.extractor, self.head, self.dropout = extractor, head, float(dropout)
         first = head[0] if len(head) else None
         # ActivatedNetwork layers name their width input_dim, torch's Linear in_features
         expected = getattr(first, "input_dim", getattr(first, "in_features", None))

@@ -19,7 +19,8 @@ differentiable function of X, as ``optimize_acqf`` needs; None draws afresh each
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, cast
 
 import gpytorch
 import torch
@@ -50,6 +51,9 @@ from zonal.models.training import (
 )
 from zonal.variational import InterDomainVariationalStrategy
 from zonal.variational.online import conditioned_marginal, online_update
+
+if TYPE_CHECKING:
+    from zonal.models.vector_field import GaussianVectorField
 
 #: Monte Carlo samples of the inner layers in a deep model's posterior
 POSTERIOR_SAMPLES = 32
@@ -164,7 +168,7 @@ class DGP(DeepGP, ZonalModel):
 
     def __init__(
         self,
-        layers: list[DGPLayer],
+        layers: Sequence[DGPLayer | GaussianVectorField],
         likelihood: Likelihood | None = None,
         *,
         num_posterior_samples: int = POSTERIOR_SAMPLES,
@@ -245,7 +249,7 @@ class DGP(DeepGP, ZonalModel):
     def _output_marginal(self, h: torch.Tensor) -> MultivariateNormal:
         """The last layer's q(f) at its inputs h [*b, S, q, D_L]: the fitted q(u), or the
         online-conditioned one of a conditioned model (``zonal.variational.online``)."""
-        layer = self.layers[-1]
+        layer = cast(DGPLayer, self.layers[-1])  # ``layers`` is a ModuleList
         update = getattr(self, "_online", None)
         if update is None:
             return layer(h, are_samples=True)
@@ -290,13 +294,13 @@ class DGP(DeepGP, ZonalModel):
 
     def set_variational_scale(self, scale: float) -> None:
         """Every layer's q covariance to scale^2 I (whitened: relative to the prior)."""
-        for layer in self.layers:
+        for layer in cast("Iterable[DGPLayer | GaussianVectorField]", self.layers):
             layer.variational_strategy.set_variational_scale(scale)
 
     def posterior_mean(self, x: torch.Tensor) -> torch.Tensor:
         """The composition of the layers' posterior means (seed 000 eq. 3): [N] or [N, P]."""
         h = x
-        for layer in self.layers:
+        for layer in cast("Iterable[DGPLayer]", self.layers):
             h = layer.mean_function(h)
             if h.dim() == 1 and layer is not self.layers[-1]:
                 h = h.unsqueeze(-1)

@@ -32,7 +32,7 @@ class IdentityMean(Mean):
         return torch.diagonal(h, dim1=-3, dim2=-1).transpose(-1, -2)  # [..., P, N]
 
 
-def make_mean(kind: str, input_dim: int, num_outputs: int, *, lifted: bool = True) -> Mean | None:
+def make_mean(kind: str, input_dim: int, num_outputs: int, *, lifted: bool = True) -> Mean:
     """``"zero"``, ``"constant"``, ``"identity"`` or ``"linear"`` (affine in h: linear in [h, b]).
 
     ``lifted``: the mean sees [h, b] (a ``SphereEmbedding``) rather than h itself (``OnSphere``).

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from typing import cast
 
 import gpytorch
 import torch
@@ -105,12 +106,12 @@ class ResidualDGP(DGP):
     @property
     def fields(self) -> list[GaussianVectorField]:
         """The hidden layers v^1, ..., v^{L-1}."""
-        return list(self.layers[:-1])
+        return cast("list[GaussianVectorField]", list(self.layers[:-1]))  # from a ModuleList
 
     @property
     def output_layer(self) -> DGPLayer:
         """g, the GP on the sphere that gives the output."""
-        return self.layers[-1]
+        return cast(DGPLayer, self.layers[-1])
 
     def to_sphere(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         """(z [..., N, d] on the sphere, radii r [..., N] or None without an embedding)."""

@@ -115,6 +115,14 @@ class SGPR(ZonalModel):
     caller: the statistics are computed for the features at the time of ``fit_statistics``).
     """
 
+    # buffers: the sufficient statistics (``STATISTICS``) and the input scales they were taken at
+    stat_gram: torch.Tensor
+    stat_cross: torch.Tensor
+    stat_yy: torch.Tensor
+    stat_radius2: torch.Tensor
+    stat_count: torch.Tensor
+    stat_input_scales: torch.Tensor
+
     def __init__(
         self,
         kernel: Kernel,
@@ -238,7 +246,7 @@ class SGPR(ZonalModel):
         x: torch.Tensor | np.ndarray | None = None,
         y: torch.Tensor | np.ndarray | None = None,
         *,
-        chunks: Iterable[tuple[torch.Tensor, torch.Tensor]] | None = None,
+        chunks: Iterable[tuple[torch.Tensor | np.ndarray, torch.Tensor | np.ndarray]] | None = None,
         chunk_size: int = 4096,
         dtype: torch.dtype | None = None,
     ) -> None:
@@ -465,7 +473,7 @@ class SGPR(ZonalModel):
         projected = torch.linalg.solve_triangular(factor, scaled, upper=False)  # P [*b, M, q]
         cross = (root * self.stat_cross).unsqueeze(-1)  # Lambda^{1/2} c [*F, *b_c, M, 1]
         target = torch.linalg.solve_triangular(factor, cross, upper=False)  # r [*F, *b_c, M, 1]
-        minus = [scaled]
+        subtracted = [scaled]
         rows = getattr(self, "_new_rows", None)  # [*b_c, q', M]
         if rows is not None:
             update = (rows * root).mT / noise.sqrt()  # U [*b_c, M, q']
@@ -474,10 +482,12 @@ class SGPR(ZonalModel):
             inner = cholesky(eye + solved.mT @ solved, name="I + V^T V (new rows)")  # L_C
             correction = torch.cholesky_solve(solved.mT @ target, inner)  # C^-1 V^T r
             target = target - solved @ correction  # [*F, *b_c, M, 1]
-            minus.append(torch.linalg.solve_triangular(inner, solved.mT @ projected, upper=False))
+            subtracted.append(
+                torch.linalg.solve_triangular(inner, solved.mT @ projected, upper=False)
+            )
         mean = (projected.mT @ target).squeeze(-1) / noise  # [*B, q]
-        batch_shape = torch.broadcast_shapes(mean.shape[:-1], *(m.shape[:-2] for m in minus))
-        minus = torch.cat([m.expand(*batch_shape, *m.shape[-2:]) for m in minus], dim=-2)
+        batch_shape = torch.broadcast_shapes(mean.shape[:-1], *(m.shape[:-2] for m in subtracted))
+        minus = torch.cat([m.expand(*batch_shape, *m.shape[-2:]) for m in subtracted], dim=-2)
         correction = RootDifferenceLinearOperator(projected, minus, batch_shape)  # P^T P - ...
         prior = self.kernel(lifted)
         prior = prior.expand(*batch_shape, *prior.shape[-2:])

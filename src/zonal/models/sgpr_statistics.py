@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar, runtime_checkable
 
 import torch
 
@@ -64,18 +64,31 @@ def mirror_upper(total: torch.Tensor) -> torch.Tensor:
     return upper + upper.triu(1).mT
 
 
+@runtime_checkable
+class _FactoredFeatures(Protocol):
+    """Features in the factored form phi = F Z (the harmonic features)."""
+
+    def zonal_basis(self, x: torch.Tensor, **options: torch.Tensor | None) -> torch.Tensor: ...
+
+    def basis_factors(self) -> list[torch.Tensor]: ...
+
+
+class _End:
+    """The end of ``read_ahead``'s items (an object no item can be)."""
+
+
 def read_ahead(chunks: Iterable[Item]) -> Iterator[Item]:
     """The items of ``chunks``, each read (``next``) in a background thread while the caller works
     on the one before: reading a file (numpy, pandas, pyarrow) and torch's kernels release the GIL,
     so the two overlap. Errors surface where the item would have been; closing the iterator early
     waits for at most the one item being read."""
     iterator = iter(chunks)
-    end = object()
+    end = _End()
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="zonal-read-ahead") as pool:
         pending = pool.submit(next, iterator, end)
         while True:
             item = pending.result()
-            if item is end:
+            if isinstance(item, _End):
                 return
             pending = pool.submit(next, iterator, end)
             yield item
@@ -98,7 +111,11 @@ class StatisticsKernel:
         self.model = model
         self.dtype = dtype
         features = model.features
-        self.factored = hasattr(features, "zonal_basis") and hasattr(features, "basis_factors")
+        # the features in their factored form, or None (``kuf`` rows, F = I)
+        self._factored: _FactoredFeatures | None = (
+            features if isinstance(features, _FactoredFeatures) else None
+        )
+        self.factored = self._factored is not None
         self._buffer: torch.Tensor | None = None
 
     def empty(self) -> list[torch.Tensor]:
@@ -116,14 +133,14 @@ class StatisticsKernel:
         model = self.model
         lifted = model.input_map.lift(x)  # [n, ambient_dim]
         radius2 = model._squared_radius(lifted).sum().to(torch.float64)
-        if not self.factored:
+        if self._factored is None:
             return model.features.kuf(model.kernel, lifted).mT.to(self.dtype), radius2  # [n, M]
         unit, radius = unit_and_radius(model.kernel, lifted)  # [n, d], [n] or None
         rows, size = len(unit), model.features.num_inducing
         buffer = self._buffer
         if buffer is None or len(buffer) < rows or buffer.device != unit.device:
             buffer = self._buffer = unit.new_empty(rows, size, dtype=self.dtype)
-        zonal = model.features.zonal_basis(
+        zonal = self._factored.zonal_basis(
             unit.to(self.dtype), row_scale=radius, out=buffer[:rows]
         )  # [n, M], rows r_i Z(z_i)
         return zonal, radius2
@@ -145,8 +162,8 @@ class StatisticsKernel:
         model's dtype and device: the triangle mirrored, then A = F G F^T, c = F s (float64)."""
         gram = mirror_upper(totals[0].to(torch.float64))  # [M, M]
         cross = totals[1].to(torch.float64)  # [M]
-        if self.factored:
-            factors = [f.to(gram) for f in self.model.features.basis_factors()]  # each [m, m]
+        if self._factored is not None:
+            factors = [f.to(gram) for f in self._factored.basis_factors()]  # each [m, m]
             sizes = [len(factor) for factor in factors]
             gram = torch.cat(
                 [f @ rows for f, rows in zip(factors, gram.split(sizes), strict=True)]

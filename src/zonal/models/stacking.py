@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Protocol, cast
 
 import torch
 from gpytorch.distributions import MultivariateNormal
@@ -101,6 +102,20 @@ def quantize_weights(
     return units / resolution
 
 
+class _DeepComponent(Protocol):
+    """What an ensemble component (``_is_ensemble``: a deep GP, a stack) offers."""
+
+    posterior_seed: int | None
+    num_posterior_samples: int
+
+
+def _num_samples(component: ZonalModel) -> int:
+    """S_k, the Monte Carlo components of an ensemble component; 1 for any other."""
+    if not component._is_ensemble:
+        return 1
+    return cast(_DeepComponent, component).num_posterior_samples
+
+
 class StackedModel(ZonalModel):
     """The mixture sum_k w_k p_k(y | x) of trained single-output regression models (the module
     docstring; weights from ``stacking_weights``).
@@ -114,6 +129,7 @@ class StackedModel(ZonalModel):
     """
 
     _is_ensemble = True
+    weights: torch.Tensor  # buffer [K]
 
     def __init__(
         self, components: Sequence[ZonalModel], weights: Sequence[float] | torch.Tensor
@@ -173,8 +189,13 @@ class StackedModel(ZonalModel):
         """Whether a component is deep (its inner layers are Monte Carlo samples)."""
         return bool(self._deep_components())
 
-    def _deep_components(self) -> list[ZonalModel]:
-        return [component for component in self.components if component._is_ensemble]
+    def _models(self) -> list[ZonalModel]:
+        """The components (``components`` holds them as a ModuleList)."""
+        return cast("list[ZonalModel]", list(self.components))
+
+    def _deep_components(self) -> list[_DeepComponent]:
+        deep = [component for component in self._models() if component._is_ensemble]
+        return cast("list[_DeepComponent]", deep)
 
     # ------------------------------------------------------------------ contract
     def latent_distribution(self, X: torch.Tensor) -> MultivariateNormal:
@@ -214,8 +235,8 @@ class StackedModel(ZonalModel):
         in a row."""
         units = torch.round(self.weights * WEIGHT_RESOLUTION).long().tolist()
         parts = [
-            (component, component.num_posterior_samples if component._is_ensemble else 1, count)
-            for component, count in zip(self.components, units, strict=True)
+            (component, _num_samples(component), count)
+            for component, count in zip(self._models(), units, strict=True)
             if count > 0
         ]
         common = math.lcm(*(samples for _, samples, _ in parts))
@@ -287,5 +308,5 @@ class StackedModel(ZonalModel):
     def _weighted(self) -> list[tuple[float, ZonalModel]]:
         """(weight, component) for the components of positive weight."""
         return [(float(weight), component)
-                for weight, component in zip(self.weights, self.components, strict=True)
+                for weight, component in zip(self.weights, self._models(), strict=True)
                 if weight > 0]  # fmt: skip

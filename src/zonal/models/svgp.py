@@ -98,6 +98,9 @@ class SVGP(ApproximateGP, ZonalModel):
             ``Standardize``), as ``SingleTaskGP`` takes them (``ZonalModel.set_transforms``).
     """
 
+    # set by GPyTorch's ApproximateGP: the inter-domain strategy, wrapped for several outputs
+    variational_strategy: InterDomainVariationalStrategy | IndependentMultitaskVariationalStrategy
+
     _conditions_outputs = True
 
     def __init__(
@@ -148,7 +151,9 @@ class SVGP(ApproximateGP, ZonalModel):
     def inducing_strategy(self) -> InterDomainVariationalStrategy:
         """The inter-domain strategy (inside the multitask wrapper for several outputs)."""
         strategy = self.variational_strategy
-        return getattr(strategy, "base_variational_strategy", strategy)
+        if isinstance(strategy, IndependentMultitaskVariationalStrategy):
+            return strategy.base_variational_strategy
+        return strategy
 
     def lift(self, x: torch.Tensor) -> torch.Tensor:
         """Check x [..., N, D] and map it to the kernel's inputs [..., N, ambient_dim]."""

@@ -10,6 +10,7 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import Literal
 
 import gpytorch
 import torch
@@ -261,7 +262,7 @@ class TrainingControl:
         *,
         stage: str,
         share: float = 1.0,
-        score: Callable[[torch.nn.Module], float] | str | None = "default",
+        score: Callable[[torch.nn.Module], float] | Literal["default"] | None = "default",
         patience_share: float | None = None,
     ) -> StageWatch:
         """A ``StageWatch`` over ``steps`` steps of ``module`` that may use ``share`` of the time
@@ -346,6 +347,7 @@ class StageWatch:
         """Score the module now; keep its state if it is the best so far."""
         was_training = self.module.training
         started = time.monotonic()
+        assert self.score is not None  # evaluated only with a score
         value = float(self.score(self.module))
         self.module.train(was_training)
         spent = time.monotonic() - started

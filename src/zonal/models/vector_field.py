@@ -266,6 +266,9 @@ class FrameVectorField(GaussianVectorField):
             replacing the parallel-transport frame (checked at every call).
     """
 
+    pole: torch.Tensor  # buffers: p [d] and an orthonormal basis of its tangent space [d, d - 1]
+    pole_basis: torch.Tensor
+
     def __init__(
         self,
         ambient_dim: int,
