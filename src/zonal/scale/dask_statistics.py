@@ -34,7 +34,7 @@ from __future__ import annotations
 import importlib
 import uuid
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -187,7 +187,7 @@ def statistics_map_reduce(
     (totals,) = dask.compute(_tree_sum(dask.delayed, tasks, split_every), scheduler=scheduler)
     if float(totals[-1]) == 0:
         raise ValueError("no data: the statistics are empty")
-    device = cast(torch.Tensor, model.stat_gram).device
+    device = model.stat_gram.device
     return model.statistics_kernel().finish([torch.as_tensor(value).to(device) for value in totals])
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Mapping
-from typing import Any, cast
+from typing import Any
 
 import torch
 
@@ -67,7 +67,7 @@ def train_sgpr(
             model.fit_statistics(x, y)
             trace = model.fit(max_iter=spec["steps"], lr=spec["learning_rate"], deadline=deadline)
             with torch.no_grad():
-                objective = float(model.elbo()) / float(cast(torch.Tensor, model.stat_count))
+                objective = float(model.elbo()) / float(model.stat_count)
             if not math.isfinite(objective):
                 raise ValueError(f"SGPR with the {name} kernel diverged (bound {trace[-1:]})")
             fits[name] = (model, objective)

@@ -9,7 +9,7 @@ import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import torch
 
@@ -157,7 +157,7 @@ def _optimise(
         try:
             sgpr.fit(max_iter=spec["steps"], lr=spec["learning_rate"])
             with torch.no_grad():
-                objective = float(sgpr.elbo() / cast(torch.Tensor, sgpr.stat_count))
+                objective = float(sgpr.elbo() / sgpr.stat_count)
             if not math.isfinite(objective):
                 raise ValueError(f"SGPR with the {name} kernel diverged (bound {objective})")
             fits[name] = (sgpr, objective)
