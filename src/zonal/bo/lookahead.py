@@ -36,11 +36,12 @@ from botorch.acquisition.joint_entropy_search import qJointEntropySearch
 from botorch.acquisition.knowledge_gradient import _get_value_function, _split_fantasy_points
 from botorch.acquisition.max_value_entropy_search import qMaxValueEntropy
 from botorch.acquisition.multi_step_lookahead import _step, qMultiStepLookahead
+from botorch.models.model import Model
 from botorch.sampling import MCSampler, SobolQMCNormalSampler
 from botorch.sampling.pathwise import draw_matheron_paths
 from botorch.utils.transforms import is_ensemble, match_batch_shape, t_batch_mode_transform
 
-from zonal.models import MomentMatchedModel, StackedModel
+from zonal.models import MomentMatchedModel, StackedModel, ZonalModel
 
 LOOKAHEAD_ACQUISITIONS = ("kg", "mes", "jes")
 
@@ -100,7 +101,7 @@ class MultiStepLookahead(qMultiStepLookahead):
 
 
 def optimal_samples(
-    model, candidates: torch.Tensor, num_optima: int, *, seed: int = 0
+    model: Model, candidates: torch.Tensor, num_optima: int, *, seed: int = 0
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(optimal inputs [num_optima, d], optimal outputs [num_optima, 1]) of ``num_optima``
     pathwise posterior draws, each maximised over ``candidates`` [n, d] (points on the sphere, or
@@ -116,7 +117,7 @@ def optimal_samples(
     return inputs, outputs.to(inputs)
 
 
-def _path_values(model, candidates: torch.Tensor, count: int) -> torch.Tensor:
+def _path_values(model: Model, candidates: torch.Tensor, count: int) -> torch.Tensor:
     """``count`` posterior draws of f at ``candidates`` [n, d]: [count, n]."""
     import zonal.sampling  # noqa: F401  (registers zonal's models and kernels with BoTorch's paths)
 
@@ -133,7 +134,7 @@ def _path_values(model, candidates: torch.Tensor, count: int) -> torch.Tensor:
 
 def lookahead_acquisition(
     name: str,
-    model,
+    model: Model,
     candidates: torch.Tensor,
     *,
     num_fantasies: int = 16,
@@ -152,8 +153,8 @@ def lookahead_acquisition(
         return KnowledgeGradient(
             model, num_fantasies=num_fantasies, sampler=sampler, X_pending=X_pending
         )
-    if is_ensemble(model):
-        model = MomentMatchedModel(model)
+    if is_ensemble(model):  # a deep or stacked zonal model
+        model = MomentMatchedModel(cast(ZonalModel, model))
     if name == "mes":
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)

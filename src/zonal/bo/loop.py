@@ -28,6 +28,7 @@ point off the sphere and a budget smaller than the initial design are named erro
 from __future__ import annotations
 
 import math
+import os
 import time
 import zlib
 from collections.abc import Callable
@@ -36,10 +37,13 @@ from pathlib import Path
 
 import torch
 from botorch.acquisition import (
+    AcquisitionFunction,
     qExpectedImprovement,
     qLogExpectedImprovement,
     qUpperConfidenceBound,
 )
+from botorch.models import SingleTaskGP
+from botorch.models.model import Model
 from botorch.sampling import SobolQMCNormalSampler
 from tqdm.auto import tqdm
 
@@ -51,6 +55,7 @@ from zonal.bo.lookahead import LOOKAHEAD_ACQUISITIONS, KnowledgeGradient, lookah
 from zonal.bo.models import exact_sphere_gp, fit_deep_gp, fit_exact_gp, residual_deep_gp
 from zonal.bo.state import BOState
 from zonal.bo.thompson import thompson_sampling
+from zonal.models import ResidualDGP
 
 STRATEGIES = ("shallow", "deep", "switch", "adaptive")
 ACQUISITIONS = ("qlogei", "qei", "qucb", "thompson", *LOOKAHEAD_ACQUISITIONS)
@@ -87,6 +92,8 @@ class LoopSettings:
 
 
 Objective = Callable[[torch.Tensor], torch.Tensor]
+#: where the loop saves its state (None: nowhere)
+StatePath = str | os.PathLike[str] | None
 
 
 def step_seed(seed: int, step: int) -> int:
@@ -109,7 +116,7 @@ def fit_surrogate(
     settings: LoopSettings,
     seed: int,
     previous: torch.nn.Module | None = None,
-):
+) -> SingleTaskGP | ResidualDGP:
     """The shallow exact GP or the residual DGP fitted to (X [n, d], standardised targets [n]).
 
     With ``previous`` (the same kind of model from the step before) training starts from its
@@ -146,13 +153,13 @@ def fit_surrogate(
 
 def make_acquisition(
     name: str,
-    model,
+    model: Model,
     targets: torch.Tensor,
     settings: LoopSettings,
     seed: int,
     *,
     ambient_dim: int | None = None,
-):
+) -> AcquisitionFunction:
     """The acquisition function ``name`` (``ACQUISITIONS``) of ``model``; MC acquisitions use
     fixed quasi-random base samples (``seed``), so with a deep model's fixed inner draws they are
     deterministic functions of the candidates. The look-ahead ones (``zonal.bo.lookahead``) use
@@ -191,7 +198,7 @@ def held_out_log_density(
     mean, scale = train.mean(), train.std().clamp(min=1e-12)
     model = fit_surrogate(kind, X[:-holdout], (train - mean) / scale, settings, seed)
     with torch.no_grad():
-        if kind == "shallow":
+        if not isinstance(model, ResidualDGP):  # the shallow exact GP
             posterior = model.posterior(X[-holdout:], observation_noise=True)
             normal = torch.distributions.Normal(
                 posterior.mean.squeeze(-1), posterior.variance.squeeze(-1).sqrt()
@@ -216,7 +223,9 @@ def check_on_sphere(X: torch.Tensor, name: str, state: BOState, tolerance: float
         )
 
 
-def evaluate(objective: Objective, X: torch.Tensor, state: BOState, state_path) -> torch.Tensor:
+def evaluate(
+    objective: Objective, X: torch.Tensor, state: BOState, state_path: StatePath
+) -> torch.Tensor:
     """The objective's values [n] at X [n, d]; ``ObjectiveNaNError`` for NaN or infinite values
     (after saving the state, which does not include the bad point)."""
     values = torch.as_tensor(objective(X)).to(X).reshape(-1)
@@ -236,7 +245,7 @@ def evaluate(objective: Objective, X: torch.Tensor, state: BOState, state_path) 
     return values
 
 
-def _save(state: BOState, state_path) -> None:
+def _save(state: BOState, state_path: StatePath) -> None:
     if state_path is not None:
         state.save(state_path)
 
@@ -282,7 +291,7 @@ def _start(
     switch_after: int | None,
     optimum_value: float | None,
     initial_points: torch.Tensor | None,
-    state_path,
+    state_path: StatePath,
 ) -> BOState:
     state = BOState(
         ambient_dim=ambient_dim,
@@ -310,7 +319,7 @@ def _start(
     return state
 
 
-def _resume(path: Path, **expected) -> BOState:
+def _resume(path: Path, **expected: object) -> BOState:
     state = BOState.load(path)
     for name, value in expected.items():
         if getattr(state, name) != value:
@@ -475,7 +484,7 @@ def _propose(
         optimizer=optimizer,
         seed=seed,
     )
-    if one_shot:
+    if isinstance(acq_function, KnowledgeGradient):  # one-shot
         candidate = acq_function.extract_candidates(candidate)  # [1, d]
     return surrogate, candidate.detach()
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import ModuleType
 
 import torch
 
@@ -141,7 +142,7 @@ def _barzilai_borwein(
     return torch.where(curvature > 0, torch.minimum(step, largest), largest)
 
 
-def import_geoopt():
+def import_geoopt() -> ModuleType:
     """geoopt, or a ``MissingOptionalDependencyError`` saying how to install it."""
     try:
         import geoopt

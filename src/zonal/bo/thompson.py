@@ -14,6 +14,8 @@ that selection.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from botorch.acquisition.thompson_sampling import PathwiseThompsonSampling
 from botorch.models.model import Model
@@ -38,7 +40,7 @@ class DeepPathwiseThompsonSampling(PathwiseThompsonSampling):
         return values
 
 
-def thompson_sampling(model: Model, **kwargs) -> PathwiseThompsonSampling:
+def thompson_sampling(model: Model, **kwargs: Any) -> PathwiseThompsonSampling:
     """Pathwise Thompson sampling on ``model`` (BoTorch's class, or the deep subclass for a
     ``DGP`` / ``ResidualDGP``); ``kwargs`` go to the acquisition (``objective``,
     ``posterior_transform``)."""

@@ -29,7 +29,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterator
 from fractions import Fraction
-from typing import overload
+from typing import Any, overload
 
 import torch
 
@@ -267,13 +267,13 @@ class _Gegenbauer(torch.autograd.Function):
     """All degrees forward; back, the closed-form derivative s C_{n-1}^{alpha+1}."""
 
     @staticmethod
-    def forward(ctx, t: torch.Tensor, max_degree: int, alpha: float) -> torch.Tensor:
+    def forward(ctx: Any, t: torch.Tensor, max_degree: int, alpha: float) -> torch.Tensor:
         ctx.save_for_backward(t)
         ctx.max_degree, ctx.alpha = max_degree, alpha
         return gegenbauer_stack(t, max_degree, alpha)  # [..., L + 1]
 
     @staticmethod
-    def backward(ctx, grad_output: torch.Tensor):
+    def backward(ctx: Any, grad_output: torch.Tensor) -> tuple[torch.Tensor, None, None]:
         (t,) = ctx.saved_tensors
         if ctx.max_degree == 0:
             return torch.zeros_like(t), None, None
@@ -294,17 +294,20 @@ class _GegenbauerSeries(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, t: torch.Tensor, coeffs: torch.Tensor, alpha: float) -> torch.Tensor:
+    def forward(ctx: Any, t: torch.Tensor, coeffs: torch.Tensor, alpha: float) -> torch.Tensor:
         ctx.save_for_backward(t, coeffs)
         ctx.alpha = alpha
         return series_no_grad(t, coeffs, alpha)
 
     @staticmethod
-    def backward(ctx, grad_output: torch.Tensor):
+    def backward(
+        ctx: Any, grad_output: torch.Tensor
+    ) -> tuple[torch.Tensor | None, torch.Tensor | None, None]:
         t, coeffs = ctx.saved_tensors
         alpha = ctx.alpha
         max_degree = coeffs.shape[-1] - 1
-        grad_t = grad_coeffs = None
+        grad_t: torch.Tensor | None = None
+        grad_coeffs: torch.Tensor | None = None
         if ctx.needs_input_grad[0]:
             if max_degree == 0:
                 grad_t = torch.zeros_like(t)

@@ -30,6 +30,7 @@ as 0, a supergradient of the cone theta -> -|theta|.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -151,7 +152,7 @@ class _ArcCosShape(torch.autograd.Function):
     """s_m(t) with the backward pass ds_1/dt = s_0, ds_2/dt = (4/3) s_1 (J_m' identities)."""
 
     @staticmethod
-    def forward(ctx, t: torch.Tensor, order: int) -> torch.Tensor:
+    def forward(ctx: Any, t: torch.Tensor, order: int) -> torch.Tensor:
         low, high = torch.aminmax(t) if t.numel() else (t.new_zeros(()), t.new_zeros(()))
         if low < -1 or high > 1:  # rounding: evaluate (and differentiate) at the clamped value
             t = t.clamp(-1, 1)
@@ -160,7 +161,7 @@ class _ArcCosShape(torch.autograd.Function):
         return arccos_values(t, order)
 
     @staticmethod
-    def backward(ctx, grad_output: torch.Tensor):
+    def backward(ctx: Any, grad_output: torch.Tensor) -> tuple[torch.Tensor, None]:
         (t,) = ctx.saved_tensors
         if ctx.order == 0:
             slope = _order_zero_slope(t)
@@ -182,7 +183,7 @@ def arccos_shape(t: torch.Tensor, order: int = 1) -> torch.Tensor:
     return _ArcCosShape.apply(t, order)
 
 
-def _activation(order: int):
+def _activation(order: int) -> Callable[[torch.Tensor], torch.Tensor]:
     if order == 0:
         return lambda t: (t > 0).to(t.dtype)
     return lambda t: torch.relu(t) ** order

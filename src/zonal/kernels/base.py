@@ -27,6 +27,7 @@ so that a kernel without hyperparameters reports both, follows ``.to(...)`` and 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, ClassVar, NamedTuple
 
 import torch
@@ -139,7 +140,7 @@ class ZonalKernel(Kernel):
         """The device of the hyperparameters and buffers."""
         return self._unique("device")
 
-    def _unique(self, attribute: str):
+    def _unique(self, attribute: str) -> Any:
         """The one dtype / device of the parameters and own floating-point buffers (``anchor``)."""
         buffers = [b for b in self.buffers(recurse=False) if b.is_floating_point()]
         values = {getattr(tensor, attribute) for tensor in [*self.parameters(), *buffers]}
@@ -147,7 +148,9 @@ class ZonalKernel(Kernel):
             raise RuntimeError(f"The kernel's parameters have multiple {attribute}s: {values}.")
         return values.pop()
 
-    def _funk_hecke(self, shape_fn, max_degree: int) -> torch.Tensor:
+    def _funk_hecke(
+        self, shape_fn: Callable[[torch.Tensor], torch.Tensor], max_degree: int
+    ) -> torch.Tensor:
         """Funk-Hecke coefficients of a batched shape function: [*batch_shape, L + 1].
 
         ``shape_fn`` maps t [1, Q] to [*batch_shape, 1, Q]; each batch member goes through
@@ -158,7 +161,7 @@ class ZonalKernel(Kernel):
         batch_shape = self.batch_shape
         size = batch_shape.numel()
 
-        def member(index: int):
+        def member(index: int) -> Callable[[torch.Tensor], torch.Tensor]:
             def shape_of_member(t: torch.Tensor) -> torch.Tensor:
                 values = shape_fn(t.reshape(1, -1))  # [*batch_shape, 1, Q] or [1, Q]
                 values = values.expand(*batch_shape, 1, t.numel()).reshape(size, -1)

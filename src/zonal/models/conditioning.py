@@ -21,7 +21,9 @@ The returned model has the batch shape [*F, *b] (``batch_shape``): ``posterior(X
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from copy import deepcopy
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 from botorch import settings
@@ -34,12 +36,17 @@ from gpytorch.likelihoods import (
 )
 from gpytorch.utils.memoize import clear_cache_hook
 
+if TYPE_CHECKING:
+    from zonal.models.contract import ZonalModel
+
+Model = TypeVar("Model", bound="ZonalModel")
+
 
 class ConditioningError(ValueError):
     """A model, likelihood or argument that conditioning on observations does not support."""
 
 
-def task_noises(model) -> torch.Tensor:
+def task_noises(model: ZonalModel) -> torch.Tensor:
     """The noise variance of each output [P] of ``model``'s ``MultitaskGaussianLikelihood`` with
     independent noise (rank 0); other likelihoods are refused by name."""
     likelihood = getattr(model, "likelihood", None)
@@ -56,7 +63,7 @@ def task_noises(model) -> torch.Tensor:
     return noise
 
 
-def gaussian_noise(model) -> torch.Tensor:
+def gaussian_noise(model: ZonalModel) -> torch.Tensor:
     """The homoscedastic noise variance s^2 (a scalar tensor) of ``model``'s Gaussian likelihood;
     other likelihoods are refused by name (the update needs a Gaussian likelihood)."""
     likelihood = getattr(model, "likelihood", None)
@@ -71,13 +78,15 @@ def gaussian_noise(model) -> torch.Tensor:
     return likelihood.noise.reshape(())
 
 
-def conditioned_copy(model):
+def conditioned_copy(model: Model) -> Model:
     """A copy of ``model`` in eval mode to hold a conditioned state: parameters and buffers are
     copied, so the original is left as it was. GPyTorch's memoised values are dropped first, and
     the tensors of an earlier conditioning that carry an autograd graph (differentiable in the
     fantasised points) are shared with the copy, which replaces rather than modifies them."""
     model.eval()
-    shared = {}  # tensors computed with a graph (a conditioned state) are shared, not copied
+    shared: dict[
+        int, Any
+    ] = {}  # tensors computed with a graph (a conditioned state) are shared, not copied
     for module in model.modules():
         if hasattr(module, "_memoize_cache"):
             clear_cache_hook(module)
@@ -89,9 +98,9 @@ def conditioned_copy(model):
     return copy.eval()
 
 
-def _tensors(values) -> list[torch.Tensor]:
+def _tensors(values: Iterable[object]) -> list[torch.Tensor]:
     """The tensors among ``values`` and inside the tuples among them."""
-    found = []
+    found: list[torch.Tensor] = []
     for value in values:
         if isinstance(value, torch.Tensor):
             found.append(value)
@@ -101,7 +110,7 @@ def _tensors(values) -> list[torch.Tensor]:
 
 
 def prepare_observations(
-    model, X: torch.Tensor, Y: torch.Tensor, noise: torch.Tensor | None
+    model: ZonalModel, X: torch.Tensor, Y: torch.Tensor, noise: torch.Tensor | None
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """(X [*b, q, D] input-transformed, Y [*F, *b, q] outcome-transformed, noise [*b, q] or None)
     from BoTorch-shaped arguments (module docstring), with named errors."""
@@ -137,13 +146,26 @@ def prepare_observations(
     return X, (Y.squeeze(-1) if outputs == 1 else Y), noise
 
 
-def condition_on_observations(model, X, Y, noise=None, *, per_component: bool = False):
+def condition_on_observations(
+    model: ZonalModel,
+    X: torch.Tensor,
+    Y: torch.Tensor,
+    noise: torch.Tensor | None = None,
+    *,
+    per_component: bool = False,
+) -> ZonalModel:
     """The model conditioned on (X, Y) (module docstring)."""
     X, Y, noise = prepare_observations(model, X, Y, noise)
     return model._conditioned(X, Y, noise, per_component=per_component)
 
 
-def fantasize(model, X: torch.Tensor, sampler: MCSampler, observation_noise=None, **kwargs):
+def fantasize(
+    model: ZonalModel,
+    X: torch.Tensor,
+    sampler: MCSampler,
+    observation_noise: torch.Tensor | None = None,
+    **kwargs: Any,
+) -> ZonalModel:
     """BoTorch's ``fantasize``: draw Y ~ p(y(X) | data) with ``sampler`` ([*F, *b, (S,) q, 1]) and
     condition on each draw. ``observation_noise`` None uses the likelihood's noise; a tensor
     [*b, q, 1] (outcome-transformed) gives the new rows' noise. ``propagate_grads`` keeps the

@@ -20,13 +20,16 @@ models) and say whether they are a mixture (``_is_ensemble``).
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
+from botorch.acquisition.objective import PosteriorTransform
 from botorch.models.model import FantasizeMixin, Model
 from botorch.models.transforms.input import InputTransform
 from botorch.models.transforms.outcome import OutcomeTransform
 from botorch.posteriors import GPyTorchPosterior
 from botorch.posteriors.fully_bayesian import GaussianMixturePosterior
+from botorch.sampling import MCSampler
 from gpytorch.distributions import MultitaskMultivariateNormal, MultivariateNormal
 from gpytorch.likelihoods import (
     FixedNoiseGaussianLikelihood,
@@ -56,6 +59,8 @@ class ZonalModel(Model, FantasizeMixin):
     _is_ensemble: bool = False
     #: whether ``_conditioned`` takes several outputs (Y [*F, *b, q, P])
     _conditions_outputs: bool = False
+    #: the batch shape of a model conditioned on observations (unset on a fitted model)
+    _conditioned_batch: torch.Size
 
     # ------------------------------------------------------------------ to implement
     def latent_distribution(self, X: torch.Tensor) -> MultivariateNormal:
@@ -117,7 +122,7 @@ class ZonalModel(Model, FantasizeMixin):
 
     # ------------------------------------------------------------------ conditioning
     def condition_on_observations(
-        self, X: torch.Tensor, Y: torch.Tensor, noise: torch.Tensor | None = None, **kwargs
+        self, X: torch.Tensor, Y: torch.Tensor, noise: torch.Tensor | None = None, **kwargs: Any
     ) -> ZonalModel:
         """This model conditioned on new rows X [*b, q, D], Y [*F, *b, q, 1] (``noise`` [*b, q, 1]:
         their noise variances; None: the likelihood's), at the current hyperparameters, with
@@ -125,7 +130,11 @@ class ZonalModel(Model, FantasizeMixin):
         return conditioning.condition_on_observations(self, X, Y, noise)
 
     def fantasize(
-        self, X: torch.Tensor, sampler, observation_noise: torch.Tensor | None = None, **kwargs
+        self,
+        X: torch.Tensor,
+        sampler: MCSampler,
+        observation_noise: torch.Tensor | None = None,
+        **kwargs: Any,
     ) -> ZonalModel:
         """A fantasy model: observations drawn at X [*b, q, D] by ``sampler`` ([*F] draws) and
         conditioned on, batch shape [*F, *b] (``zonal.models.conditioning.fantasize``)."""
@@ -162,8 +171,8 @@ class ZonalModel(Model, FantasizeMixin):
         X: torch.Tensor,
         output_indices: list[int] | None = None,
         observation_noise: bool | torch.Tensor = False,
-        posterior_transform=None,
-        **kwargs,
+        posterior_transform: PosteriorTransform | None = None,
+        **kwargs: Any,
     ) -> GPyTorchPosterior:
         """The posterior over f(X) (or y(X) with ``observation_noise``), X [*b, q, D].
 

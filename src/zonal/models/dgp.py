@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import gpytorch
 import torch
@@ -50,7 +50,7 @@ from zonal.models.training import (
     transformed_training_data,
 )
 from zonal.variational import InterDomainVariationalStrategy
-from zonal.variational.online import conditioned_marginal, online_update
+from zonal.variational.online import OnlineUpdate, conditioned_marginal, online_update
 
 if TYPE_CHECKING:
     from zonal.models.vector_field import GaussianVectorField
@@ -106,7 +106,12 @@ class DGPLayer(DeepGPLayer):
         """Prior on lifted inputs (used by GPyTorch when ``prior=True``)."""
         return MultivariateNormal(self.mean_module(x), self.covar_module(x))
 
-    def __call__(self, inputs, are_samples: bool = False, **kwargs):
+    def __call__(
+        self,
+        inputs: torch.Tensor | MultitaskMultivariateNormal,
+        are_samples: bool = False,
+        **kwargs: Any,
+    ) -> MultivariateNormal:
         """q(f(h)) for inputs h [..., N, D_in], or a sample of a previous layer's output.
 
         A ``MultitaskMultivariateNormal`` input is sampled (one reparametrised draw per entry).
@@ -165,6 +170,8 @@ class DGP(DeepGP, ZonalModel):
     """
 
     _is_ensemble = True
+    #: the output layer's update of q(u) in a conditioned model (unset on a fitted model)
+    _online: OnlineUpdate
 
     def __init__(
         self,
@@ -197,7 +204,7 @@ class DGP(DeepGP, ZonalModel):
         self.posterior_seed = posterior_seed
         self.set_transforms(input_transform, outcome_transform)
 
-    def forward(self, x: torch.Tensor, *, are_samples: bool = False):
+    def forward(self, x: torch.Tensor, *, are_samples: bool = False) -> MultivariateNormal:
         """Propagate inputs x [..., N, D] through the layers (deterministic x: the output is
         expanded over ``num_likelihood_samples`` samples in front)."""
         if x.dim() < 2 or x.shape[-1] != self.input_dims:
@@ -285,7 +292,7 @@ class DGP(DeepGP, ZonalModel):
             Y = Y.unsqueeze(-2)  # [*F, *b, 1, q]
         if radius is not None:  # y = r g(h) + e: g(h) observed as y / r with noise / r^2
             Y, noise = Y / radius, noise / radius**2
-        layer = model.layers[-1]
+        layer = cast(DGPLayer, model.layers[-1])
         lifted = layer.input_map.lift(h)  # [*b, S, q, ambient_dim]
         previous = getattr(self, "_online", None)
         model._online = online_update(layer.variational_strategy, lifted, Y, noise, previous)
@@ -319,7 +326,7 @@ def fit_dgp(
     seed: Seed = 0,
     plateau: PlateauSchedule | None = None,
     callback: Callable[[int, float], None] | None = None,
-    parameters=None,
+    parameters: Iterable[torch.nn.Parameter] | None = None,
 ) -> list[float]:
     """Adam on the minibatch DGP ELBO with ``num_samples`` propagated samples; the loss per step.
 

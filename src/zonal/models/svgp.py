@@ -10,6 +10,8 @@ with r = ||[x, b]||, seed 000 sec. 4.1); ``OnSphere`` takes unit vectors as they
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from botorch.models.transforms.input import InputTransform
 from botorch.models.transforms.outcome import OutcomeTransform
@@ -32,7 +34,7 @@ from zonal.geometry import InputMap, SphereEmbedding
 from zonal.models.conditioning import conditioned_copy, gaussian_noise, task_noises
 from zonal.models.contract import ZonalModel
 from zonal.variational import InterDomainVariationalStrategy
-from zonal.variational.online import conditioned_marginal, online_update
+from zonal.variational.online import OnlineUpdate, conditioned_marginal, online_update
 
 VARIATIONAL_FAMILIES = {
     "cholesky": CholeskyVariationalDistribution,
@@ -100,6 +102,8 @@ class SVGP(ApproximateGP, ZonalModel):
 
     # set by GPyTorch's ApproximateGP: the inter-domain strategy, wrapped for several outputs
     variational_strategy: InterDomainVariationalStrategy | IndependentMultitaskVariationalStrategy
+    #: the update of q(u) of a model conditioned on observations (unset on a fitted model)
+    _online: OnlineUpdate
 
     _conditions_outputs = True
 
@@ -184,7 +188,7 @@ class SVGP(ApproximateGP, ZonalModel):
         mean = x.new_zeros(x.shape[:-1]) if self.mean_module is None else self.mean_module(x)
         return MultivariateNormal(mean, self.covar_module(x))
 
-    def __call__(self, x: torch.Tensor, prior: bool = False, **kwargs) -> MultivariateNormal:
+    def __call__(self, x: torch.Tensor, prior: bool = False, **kwargs: Any) -> MultivariateNormal:
         """q(f(x)) for data-space inputs x [..., N, D] (already in data space)."""
         return super().__call__(self.lift(x), prior=prior, **kwargs)
 

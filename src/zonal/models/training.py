@@ -10,7 +10,8 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Literal
+from types import TracebackType
+from typing import TYPE_CHECKING, Literal
 
 import gpytorch
 import torch
@@ -23,6 +24,9 @@ from gpytorch.likelihoods import (
 )
 
 from zonal._validation import check_finite
+
+if TYPE_CHECKING:
+    from zonal.models.contract import ZonalModel
 
 
 @dataclass(frozen=True)
@@ -97,7 +101,9 @@ def check_targets(likelihood: Likelihood, y: torch.Tensor, num_points: int) -> t
     return y
 
 
-def transformed_training_data(model, x: torch.Tensor, y) -> tuple[torch.Tensor, torch.Tensor]:
+def transformed_training_data(
+    model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(x, y) through the model's input and outcome transforms, learnt on them
     (``ZonalModel.transform_training_data``); as they are for a model without transforms."""
     transform = getattr(model, "transform_training_data", None)
@@ -105,7 +111,7 @@ def transformed_training_data(model, x: torch.Tensor, y) -> tuple[torch.Tensor, 
 
 
 def fit_svgp(
-    model,
+    model: ZonalModel,
     x: torch.Tensor,
     y: torch.Tensor,
     *,
@@ -332,7 +338,12 @@ class StageWatch:
             self.evaluate(-1)
         return self
 
-    def __exit__(self, kind, error, trace) -> None:
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
         self.bar.close()
         if kind is None and self.score is not None and self.last_step > self.evaluated_step:
             self.evaluate(self.last_step)  # the final state competes too

@@ -42,6 +42,7 @@ from zonal.features.base import base_zonal_kernel
 from zonal.geometry import OnSphere, project_to_tangent
 from zonal.kernels import IntrinsicHeatKernel, IntrinsicMaternKernel
 from zonal.models.dgp import DGPLayer
+from zonal.variational import InterDomainVariationalStrategy
 
 Frame = Callable[[torch.Tensor], torch.Tensor]
 
@@ -152,7 +153,7 @@ class GaussianVectorField(nn.Module):
         )
 
     @property
-    def variational_strategy(self):
+    def variational_strategy(self) -> InterDomainVariationalStrategy:
         """The strategy of g (one batch member per output)."""
         return self.gp.variational_strategy
 

@@ -33,7 +33,7 @@ fantasy model can itself be fantasised (multi-step look-ahead).
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import torch
 from gpytorch.distributions import Delta, MultivariateNormal
@@ -41,6 +41,9 @@ from linear_operator.operators import DiagLinearOperator, RootLinearOperator, Su
 
 from zonal.linalg import cholesky
 from zonal.variational.root_difference import RootDifferenceLinearOperator
+
+if TYPE_CHECKING:
+    from zonal.variational.strategy import InterDomainVariationalStrategy
 
 
 class OnlineUpdate(NamedTuple):
@@ -50,13 +53,13 @@ class OnlineUpdate(NamedTuple):
     gain: torch.Tensor
 
 
-def _prior_mean(strategy, x: torch.Tensor) -> torch.Tensor | None:
+def _prior_mean(strategy: InterDomainVariationalStrategy, x: torch.Tensor) -> torch.Tensor | None:
     """mu(x) [*b, N] of the model that owns ``strategy`` (None for a zero mean)."""
     mean_module = getattr(strategy.model, "mean_module", None)
     return None if mean_module is None else mean_module(x)
 
 
-def _q_root(strategy) -> tuple[torch.Tensor, torch.Tensor]:
+def _q_root(strategy: InterDomainVariationalStrategy) -> tuple[torch.Tensor, torch.Tensor]:
     """(m [*, M], R [*, M, K]) of the strategy's current q = N(m, R R^T); a point mass is refused."""
     q = strategy.current_q()
     if isinstance(q, Delta):
@@ -73,7 +76,7 @@ def _q_root(strategy) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def online_update(
-    strategy,
+    strategy: InterDomainVariationalStrategy,
     x: torch.Tensor,
     y: torch.Tensor,
     noise: torch.Tensor,
@@ -110,7 +113,9 @@ def online_update(
     return OnlineUpdate(new_mean, gain)
 
 
-def conditioned_marginal(strategy, update: OnlineUpdate, x: torch.Tensor) -> MultivariateNormal:
+def conditioned_marginal(
+    strategy: InterDomainVariationalStrategy, update: OnlineUpdate, x: torch.Tensor
+) -> MultivariateNormal:
     """q_new(f(x)) for kernel inputs x [*b', N, d] (module docstring): batch the broadcast of
     *b' with the update's [*F, *b], event [N]."""
     _, root = _q_root(strategy)  # [M, K]

@@ -22,8 +22,13 @@ it fresh) and the Titsias optimum for a Gaussian likelihood
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import torch
 from gpytorch.distributions import Delta, MultivariateNormal
+from gpytorch.kernels import Kernel
+from gpytorch.models import ApproximateGP
 from gpytorch.variational import _VariationalDistribution
 from gpytorch.variational._variational_strategy import _VariationalStrategy
 from linear_operator.operators import (
@@ -53,7 +58,7 @@ class InterDomainVariationalStrategy(_VariationalStrategy):
 
     def __init__(
         self,
-        model,
+        model: ApproximateGP,
         features: InducingFeatures,
         variational_distribution: _VariationalDistribution,
         *,
@@ -85,14 +90,14 @@ class InterDomainVariationalStrategy(_VariationalStrategy):
         self.features = features
         self.whiten = whiten
 
-    def _apply(self, fn, *args, **kwargs):
+    def _apply(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """``.to`` / ``.cuda`` / ``.double``: also drop GPyTorch's cached q(u), which would keep
         the old dtype and device."""
         self._clear_cache()
         return super()._apply(fn, *args, **kwargs)
 
     # ------------------------------------------------------------------ covariances
-    def _kernel(self):
+    def _kernel(self) -> Kernel:
         return self.model.covar_module
 
     def _kuu(self) -> torch.Tensor | DiagLinearOperator:
@@ -179,7 +184,7 @@ class InterDomainVariationalStrategy(_VariationalStrategy):
         inducing_values: torch.Tensor,
         variational_inducing_covar: LinearOperator | None = None,
         diag: bool = True,
-        **kwargs,
+        **kwargs: Any,
     ) -> MultivariateNormal:
         """q(f(x)) = N(A^T m + mu(x), Kff + A^T S A - B^T B) (A, B from ``projection``).
 
@@ -253,7 +258,7 @@ class InterDomainVariationalStrategy(_VariationalStrategy):
         write_gaussian(distribution, mean, covariance)
         self._mark_set()
 
-    def current_q(self):
+    def current_q(self) -> MultivariateNormal | Delta:
         """q(u) (or q(v) when whitened) from the parameters as they are now: GPyTorch memoises
         ``variational_distribution`` and refreshes it only on a forward call in training mode,
         so after an optimiser step or a write it may be the previous q."""
