@@ -159,3 +159,27 @@ def test_evaluating_during_training_changes_neither_the_losses_nor_the_clock_ord
     assert plain == traced  # evaluations use a forked RNG stream
     assert [step for step, _ in points] == [0, 3, 6, 8]
     assert all(b >= a for (_, a), (_, b) in itertools.pairwise(points))
+
+
+def test_time_to_common_target_is_the_first_trace_point_at_the_worse_final_mse():
+    """Per split the target is the larger of the traced models' last MSEs (the accuracy both
+    reach); each model is credited with its first evaluation at or below it."""
+    from zonal.experiments.uci_dgp import time_to_common_target
+
+    def trace(model, points, split=0):
+        return [
+            {"dataset": "d", "split": split, "model": model, "seconds": s, "test_mse": m}
+            for s, m in points
+        ]
+
+    traces = [
+        *trace("ADGP-3", [(1.0, 0.5), (2.0, 0.09), (3.0, 0.05)]),
+        *trace("DGP-3", [(5.0, 0.4), (10.0, 0.2), (20.0, 0.1)]),
+        *trace("ADGP-3", [(1.0, 0.3)], split=1),  # no DGP-3 trace on split 1: left out
+    ]
+    rows = {row["model"]: row for row in time_to_common_target(traces)}
+    assert set(rows) == {"ADGP-3", "DGP-3"}
+    assert rows["ADGP-3"]["target_mse"] == rows["DGP-3"]["target_mse"] == 0.1
+    assert rows["ADGP-3"]["seconds_to_target"] == 2.0
+    assert rows["DGP-3"]["seconds_to_target"] == 20.0
+    assert rows["DGP-3"]["trained_seconds"] == 20.0

@@ -156,25 +156,31 @@ CLAIMS: tuple[Claim, ...] = (
     ),
     Claim(
         "2",
-        "time to a target test MSE: ADGP against inducing-point DGPs",
+        "ADGP-3 reaches the test MSE both models reach sooner than the inducing-point DGP-3",
         "seed 000 fig. 6",
         "uci-dgp",
         f"{_RUN} uci-dgp --protocol converged",
-        statistics=(
+        statistics=tuple(
             Statistic(
-                "concrete ADGP-3 train s",
-                {"dataset": "concrete", "model": "ADGP-3"},
-                "train_seconds",
+                f"{dataset} {model} s to target",
+                {"dataset": dataset, "model": model},
+                "seconds_to_target",
                 better="lower",
-            ),
-            Statistic(
-                "concrete DGP-3 train s",
-                {"dataset": "concrete", "model": "DGP-3"},
-                "train_seconds",
-                better="lower",
-            ),
+                table="time_to_target.csv",
+            )
+            for dataset in ("yacht", "boston", "concrete")
+            for model in ("ADGP-3", "DGP-3")
         ),
-        notes="The seconds to the target are in the run's traces.csv and figure 6.",
+        orderings=tuple(
+            Ordering(f"{dataset} ADGP-3 s to target", f"{dataset} DGP-3 s to target")
+            for dataset in ("yacht", "boston", "concrete")
+        ),
+        notes="Fig. 6 draws test-MSE traces without numbers; its claim (sec. 5.2) is that "
+        "training the ADGP as a network first 'speeds up training'. Per split the target is "
+        "the test MSE both traced models reach by the end of training (the larger of their last "
+        "traced MSEs); each is credited with the training CPU seconds of its first evaluation "
+        "at or below it (the ADGP's include its network stage). The traces are in the run's "
+        "traces.csv and traces.png.",
     ),
     Claim(
         "3",

@@ -39,7 +39,9 @@ Choices the seed leaves open (all in the config):
 Outputs: ``results.csv`` (one row per dataset, split and model), ``summary.csv`` and ``table1.md``
 (mean and std over splits beside table 1), ``traces.csv`` and ``traces.png`` (test MSE against
 training seconds for the models in ``trace_models``; evaluations are off the clock and do not touch
-the training random streams). A checkpoint is written after every (dataset, split, model), and a
+the training random streams), ``time_to_target.csv`` (per split, the test MSE every traced model
+reaches by the end and each one's training CPU seconds to first reach it:
+``time_to_common_target``). A checkpoint is written after every (dataset, split, model), and a
 resumed run skips the finished ones; each of them is seeded on its own, so a resumed run ends with
 the same metrics as an uninterrupted one (the times excepted).
 """
@@ -507,6 +509,36 @@ def table_markdown(summary: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def time_to_common_target(traces: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Seed 000 fig. 6 as numbers: per (dataset, split), the test MSE every traced model reaches
+    by the end of its training (the largest of their last traced MSEs) and each model's training
+    seconds to first reach it (``_dgp_common.seconds_to_target``), beside its whole training time.
+    Splits missing a traced model's trace are left out."""
+    from zonal.experiments._dgp_common import seconds_to_target
+
+    grouped: dict[tuple[str, int], dict[str, list[dict[str, Any]]]] = {}
+    for point in traces:
+        models = grouped.setdefault((point["dataset"], point["split"]), {})
+        models.setdefault(point["model"], []).append(point)
+    rows = []
+    for (dataset, split), models in grouped.items():
+        if len(models) < 2:
+            continue
+        target = max(trace[-1]["test_mse"] for trace in models.values())
+        for model, trace in models.items():
+            rows.append(
+                {
+                    "dataset": dataset,
+                    "split": split,
+                    "model": model,
+                    "target_mse": target,
+                    "seconds_to_target": seconds_to_target(trace, target),
+                    "trained_seconds": trace[-1]["seconds"],
+                }
+            )
+    return rows
+
+
 def fit_unit(
     item: tuple[dict[str, Any], tuple[str, int, str]],
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -577,6 +609,7 @@ def run_uci_dgp(config: dict[str, Any], run_dir: RunDirectory) -> dict[str, Any]
     run_dir.save_text("table1.md", table_markdown(summary))
     if traces:
         run_dir.save_table("traces.csv", traces)
+        run_dir.save_table("time_to_target.csv", time_to_common_target(traces))
         _plot_traces(run_dir, traces, config)
 
     metrics: dict[str, Any] = {}
