@@ -343,6 +343,7 @@ def _plot(
             axis.set_aspect("equal")
             axis.set_xticks([])
             axis.set_yticks([])
+    assert image is not None  # at least one panel was drawn
     figure.colorbar(image, ax=axes.ravel().tolist(), shrink=0.7, label="p(y = 1 | x)")
     run_dir.save_figure("banana_dgp.png", figure)
 

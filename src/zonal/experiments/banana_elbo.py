@@ -153,12 +153,16 @@ def grow_model(small: SVGP, num_inducing: int, config: dict[str, Any], index: in
     """The model with ``num_inducing`` features nested on ``small``: same kernel, the first M_small
     directions and q(v) block copied, new directions random (seeded by ``index``), q(v_new) = N(0, I).
     """
+    from zonal.features import ActivatedFeatures
+
     old = small.features.num_inducing
     if num_inducing <= old:
         raise ValueError(f"the M sequence must increase, got {num_inducing} after {old}")
     generator = torch.Generator().manual_seed(config["seed"] * 1000 + index)
     extra = torch.randn(num_inducing - old, 3, generator=generator, dtype=torch.float64)
-    weights = torch.cat([small.features.weights.detach(), extra])  # [M, 3]
+    features = small.features
+    assert isinstance(features, ActivatedFeatures)
+    weights = torch.cat([features.weights.detach(), extra])  # [M, 3]
     large = build_model(num_inducing, config, weights)
     large.covar_module.load_state_dict(small.covar_module.state_dict())
     small_q = small.variational_strategy._variational_distribution
@@ -202,7 +206,7 @@ def train(
 
     before = total_elbo(model, likelihood, x, y)
     objective = VariationalELBO(likelihood, model, num_data=len(x))
-    parameters = [parameter for parameter in model.parameters() if parameter.requires_grad]
+    parameters: list[torch.Tensor] = [p for p in model.parameters() if p.requires_grad]
 
     def loss_fn() -> torch.Tensor:
         return -objective(model(x), y)

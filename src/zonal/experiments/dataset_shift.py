@@ -111,6 +111,8 @@ def load_images(
     from zonal.datasets import load_dataset
 
     data = load_dataset(name)
+    if data.image_shape is None:
+        raise ValueError(f"{name!r} is not an image dataset")
     shape = (1, *data.image_shape)
     generator = torch.Generator().manual_seed(seed)
     parts = []

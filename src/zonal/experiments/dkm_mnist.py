@@ -283,7 +283,7 @@ def load_images(config: dict[str, Any]) -> tuple[Any, ...]:
         labels = torch.as_tensor(digits.target)
         order = torch.randperm(len(pixels), generator=torch.Generator().manual_seed(config["seed"]))
         train, test = order[: len(order) // 2], order[len(order) // 2 :]
-        image_shape = (8, 8)
+        image_shape: tuple[int, ...] = (8, 8)
     elif config["dataset"] in ("mnist", "fashion-mnist"):
         from zonal.datasets import load_dataset
 
@@ -292,7 +292,9 @@ def load_images(config: dict[str, Any]) -> tuple[Any, ...]:
         labels = torch.as_tensor(data.y)
         train = torch.as_tensor(data.splits["train"])
         test = torch.as_tensor(data.splits["test"])
-        image_shape = tuple(data.image_shape)
+        if data.image_shape is None:
+            raise ValueError(f"{config['dataset']!r} is not an image dataset")
+        image_shape = data.image_shape
         if config["num_train"] > len(train) and "validation" in data.splits:
             # MNIST's full protocol: training and validation splits
             train = torch.cat([train, torch.as_tensor(data.splits["validation"])])
@@ -314,7 +316,10 @@ def prepare_inputs(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The model's rows: [x, 1] (fully connected) or ZCA-whitened pixels (convolutional)."""
     if config["architecture"] == "fc":
-        return tuple(torch.cat([x, torch.ones(len(x), 1, dtype=x.dtype)], 1) for x in (train, test))
+        train, test = (
+            torch.cat([x, torch.ones(len(x), 1, dtype=x.dtype)], 1) for x in (train, test)
+        )
+        return train, test
     if config["architecture"] != "conv":
         raise ValueError(f"architecture must be 'fc' or 'conv', got {config['architecture']!r}")
     mean = train.mean(0)
@@ -466,7 +471,7 @@ DIGITS = {
 #: the convolutional DKM's ablations on a subset, each configuration in well under a minute on one
 #: CPU thread: 1000 images, 4 epochs at a larger rate, a narrow 8/16/32 stack of one block per
 #: stage (the global-average-pooling top learns slowly at this size: the base has the linear top)
-CONV_QUICK = {
+CONV_QUICK: dict[str, Any] = {
     "num_train": 1000,
     "num_test": 500,
     "architecture": "conv",
@@ -483,7 +488,7 @@ CONV_QUICK = {
     "eval_samples": 200,
 }
 #: the seed's protocol (sec. 5) for the convolutional experiments, whatever the quick preset sets
-CONV_FULL = {
+CONV_FULL: dict[str, Any] = {
     **FULL,
     "conv_blocks": 3,
     "top": "gap",
@@ -503,7 +508,7 @@ CONV_FULL = {
 #: thread beside other jobs (load 6), from the median of the first steps: 185 at nu = inf, 250-260
 #: with learned Gram blocks (float64: about twice that), so 8-9 minutes per configuration with the
 #: test set and 25-30 minutes per setting of a sweep with its 3 seeds
-CONV_CONVERGED = {
+CONV_CONVERGED: dict[str, Any] = {
     "num_train": 60000,
     "num_test": 10000,
     "architecture": "conv",
@@ -723,7 +728,7 @@ def _plot_accuracy(run_dir: RunDirectory, rows: list[dict[str, Any]], label: str
     labels = [row["nu"] for row in rows]
     positions = range(len(rows))
     axes.plot(positions, [row["accuracy_percent"] for row in rows], "C0o-", label=label)
-    seed = [SEED_ACCURACY.get(label, math.nan) for label in labels]
+    seed = [math.nan if (value := SEED_ACCURACY.get(label)) is None else value for label in labels]
     axes.plot(positions, seed, "C1s--", label="conv DKM (seed 003)")
     axes.set_xticks(list(positions), labels)
     axes.set_xlabel("nu")

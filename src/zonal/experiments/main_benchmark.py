@@ -357,7 +357,7 @@ def _fit_gpytorch_dgp(data, config: Mapping[str, Any], seed: int, trace) -> dict
                              inner_scale=config["dgp_inner_scale"])  # fmt: skip
     clock = Stopwatch()  # training only, as for zonal's models (uci-dgp's fit_model)
     evaluate = lambda: predictive_mse(model, x_test, y_test, config["trace_samples"])  # noqa: E731
-    train_elbo(model, x_train, y_train, config["dgp_steps"], Schedule.from_config(config),
+    train_elbo(model, x_train, y_train, config["dgp_steps"], Schedule.from_config(dict(config)),
                generator, num_samples=config["train_samples"], clock=clock,
                **trace_options(trace, "elbo", evaluate, config["trace_every"]))  # fmt: skip
     with torch.random.fork_rng(devices=[]):

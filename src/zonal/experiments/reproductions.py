@@ -528,9 +528,9 @@ def _claim_section(result: ClaimResult) -> list[str]:
         lines += ["", f"Cause: {claim.cause}"]
     if claim.notes:
         lines += ["", claim.notes]
-    for ablation, path, values in result.ablations:
+    for ablation, ablation_path, values in result.ablations:
         lines += ["", f"Ablation, {ablation.label} (`{ablation.command}`):"]
-        if path is None:
+        if ablation_path is None:
             lines.append("not run.")
         else:
             lines += ["", _values_table(claim.statistics, values)]

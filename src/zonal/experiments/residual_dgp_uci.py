@@ -244,7 +244,9 @@ def run_residual_dgp_uci(config: dict[str, Any], run_dir: RunDirectory) -> dict[
     done = {(r["dataset"], r["split"], r["model"], r["depth"]) for r in rows}
     pending = [unit for unit in todo if unit not in done]
     loaded: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
-    split_cache: dict[tuple[str, int], tuple[torch.Tensor, ...]] = {}
+    split_cache: dict[
+        tuple[str, int], tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
+    ] = {}
     for dataset, split, model, depth in run_dir.progress(
         pending, total=len(todo), initial=len(todo) - len(pending), unit="fit"
     ):

@@ -289,7 +289,7 @@ def run_seed002_magic(config: dict[str, Any], run_dir: RunDirectory) -> dict[str
     rows, traces = list(state["rows"]), list(state["traces"])
     done = {(r["model"], r["repeat"]) for r in rows}
     pending = [unit for unit in todo if unit not in done]
-    data = load_data(config) if pending else None
+    data = load_data(config) if pending else ()
     for model, repeat in run_dir.progress(
         pending, total=len(todo), initial=len(todo) - len(pending), unit="fit"
     ):

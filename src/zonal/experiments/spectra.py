@@ -26,8 +26,8 @@ from typing import Any
 
 import torch
 
-QUICK = {"ntk_depths": (1, 2, 3, 4), "decay_levels": 20, "num_nodes": 2000}
-FULL = {"ntk_depths": (1, 2, 3, 4, 6, 8), "decay_levels": 40, "num_nodes": 4000}
+QUICK: dict[str, Any] = {"ntk_depths": (1, 2, 3, 4), "decay_levels": 20, "num_nodes": 2000}
+FULL: dict[str, Any] = {"ntk_depths": (1, 2, 3, 4, 6, 8), "decay_levels": 40, "num_nodes": 4000}
 # Figure 8 stays at levels 0..20 with 500 nodes in both presets: further out the Softplus
 # coefficients (decaying like exp(-pi n / 5)) fall under the quadrature round-off (~1e-13 in d = 3)
 # and could no longer be told from the exact zeros.

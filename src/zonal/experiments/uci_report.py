@@ -282,12 +282,12 @@ def run_uci_report(config: dict[str, Any], run_dir: RunDirectory) -> dict[str, A
     run_dir.save_table("results.csv", rows)
     run_dir.save_table("summary.csv", summary)
     _plot(run_dir, summary)
-    metrics: dict[str, Any] = {}
+    by_dataset: dict[str, Any] = {}
     for entry in summary:
-        metrics.setdefault(entry["dataset"], {})[entry["model"]] = {
+        by_dataset.setdefault(entry["dataset"], {})[entry["model"]] = {
             "rmse": entry["rmse"], "nlpd": entry["nlpd"], "splits": entry["splits"],
         }  # fmt: skip
-    return metrics
+    return by_dataset
 
 
 def _plot(run_dir: RunDirectory, summary: list[dict[str, Any]]) -> None:

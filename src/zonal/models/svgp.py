@@ -100,6 +100,7 @@ class SVGP(ApproximateGP, ZonalModel):
             ``Standardize``), as ``SingleTaskGP`` takes them (``ZonalModel.set_transforms``).
     """
 
+    covar_module: Kernel
     # set by GPyTorch's ApproximateGP: the inter-domain strategy, wrapped for several outputs
     variational_strategy: InterDomainVariationalStrategy | IndependentMultitaskVariationalStrategy
     #: the update of q(u) of a model conditioned on observations (unset on a fitted model)
