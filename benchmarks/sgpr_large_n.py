@@ -80,8 +80,9 @@ from zonal._files import write_json_atomic
 from zonal.datasets import Standardizer, load_dataset, train_test_split
 from zonal.experiments._baselines import InducingPointSVGP
 from zonal.experiments.seed002_common import continuous_depth_kernel, harmonic_features
+from zonal.experiments.vish_flights import plateau_callback
 from zonal.models import SGPR, SVGP
-from zonal.models.training import StopTraining, adam_on_minibatches, fit_svgp
+from zonal.models.training import adam_on_minibatches, fit_svgp
 from zonal.tabular.recipes import gaussian_likelihood
 
 FREQUENCIES = 5  # complete harmonics of degrees 0..4: 660 features in d = 9
@@ -192,34 +193,19 @@ def run_svgp(
 ) -> dict:
     """``train(callback=...)`` (Adam steps, each followed by ``callback(step, loss)``) until the test
     RMSE plateaus or the time budget is spent (or, with ``--svgp-stop match``, reaches
-    ``target``): the time at which it first reached ``target`` (else the time it stopped), its
-    best RMSE and the time it first reached that, and the history (seconds, RMSE, step)."""
-    clock = {"seconds": 0.0, "started": time.process_time()}
+    ``target``), by the vish-flights experiment's rule (``plateau_callback``): the time at which
+    it first reached ``target`` (else the time it stopped), its best RMSE and the time it first
+    reached that, and the history (seconds, RMSE, step)."""
     history: list[tuple[float, float, int]] = []  # (seconds, rmse, step)
-    stopped = ["not stopped"]
-
-    def callback(step: int, loss: float) -> None:
-        if (step + 1) % args.eval_every:
-            return
-        clock["seconds"] += time.process_time() - clock["started"]
-        value = rmse(model, x_test, y_test)
-        model.train()
-        history.append((clock["seconds"], value, step + 1))
-        best = min(h[1] for h in history[: -args.patience] or history)
-        stalled = len(history) > args.patience and all(
-            h[1] > best * (1 - PLATEAU_TOLERANCE) for h in history[-args.patience :]
-        )
-        for reason, condition in (
-            ("matched", args.svgp_stop == "match" and value <= target),
-            ("plateau", stalled),
-            ("time cap", clock["seconds"] > args.max_seconds),
-        ):
-            if condition:
-                stopped[0] = reason
-                raise StopTraining(reason)
-        clock["started"] = time.process_time()
-
-    train(callback=callback)
+    stopped: list[str] = []
+    rule = {
+        "eval_every": args.eval_every,
+        "patience": args.patience,
+        "plateau_tolerance": PLATEAU_TOLERANCE,
+        "max_seconds": args.max_seconds,
+    }
+    match = target if args.svgp_stop == "match" else None
+    train(callback=plateau_callback(model, x_test, y_test, rule, history, stopped, match))
     reached = next((h for h in history if h[1] <= target), None)
     seconds, value, step = reached or (history[-1][0], min(h[1] for h in history), history[-1][2])
     best = min(history, key=lambda h: h[1])
@@ -233,7 +219,7 @@ def run_svgp(
         "trained_seconds": history[-1][0],
         "steps": step,
         "matched": reached is not None,
-        "stopped": stopped[0],
+        "stopped": stopped[0] if stopped else "not stopped",
         "history": history,
     }
 

@@ -130,3 +130,16 @@ def test_plateau_rule_stops_after_patience_evaluations_without_relative_gain(err
             break
     assert stopped_at == stops_after
     assert [round(h[1], 6) for h in history] == [round(e, 6) for e in errors[: len(history)]]
+
+
+def test_a_target_stops_the_training_at_the_first_evaluation_that_reaches_it():
+    config = {"eval_every": 1, "patience": 5, "plateau_tolerance": 1e-3, "max_seconds": math.inf}
+    history, stopped = [], []
+    callback = plateau_callback(
+        _Scripted([0.9, 0.7, 0.5, 0.4]), torch.zeros(4, 2), torch.zeros(4), config, history,
+        stopped, target=0.6,
+    )  # fmt: skip
+    with pytest.raises(StopTraining):
+        for step in range(4):
+            callback(step, 0.0)
+    assert stopped == ["matched"] and len(history) == 3

@@ -207,12 +207,14 @@ def plateau_callback(
     config: dict[str, Any],
     history: list[tuple[float, float, int]],
     stopped: list[str],
+    target: float | None = None,
 ) -> Callable[[int, float], None]:
     """The training callback: every ``eval_every`` steps, the test RMSE (off the clock) appended to
     ``history`` as (CPU seconds of training, RMSE, step); ends the training (``StopTraining``, the
-    reason appended to ``stopped``) when the last ``patience`` evaluations are all worse than the
-    best before them by a relative ``plateau_tolerance`` ("plateau"), or when ``max_seconds`` of
-    training have passed ("time cap")."""
+    reason appended to ``stopped``) when the RMSE is at most ``target`` ("matched", if a target is
+    given), when the last ``patience`` evaluations are all worse than the best before them by a
+    relative ``plateau_tolerance`` ("plateau"), or when ``max_seconds`` of training have passed
+    ("time cap")."""
     from zonal.models.training import StopTraining
 
     clock = {"seconds": 0.0, "started": time.process_time()}
@@ -227,6 +229,7 @@ def plateau_callback(
         history.append((clock["seconds"], rmse, step + 1))
         best_before = min(h[1] for h in history[:-patience] or history)
         for reason, reached in (
+            ("matched", target is not None and rmse <= target),
             (
                 "plateau",
                 len(history) > patience
@@ -392,4 +395,12 @@ def _plot(run_dir: RunDirectory, rows: list[dict[str, Any]]) -> None:
     run_dir.save_figure("figure_3.png", figure)
 
 
-__all__ = ["CONVERGED", "FULL", "MODELS", "QUICK", "compare", "run_vish_flights"]
+__all__ = [
+    "CONVERGED",
+    "FULL",
+    "MODELS",
+    "QUICK",
+    "compare",
+    "plateau_callback",
+    "run_vish_flights",
+]
