@@ -237,3 +237,20 @@ def test_cli_reproduce_lists_its_queue(tmp_path, capsys):
     assert main(["experiment", "reproduce", "--runs-dir", str(tmp_path), "--list"]) == 0
     err = capsys.readouterr().err
     assert "queued uci-dgp --protocol converged (new run)" in err
+
+
+def test_numbers_outside_the_protocol_are_left_out_of_the_verdict_and_named(tmp_path):
+    """A seed number whose rows the protocol never produces (a dataset only the full protocol
+    runs) neither fails nor passes the claim; the report names it."""
+    _fake_run(tmp_path, "r")
+    claim = _claim(
+        statistics=(
+            *_claim().statistics,
+            Statistic("huge", {"model": "deep", "size": 6400}, "score", "median", 9.0),
+        )
+    )
+    result = evaluate_claim(claim, find_runs(tmp_path))
+    assert result.verdict == "reproduced"
+    write_reproductions(tmp_path, tmp_path / "report.md", [claim])
+    text = (tmp_path / "report.md").read_text()
+    assert "Not measured by this protocol (left out of the verdict): huge." in text

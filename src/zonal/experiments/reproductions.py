@@ -319,19 +319,22 @@ def judge(claim: Claim, values: Mapping[str, Value]) -> tuple[str, list[str]]:
                 f"{ordering.better} ({_number(better.centre)}) does not beat "
                 f"{ordering.worse} ({_number(worse.centre)})"
             )
-    close = all(
-        values[s.label].count > 0 and _within(values[s.label].centre, s)
-        for s in claim.statistics
-        if s.seed_value is not None
-    )
+    # Numbers the protocol does not measure (a dataset only the full protocol runs) are left out
+    # of the verdict and named in the report (``unmeasured``); the verdict is on the others.
+    compared = [
+        s for s in claim.statistics if s.seed_value is not None and values[s.label].count > 0
+    ]
+    if not compared and not claim.orderings:
+        return "not reproduced", ["no number of the seed's was measured"]
+    missed = [
+        f"{s.label}: {_number(values[s.label].centre)} against the seed's {_number(s.seed_value)}"
+        for s in compared
+        if not _within(values[s.label].centre, s)
+    ]
+    close = not missed
     if failed:
         return "not reproduced", failed
     if not claim.orderings and not close:
-        missed = [
-            f"{s.label}: {_number(values[s.label].centre)} against the seed's {_number(s.seed_value)}"
-            for s in claim.statistics
-            if s.seed_value is not None and not _within(values[s.label].centre, s)
-        ]
         return "not reproduced", missed
     if claim.comparable and close:
         return "reproduced", []
@@ -380,6 +383,12 @@ def _convergence(path: Path) -> str:
     if not flags:
         return ""
     return f"{sum(flag == 'True' for flag in flags)} of {len(flags)} fits converged"
+
+
+def unmeasured(claim: Claim, values: Mapping[str, Value]) -> list[str]:
+    """The claim's statistics the run has no rows for (outside its protocol, e.g. a dataset
+    only the full protocol runs)."""
+    return [s.label for s in claim.statistics if s.label in values and values[s.label].count == 0]
 
 
 def evaluate_claim(claim: Claim, runs: Sequence[RunFolder]) -> ClaimResult:
@@ -521,6 +530,12 @@ def _claim_section(result: ClaimResult) -> list[str]:
         )
     if result.values:
         lines += ["", _values_table(claim.statistics, result.values)]
+    missing = unmeasured(claim, result.values)
+    if missing and not result.partial_fits:
+        lines += [
+            "",
+            "Not measured by this protocol (left out of the verdict): " + ", ".join(missing) + ".",
+        ]
     if result.failed:
         so_far = " so far" if result.partial_fits else ""
         lines += ["", f"What failed{so_far}: " + "; ".join(result.failed) + "."]
