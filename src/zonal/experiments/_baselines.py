@@ -173,7 +173,7 @@ class GPyTorchDeepGP(DeepGP, ZonalModel):
         self.num_posterior_samples = int(num_posterior_samples)
         self.posterior_seed = posterior_seed
 
-    def forward(self, x: torch.Tensor):
+    def forward(self, x: torch.Tensor) -> MultivariateNormal:
         """The layers applied in order to x [*b, N, D]: an output with the samples in front."""
         output = x
         for layer in self.layers:

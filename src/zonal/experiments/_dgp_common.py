@@ -26,12 +26,20 @@ import contextlib
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import torch
 
 from zonal.models.training import PlateauSchedule
 from zonal.tabular import recipes
+
+if TYPE_CHECKING:
+    from zonal.experiments._baselines import GPyTorchDeepGP
+    from zonal.models import DGP
+
+#: the deep models these helpers train and score: zonal's DGPs (inducing-point, activated,
+#: residual) and GPyTorch's deep GP (the benchmark's baseline), all with ``num_posterior_samples``
+DeepModel: TypeAlias = "DGP | GPyTorchDeepGP"
 
 MODEL_NAMES = ("ADGP-1", "ADGP-3", "DGP-1", "DGP-3")
 
@@ -146,7 +154,7 @@ def timed(
 
 
 def train_elbo(
-    model,
+    model: DeepModel,
     x: torch.Tensor,
     y: torch.Tensor,
     num_steps: int,
@@ -201,7 +209,7 @@ def seconds_to_target(trace: list[dict[str, Any]], target: float) -> float | Non
 
 
 @contextlib.contextmanager
-def evaluating(model, num_samples: int) -> Iterator[None]:
+def evaluating(model: DeepModel, num_samples: int) -> Iterator[None]:
     """``model`` in eval mode with ``num_samples`` posterior samples; restored afterwards."""
     was_training, samples = model.training, model.num_posterior_samples
     model.num_posterior_samples = num_samples
@@ -214,7 +222,7 @@ def evaluating(model, num_samples: int) -> Iterator[None]:
 
 @torch.no_grad()
 def regression_metrics(
-    model, x: torch.Tensor, y: torch.Tensor, num_samples: int
+    model: DeepModel, x: torch.Tensor, y: torch.Tensor, num_samples: int
 ) -> dict[str, float]:
     """Test MSE of the predictive (mixture) mean and the test log likelihood (mean over points of
     log (1/S) sum_s N(y | mu_s, v_s + noise)), both on the scale of ``y``."""
@@ -225,7 +233,7 @@ def regression_metrics(
 
 
 @torch.no_grad()
-def predictive_mse(model, x: torch.Tensor, y: torch.Tensor, num_samples: int) -> float:
+def predictive_mse(model: DeepModel, x: torch.Tensor, y: torch.Tensor, num_samples: int) -> float:
     """Test MSE of the Monte Carlo predictive mean (for traces)."""
     with evaluating(model, num_samples):
         mean, _ = model.predict(x)
@@ -233,7 +241,9 @@ def predictive_mse(model, x: torch.Tensor, y: torch.Tensor, num_samples: int) ->
 
 
 @torch.no_grad()
-def class_probability(model, x: torch.Tensor, num_samples: int, chunk: int = 4096) -> torch.Tensor:
+def class_probability(
+    model: DeepModel, x: torch.Tensor, num_samples: int, chunk: int = 4096
+) -> torch.Tensor:
     """p(y = 1 | x) of a Bernoulli DGP: the mean over S samples of Phi(mu_s / sqrt(1 + v_s)): [N]."""
     parts = []
     with evaluating(model, num_samples):

@@ -34,12 +34,15 @@ trained model (network-1, DGP-1, network-3, DGP-3), so an interrupted run resume
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from zonal.experiments.registry import register_experiment
 from zonal.experiments.run_directory import RunDirectory
+
+if TYPE_CHECKING:
+    from zonal.models import ActivatedDGP
 
 QUICK: dict[str, Any] = {
     "seed": 0,
@@ -134,7 +137,7 @@ def make_grid(
 
 
 # ---------------------------------------------------------------------------------------- models
-def build_model(depth: int, config: dict[str, Any]):
+def build_model(depth: int, config: dict[str, Any]) -> ActivatedDGP:
     """The ``depth``-layer activated DGP with a Bernoulli (probit) likelihood."""
     from gpytorch.likelihoods import BernoulliLikelihood
 

@@ -31,11 +31,14 @@ from __future__ import annotations
 import math
 import statistics
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zonal.experiments.registry import register_experiment
 from zonal.experiments.residual_dgp_sphere import quartiles
 from zonal.experiments.run_directory import RunDirectory
+
+if TYPE_CHECKING:
+    from zonal.bo import BOState, LoopSettings
 
 QUICK: dict[str, Any] = {
     "seed": 0,
@@ -94,7 +97,7 @@ SETTING_KEYS = (
 )
 
 
-def loop_settings(config: dict[str, Any]):
+def loop_settings(config: dict[str, Any]) -> LoopSettings:
     """The ``LoopSettings`` of a config."""
     from zonal.bo import LoopSettings
 
@@ -116,7 +119,9 @@ def first_adaptive_step(config: dict[str, Any]) -> int:
     return -(-step // every) * every
 
 
-def run_strategy(config: dict[str, Any], function: str, repeat: int, strategy: str, states: Path):
+def run_strategy(
+    config: dict[str, Any], function: str, repeat: int, strategy: str, states: Path
+) -> BOState:
     """The finished ``BOState`` of one BO run, branched from the shallow run where it can be."""
     from zonal.bo import BOState, optimize, sphere_objective
 
@@ -249,7 +254,12 @@ def run_bo_sphere(config: dict[str, Any], run_dir: RunDirectory) -> dict[str, An
     return _metrics(summary, seconds, switched, config)
 
 
-def _metrics(summary, seconds, switched, config) -> dict[str, Any]:
+def _metrics(
+    summary: list[dict[str, Any]],
+    seconds: dict[tuple[str, str], list[float]],
+    switched: dict[tuple[str, str], list[int]],
+    config: dict[str, Any],
+) -> dict[str, Any]:
     """Median log10 regret at the switch and at the end per (function, strategy), seconds per BO
     step per model, the adaptive switch's steps."""
     metrics: dict[str, Any] = {}

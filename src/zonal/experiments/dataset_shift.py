@@ -42,12 +42,15 @@ import math
 import statistics
 import time
 import zlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from zonal.experiments.registry import register_experiment
 from zonal.experiments.run_directory import RunDirectory
+
+if TYPE_CHECKING:
+    from zonal.models.conv_head import ConvActivatedDGP, HybridNetwork
 
 MODELS = ("network", "dropout", "ensemble", "adgp", "dgp")
 METRICS = ("accuracy", "tll", "ece", "entropy")
@@ -165,7 +168,7 @@ def unit_seed(config: dict[str, Any], dataset: str, repeat: int, part: str = "")
     return zlib.crc32(f"{config['seed']}/{dataset}/{repeat}/{part}".encode()) % 2**31
 
 
-def fresh_model(config: dict[str, Any], shape: tuple[int, ...], seed: int):
+def fresh_model(config: dict[str, Any], shape: tuple[int, ...], seed: int) -> ConvActivatedDGP:
     """A ``ConvActivatedDGP`` of the config's architecture, initialised from ``seed``."""
     from zonal.models.conv_head import ConvActivatedDGP, ConvFeatures
 
@@ -208,7 +211,7 @@ def train_models(
     models: dict[str, Any] = {}
     info: dict[str, float] = {}
 
-    def network_of(part: str, dropout: float = 0.0):
+    def network_of(part: str, dropout: float = 0.0) -> HybridNetwork:
         member_seed = unit_seed(config, "net", seed, part)
         network = fresh_model(config, shape, member_seed).network_like(member_seed, dropout=dropout)
         started = time.perf_counter()
@@ -244,7 +247,7 @@ def train_models(
         models["adgp"] = model
     if "dgp" in wanted:
         started = time.perf_counter()
-        model = inducing_point_head(
+        dgp = inducing_point_head(
             network,
             images,
             hidden_width=config["hidden_width"],
@@ -252,10 +255,10 @@ def train_models(
             num_posterior_samples=config["posterior_samples"],
             seed=seed,
         )
-        model.softmax_samples = config["softmax_samples"]
-        fit_dgp_head(model, images, labels, epochs=config["elbo_epochs"], seed=seed, **elbo)
+        dgp.softmax_samples = config["softmax_samples"]
+        fit_dgp_head(dgp, images, labels, epochs=config["elbo_epochs"], seed=seed, **elbo)
         info["dgp_train_seconds"] = time.perf_counter() - started
-        models["dgp"] = model
+        models["dgp"] = dgp
     if "adgp" in models:
         models["adgp"].softmax_samples = config["softmax_samples"]
     if "network" not in wanted:

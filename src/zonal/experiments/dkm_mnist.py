@@ -68,14 +68,17 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from zonal.experiments.registry import register_experiment
 from zonal.experiments.run_directory import RunDirectory
+
+if TYPE_CHECKING:
+    from zonal.dkm import DeepKernelMachine
 
 DTYPES = {"float64": torch.float64, "float32": torch.float32}
 SWEEPS = ("nu", "normalisation", "rescaling", "top", "likelihood", "inducing")
@@ -364,7 +367,7 @@ def build_model(
     configuration: Configuration,
     config: dict[str, Any],
     image_shape: tuple,
-):
+) -> DeepKernelMachine:
     """The sparse DKM (fully connected or convolutional) of ``configuration``, its inducing inputs
     at random training images (fully connected) or random 3x3 patches of them (convolutional)."""
     from gpytorch.likelihoods import MultitaskGaussianLikelihood, SoftmaxLikelihood
@@ -413,7 +416,9 @@ def build_model(
     )
 
 
-def evaluate(model, x_test: torch.Tensor, y_test: torch.Tensor, config: dict[str, Any]) -> dict:
+def evaluate(
+    model: DeepKernelMachine, x_test: torch.Tensor, y_test: torch.Tensor, config: dict[str, Any]
+) -> dict[str, float]:
     """Test accuracy (%) and mean test log likelihood log p(y | x) of the labels."""
     from zonal.dkm.likelihoods import categorical_log_probabilities, is_categorical
 
@@ -438,7 +443,9 @@ def evaluate(model, x_test: torch.Tensor, y_test: torch.Tensor, config: dict[str
     }
 
 
-def augmentation(config: dict[str, Any], image_shape: tuple):
+def augmentation(
+    config: dict[str, Any], image_shape: tuple[int, ...]
+) -> Callable[[torch.Tensor, torch.Generator], torch.Tensor] | None:
     """Random crops of the (whitened) image rows for the convolutional DKM, or None."""
     if config["architecture"] != "conv" or config["crop_padding"] == 0:
         return None

@@ -51,7 +51,7 @@ import math
 import statistics
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -59,6 +59,12 @@ from zonal.experiments.errors import ExperimentError
 from zonal.experiments.registry import register_experiment
 from zonal.experiments.run_directory import RunDirectory
 from zonal.experiments.uci_dgp import TABLE_1
+
+if TYPE_CHECKING:
+    import torch
+
+    #: (x_train [N, D], y_train [N], x_test [T, D], y_test [T])
+    Split = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
 
 #: depth of the deep models (seed 000 table 1's three-layer models)
 NUM_LAYERS = 3
@@ -276,7 +282,7 @@ def synthetic_regression(num_rows: int = 300, seed: int = 0) -> tuple[np.ndarray
     return x, y
 
 
-def _load(name: str, config: Mapping[str, Any]):
+def _load(name: str, config: Mapping[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
     """(X [N, D], y [N]) float64 tensors of a registered regression dataset or ``"synthetic"``,
     maybe subsampled to ``max_rows`` rows."""
     import torch
@@ -335,7 +341,9 @@ def fit_and_score(
     return {"num_train": len(x_train), "num_test": len(x_test), **scored}
 
 
-def _fit_gpytorch_dgp(data, config: Mapping[str, Any], seed: int, trace) -> dict[str, Any]:
+def _fit_gpytorch_dgp(
+    data: Split, config: Mapping[str, Any], seed: int, trace: list[dict[str, Any]] | None
+) -> dict[str, Any]:
     """GPyTorch's DeepGP, started as zonal's DGP-3 and trained by the same ELBO loop."""
     import torch
 
@@ -367,7 +375,9 @@ def _fit_gpytorch_dgp(data, config: Mapping[str, Any], seed: int, trace) -> dict
             "num_inducing": config["num_inducing"]}  # fmt: skip
 
 
-def _fit_gpytorch_svgp(data, config: Mapping[str, Any], seed: int, trace) -> dict[str, Any]:
+def _fit_gpytorch_svgp(
+    data: Split, config: Mapping[str, Any], seed: int, trace: list[dict[str, Any]] | None
+) -> dict[str, Any]:
     """GPyTorch's SVGP with RBF-ARD, inducing points at random training inputs, Adam on the
     minibatch ELBO with plateau cuts."""
     import torch
@@ -546,7 +556,13 @@ def _short(model: str) -> str:
     return MODEL_LABELS[model].split(" (")[0]
 
 
-def _best(group, key: str, choose: Callable, what: str, number: str) -> str:
+def _best(
+    group: Sequence[Mapping[str, Any]],
+    key: str,
+    choose: Callable[..., Mapping[str, Any]],
+    what: str,
+    number: str,
+) -> str:
     best = choose(group, key=lambda entry: entry[key])
     text = f"{what} {_short(best['model'])} ({number.format(best[key])})"
     if best["model"] not in SEED_COUNTERPART:
@@ -558,7 +574,7 @@ def _best(group, key: str, choose: Callable, what: str, number: str) -> str:
     return text
 
 
-def _fastest(group, reached) -> str:
+def _fastest(group: Sequence[Mapping[str, Any]], reached: Sequence[Mapping[str, Any]]) -> str:
     """The first to the target (most splits reached, then fewest seconds), with the ratio of
     every other model's seconds to its own (a bound for those that never got there), marked
     "within the spread" when the two means are less than their standard deviations apart."""

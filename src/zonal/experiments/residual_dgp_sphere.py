@@ -45,13 +45,16 @@ from __future__ import annotations
 import math
 import statistics
 import zlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from zonal.experiments._convergence import curve_rows, without_curve
 from zonal.experiments.registry import register_experiment
 from zonal.experiments.run_directory import RunDirectory
+
+if TYPE_CHECKING:
+    from zonal.models import DGP
 
 QUICK: dict[str, Any] = {
     "seed": 0,
@@ -179,7 +182,9 @@ def unit_seed(config: dict[str, Any], model: str, num_train: int, hidden: int, r
     return zlib.crc32(f"{config['seed']}/{model}/{num_train}/{hidden}/{repeat}".encode())
 
 
-def build_model(model: str, hidden: int, x_train: torch.Tensor, config: dict[str, Any], seed: int):
+def build_model(
+    model: str, hidden: int, x_train: torch.Tensor, config: dict[str, Any], seed: int
+) -> DGP:
     """The residual DGP with ``hidden`` vector fields, or the eq. 3.5 baseline with ``hidden``
     hidden layers (the sphere GP counted)."""
     from zonal.geometry import OnSphere

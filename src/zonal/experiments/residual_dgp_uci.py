@@ -31,12 +31,15 @@ from __future__ import annotations
 import math
 import statistics
 import zlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from zonal.experiments.registry import register_experiment
 from zonal.experiments.run_directory import RunDirectory
+
+if TYPE_CHECKING:
+    from zonal.models import DGP
 
 FEATURE_BUDGET = {"yacht": 294, "concrete": 210, "power": 336, "boston": 119}
 """M of seed 004 sec. 5.2 (after Dutordoir et al. 2020) for the datasets obtainable here."""
@@ -90,7 +93,7 @@ def unit_seed(config: dict[str, Any], dataset: str, split: int, model: str, dept
 
 def build_model(
     model: str, depth: int, x_train: torch.Tensor, budget: int, config: dict[str, Any], seed: int
-):
+) -> DGP:
     """The residual DGP (depth - 1 vector fields) or the Euclidean DGP of ``depth`` layers."""
     from gpytorch.likelihoods import GaussianLikelihood
 

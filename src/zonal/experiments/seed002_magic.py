@@ -36,13 +36,16 @@ from __future__ import annotations
 
 import statistics
 import zlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
 from zonal.experiments.registry import register_experiment
 from zonal.experiments.run_directory import RunDirectory
+
+if TYPE_CHECKING:
+    from zonal.models import SVGP
 
 MODELS = ("sparse", "complete", "network")
 QUICK: dict[str, Any] = {
@@ -110,7 +113,7 @@ def load_data(config: dict[str, Any]) -> tuple[torch.Tensor, ...]:
 
 
 # ---------------------------------------------------------------------------------------- models
-def build_gp(kind: str, input_dim: int, config: dict[str, Any], seed: int):
+def build_gp(kind: str, input_dim: int, config: dict[str, Any], seed: int) -> SVGP:
     """The SVGP with ``kind`` features, the continuous-depth kernel and a Bernoulli likelihood."""
     from gpytorch.likelihoods import BernoulliLikelihood
 
@@ -136,7 +139,7 @@ def build_network(input_dim: int, config: dict[str, Any]) -> torch.nn.Module:
 
 
 @torch.no_grad()
-def gp_scores(model, x: torch.Tensor, y: torch.Tensor) -> tuple[np.ndarray, float]:
+def gp_scores(model: SVGP, x: torch.Tensor, y: torch.Tensor) -> tuple[np.ndarray, float]:
     """(p(y = 1 | x) [T], mean test log likelihood) of a Bernoulli SVGP."""
     model.eval()
     probability = model.likelihood(model.latent_distribution(x)).probs  # [T]
@@ -232,7 +235,9 @@ def unit_seed(config: dict[str, Any], model: str, repeat: int) -> int:
     return zlib.crc32(f"{config['seed']}/{model}/{repeat}".encode())
 
 
-def summarise(rows: list[dict[str, Any]], traces: list[dict[str, Any]], config) -> dict:
+def summarise(
+    rows: list[dict[str, Any]], traces: list[dict[str, Any]], config: dict[str, Any]
+) -> dict[str, Any]:
     """Mean (std) AUC and TLL per model; steps for sparse to reach complete's final AUC."""
     metrics: dict[str, Any] = {}
     for model in config["models"]:

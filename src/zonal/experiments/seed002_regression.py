@@ -35,13 +35,16 @@ from __future__ import annotations
 import math
 import statistics
 import zlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
 from zonal.experiments.registry import register_experiment
 from zonal.experiments.run_directory import RunDirectory
+
+if TYPE_CHECKING:
+    from zonal.models import SVGP
 
 MODELS = ("sparse", "complete")
 QUICK: dict[str, Any] = {
@@ -94,7 +97,7 @@ def load_table(name: str) -> tuple[np.ndarray, np.ndarray]:
     return data.X, data.y
 
 
-def build_model(kind: str, input_dim: int, config: dict[str, Any], seed: int):
+def build_model(kind: str, input_dim: int, config: dict[str, Any], seed: int) -> SVGP:
     """The Gaussian SVGP with ``kind`` features and the polynomial-decay kernel."""
     from zonal.experiments.seed002_common import continuous_depth_kernel, harmonic_features
     from zonal.models import SVGP
@@ -140,10 +143,10 @@ def fit_one(
     seconds = time.perf_counter() - started
     x_eval = torch.as_tensor(x_scaler.transform(x_test))
     with torch.no_grad():
-        mean, variance = model.predict(x_eval, include_noise=True)  # standardised [T]
+        mean_z, variance_z = model.predict(x_eval, include_noise=True)  # standardised [T]
     scale = float(y_scaler.std.reshape(()))
-    mean = y_scaler.inverse_transform(mean.numpy())
-    variance = variance.numpy() * scale**2
+    mean = y_scaler.inverse_transform(mean_z.numpy())
+    variance = variance_z.numpy() * scale**2
     nll = 0.5 * (np.log(2 * math.pi * variance) + (y_test - mean) ** 2 / variance)
     return {
         "rmse": float(np.sqrt(np.mean((y_test - mean) ** 2))),

@@ -59,7 +59,12 @@ from zonal.experiments.registry import register_experiment
 from zonal.experiments.run_directory import RunDirectory
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from gpytorch.likelihoods import GaussianLikelihood
+
     from zonal.experiments._dgp_common import Schedule, Stopwatch
+    from zonal.models import ActivatedDGP
 
 QUICK: dict[str, Any] = {
     "seed": 0,
@@ -290,7 +295,7 @@ def unit_seed(config: dict[str, Any], dataset: str, split: int, model: str) -> i
 
 
 def trace_options(
-    trace: list[dict[str, Any]] | None, stage: str, evaluate, every: int
+    trace: list[dict[str, Any]] | None, stage: str, evaluate: Callable[[], float], every: int
 ) -> dict[str, Any]:
     """``timed`` keyword arguments that append ``{stage, step, seconds, test_mse}`` rows to
     ``trace`` (none when ``trace`` is None: the model is not traced)."""
@@ -376,7 +381,7 @@ def fit_model(
 
 def fit_activated(
     num_layers: int,
-    likelihood,
+    likelihood: GaussianLikelihood,
     data: tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor],
     config: dict[str, Any],
     seed: int,
@@ -384,7 +389,7 @@ def fit_activated(
     generator: torch.Generator,
     clock: Stopwatch,
     trace: list[dict[str, Any]] | None,
-):
+) -> tuple[ActivatedDGP, float, list[float]]:
     """ADGP: the network by MSE, copied into the DGP, then the ELBO; (model, network test MSE, the
     ELBO stage's losses)."""
     from zonal.experiments._dgp_common import (

@@ -28,13 +28,16 @@ from __future__ import annotations
 
 import math
 import zlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from zonal.experiments.dataset_shift import mean_and_error
 from zonal.experiments.registry import register_experiment
 from zonal.experiments.run_directory import RunDirectory
+
+if TYPE_CHECKING:
+    from zonal.models import DGP, ActivatedDGP
 
 MODELS = ("ADGP", "Vanilla", "Dropout", "DGP")
 QUICK: dict[str, Any] = {
@@ -127,7 +130,7 @@ def unit_seed(config: dict[str, Any], dataset: str, split: int, model: str) -> i
     return zlib.crc32(f"{config['seed']}/{dataset}/{split}/{model}".encode())
 
 
-def _activated(config: dict[str, Any], input_dim: int, seed: int):
+def _activated(config: dict[str, Any], input_dim: int, seed: int) -> ActivatedDGP:
     from gpytorch.likelihoods import GaussianLikelihood
 
     from zonal.experiments._dgp_common import build_activated_dgp
@@ -175,7 +178,7 @@ def fit_split(
         torch.manual_seed(seed)
         return seed, torch.Generator().manual_seed(seed)
 
-    def scored_by_elbo_model(model, seed: int) -> dict[str, float]:
+    def scored_by_elbo_model(model: DGP, seed: int) -> dict[str, float]:
         """Test metrics of a GP model, its Monte Carlo draws seeded apart from training's."""
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed + 1)
@@ -202,14 +205,14 @@ def fit_split(
             results["ADGP"] = scored_by_elbo_model(model, seed)
     if "Dropout" in wanted:
         seed, generator = seeded("Dropout")
-        network = DropoutNetwork(_activated(config, input_dim, seed).network_like(seed),
-                                 config["dropout"])  # fmt: skip
-        train_network_stage(network, x_train, y_train, "mse", config["network_steps"], schedule,
-                            generator)  # fmt: skip
+        dropout_network = DropoutNetwork(_activated(config, input_dim, seed).network_like(seed),
+                                         config["dropout"])  # fmt: skip
+        train_network_stage(dropout_network, x_train, y_train, "mse", config["network_steps"],
+                            schedule, generator)  # fmt: skip
         passes = config["dropout_passes"]
-        train_mean = dropout_passes(network, x_train, passes, seed).mean(0)  # [N]
+        train_mean = dropout_passes(dropout_network, x_train, passes, seed).mean(0)  # [N]
         noise = max(float(torch.mean((train_mean - y_train) ** 2)), MIN_NOISE)
-        outputs = dropout_passes(network, x_test, passes, seed + 1)  # [T, N]
+        outputs = dropout_passes(dropout_network, x_test, passes, seed + 1)  # [T, N]
         density = mixture_log_density(y_test, outputs, noise)  # [N]
         mse = float(torch.mean((outputs.mean(0) - y_test) ** 2))
         results["Dropout"] = scored(mse, float(density.mean()))
