@@ -15,6 +15,8 @@ from zonal.tabular.recipes import (
     ARD_MODELS,
     AUTO_REFINEMENT_SHARE,
     RECIPES,
+    START_MODELS,
+    Fit,
     TrainingInterrupted,
     resolve_spec,
     train,
@@ -55,7 +57,8 @@ def train_candidates(
         spec = resolve_spec(split.x_train.shape[1], model=name, seed=seed,
                             likelihood=target.likelihood,
                             num_classes=len(target.classes) or None,
-                            **recipe_options(name, options, automatic, names))  # fmt: skip
+                            **recipe_options(name, options, automatic, names),
+                            **(start_options(name, fits, target) if automatic else {}))  # fmt: skip
         share_deadline = None
         if deadline is not None:
             share_deadline = time.monotonic() + (deadline - time.monotonic()) / (
@@ -120,7 +123,14 @@ def train_refinement(
         deadline = min(deadline, time.monotonic() + share)
     try:
         more_fits, more_scores, interrupted = train_candidates(
-            [name], split, target, deadline, progress, automatic=True, seed=seed, options=options
+            [name],
+            split,
+            target,
+            deadline,
+            progress,
+            automatic=True,
+            seed=seed,
+            options={**options, **start_options(name, fits, target)},
         )
     except ValueError:  # a failed refinement leaves the candidates as they are
         return False
@@ -129,6 +139,24 @@ def train_refinement(
     fits.update(more_fits)
     scores.update(more_scores)
     return interrupted
+
+
+def start_options(name: str, fits: dict[str, Fit], target: Target) -> dict[str, Any]:
+    """Where ``auto``'s SVGP candidate ``name`` starts: at the noise and kernel variance of the
+    SGPR trained before it (the ``initial_noise`` and ``initial_outputscale`` of
+    ``zonal.tabular.recipes.resolve_spec``), for regression; nothing when no SGPR was trained.
+
+    The SGPR's L-BFGS on the collapsed bound finds them in a few seconds, while Adam from the
+    defaults (noise 0.1, variance 1) gets 50-100 steps in the refinement's share of the default
+    budget (about 0.12 s a step with 512 harmonic features) and early stopping kept the SVGP
+    near its start: on a 16-input table of 2,000 rows whose SGPR reached noise 0.01 its noise
+    stayed at 0.13, a validation log likelihood per row of -0.05 against the SGPR's 1.09."""
+    sgpr = fits.get("sgpr")
+    if name not in START_MODELS or sgpr is None or target.is_classification:
+        return {}
+    model: Any = sgpr.model
+    return {"initial_noise": float(model.likelihood.noise.detach()),
+            "initial_outputscale": float(model.kernel.outputscale.detach())}  # fmt: skip
 
 
 def recipe_options(

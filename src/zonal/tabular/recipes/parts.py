@@ -50,12 +50,13 @@ def gaussian_likelihood(noise: float = INITIAL_NOISE) -> GaussianLikelihood:
 
 
 def make_likelihood(spec: Mapping[str, Any]) -> Likelihood:
-    """The spec's likelihood in float64: Gaussian (noise ``INITIAL_NOISE``), Bernoulli (probit
+    """The spec's likelihood in float64: Gaussian (noise ``initial_noise``, by default
+    ``INITIAL_NOISE``), Bernoulli (probit
     link) or softmax over ``num_classes`` latent GPs without mixing weights (the softmax of the
     last layer's C outputs, as in the activated DGP's network)."""
     name = spec.get("likelihood", "gaussian")
     if name == "gaussian":
-        return gaussian_likelihood()
+        return gaussian_likelihood(spec.get("initial_noise", INITIAL_NOISE))
     if name == "bernoulli":
         return BernoulliLikelihood().to(torch.float64)
     return SoftmaxLikelihood(num_classes=spec["num_classes"], mixing_weights=False).double()

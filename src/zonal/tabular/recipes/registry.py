@@ -8,6 +8,7 @@ and trains the model of a resolved spec.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -24,6 +25,8 @@ TRUNCATION_LEVEL = 10
 #: recipes whose input embedding can learn per-input scales (``--ard``; the activated DGP's in its
 #: first layer)
 ARD_MODELS = ("sgpr", "svgp", "svgp-activated", "adgp")
+#: recipes whose noise and kernel variance may start at given values (``initial_noise``, ...)
+START_MODELS = ("svgp", "svgp-activated")
 
 
 class UnsupportedLikelihoodError(ValueError):
@@ -106,6 +109,8 @@ def resolve_spec(
     num_classes: int | None = None,
     ard: bool = False,
     seed: int = 0,
+    initial_noise: float | None = None,
+    initial_outputscale: float | None = None,
 ) -> dict[str, Any]:
     """The checked options of recipe ``model`` for ``input_dim`` input columns, with the recipe's
     defaults filled in (``num_layers`` 2 for layered recipes; refused for the others).
@@ -113,6 +118,9 @@ def resolve_spec(
     ``likelihood`` is one of ``LIKELIHOODS``; ``num_classes`` is 2 for ``"bernoulli"`` (the
     default), at least 2 for ``"softmax"`` (required) and unused (0) for ``"gaussian"``. ``ard``
     gives the sphere embedding one learned scale per input column (``ARD_MODELS`` only).
+    ``initial_noise`` and ``initial_outputscale`` (positive; in the spec only when given) start
+    an SVGP's Gaussian noise variance and kernel variance elsewhere than at ``INITIAL_NOISE`` and
+    1: ``auto`` starts its SVGPs where its SGPR ended (``zonal.tabular.candidates.start_options``).
     """
     recipe = get_recipe(model)
     if likelihood not in LIKELIHOODS:
@@ -153,7 +161,17 @@ def resolve_spec(
         isinstance(learning_rate, int | float) and learning_rate > 0
     ):
         raise ValueError(f"learning_rate must be > 0, got {learning_rate!r}")
+    start = {"initial_noise": initial_noise, "initial_outputscale": initial_outputscale}
+    for name, value in start.items():
+        if value is not None and (
+            model not in START_MODELS or likelihood != "gaussian" or not 0 < value < math.inf
+        ):
+            raise ValueError(
+                f"{name} is a positive start of a Gaussian {' or '.join(START_MODELS)}; got "
+                f"{value!r} for {model} with a {likelihood} likelihood"
+            )
     return {
+        **{name: float(value) for name, value in start.items() if value is not None},
         "model": model,
         "kernel": recipe.kernels[0]
         if kernel == "auto" and "auto" not in recipe.kernels

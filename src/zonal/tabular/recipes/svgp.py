@@ -38,9 +38,12 @@ OPTIMAL_Q_MAX_ENTRIES = 20_000_000
 
 def build_svgp(spec: Mapping[str, Any], x: torch.Tensor | None = None) -> SVGP:
     """SVGP with harmonic features (``"svgp"``, learned phases when phase-truncated) or activated
-    Softplus features, one latent GP per class for a softmax likelihood."""
+    Softplus features, one latent GP per class for a softmax likelihood; its kernel variance
+    starts at the spec's ``initial_outputscale`` when given, else 1."""
     ambient_dim = spec["input_dim"] + 1
     kernel = build_kernel(spec["kernel"], ambient_dim, spec["num_inducing"])
+    if "initial_outputscale" in spec:
+        kernel.outputscale = torch.tensor(spec["initial_outputscale"], dtype=torch.float64)
     features: InducingFeatures
     if spec["model"] == "svgp-activated":
         features = ActivatedFeatures(
