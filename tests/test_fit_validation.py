@@ -315,3 +315,19 @@ def test_a_stage_can_have_its_own_patience_in_time():
         recipes.train(spec, x, x[:, 0], TrainingControl(deadline=time.monotonic() + 30.0))
     assert shares["ELBO"] == pytest.approx(recipes.ADGP_ELBO_PATIENCE_SHARE, rel=1e-9)
     assert shares["network 1"] == pytest.approx(TrainingControl().patience_share, rel=1e-9)
+
+
+def test_the_fit_line_names_the_units_of_its_validation_metrics(tmp_path, capsys):
+    """Regression metrics are printed in the target's units (mse * std^2), and the line says so;
+    the saved ones are the same numbers."""
+    rng = np.random.default_rng(0)
+    a = rng.normal(size=60)
+    rows = [f"{p},{100 * p + rng.normal()}" for p in a]  # a target of std about 100
+    data = tmp_path / "scaled.csv"
+    data.write_text("a,price\n" + "\n".join(rows) + "\n")
+    arguments = ["--model", "svgp-activated", "--num-inducing", "8", "--steps", "5", "--quiet"]
+    assert main(["fit", str(data), "--target", "price", *arguments]) == 0
+    line = capsys.readouterr().out.splitlines()[-1]
+    assert "validation (6 rows, in the units of 'price'): " in line
+    fitted = load_model(tmp_path / "scaled.zonal.pt")
+    assert f"mse {fitted.validation['mse']:.4g}" in line

@@ -10,6 +10,7 @@ import sys
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from zonal.cli.common import (
     EXIT_INTERRUPTED,
@@ -94,7 +95,7 @@ def _fit_quietly_or_not(args: argparse.Namespace) -> int:
                             if key not in ("seconds", "objective"))  # fmt: skip
         chosen = " (chosen)" if name == fitted.spec["model"] and len(fitted.scores) > 1 else ""
         where = (
-            f"validation ({fitted.num_validation_rows} rows): {metrics}"
+            f"validation ({fitted.num_validation_rows} rows{_units(fitted)}): {metrics}"
             if metrics
             else ("no validation split")
         )
@@ -138,8 +139,8 @@ def _fit_streamed(args: argparse.Namespace) -> int:
             print(f"zonal: interrupted; {advice}", file=sys.stderr)
             return EXIT_INTERRUPTED
     metrics = ", ".join(f"{key} {value:.4g}" for key, value in fitted.validation.items())
-    where = f"validation ({fitted.num_validation_rows} rows): {metrics}" if metrics else \
-        "no validation split"  # fmt: skip
+    where = f"validation ({fitted.num_validation_rows} rows{_units(fitted)}): {metrics}" \
+        if metrics else "no validation split"  # fmt: skip
     print(
         f"zonal: fitted {fitted.describe()} for regression to "
         f"{fitted.num_rows - fitted.num_validation_rows} rows x {len(fitted.feature_columns)} "
@@ -171,6 +172,15 @@ def run_predict(args: argparse.Namespace) -> int:
     what = "class probabilities" if fitted.target.is_classification else "predictions"
     print(f"zonal: wrote {table.num_rows} {what} of {fitted.target_column!r} to {output}")
     return 0
+
+
+def _units(fitted: Any) -> str:
+    """The units of a regression's validation metrics, as the fit line names them: the target's
+    own (``zonal.tabular.metrics.in_target_units``; the test metrics of the benchmarks and
+    experiments are standardised); nothing for classification."""
+    if fitted.target.is_classification:
+        return ""
+    return f", in the units of {fitted.target_column!r}"
 
 
 def _refuse_overwriting_inputs(output: Path, *inputs: Path) -> None:
