@@ -34,8 +34,28 @@ def run_fit(args: argparse.Namespace) -> int:
         # tqdm reads TQDM_* defaults when it is imported: this silences every bar the fit opens
         # (fundamental systems built on first use included) without threading a flag through
         os.environ.setdefault("TQDM_DISABLE", "1")
-    with quiet_numerics(args.quiet):
+    with quiet_numerics(args.quiet), data_notes():
         return _fit_quietly_or_not(args)
+
+
+@contextlib.contextmanager
+def data_notes() -> Iterator[None]:
+    """Print the fitting layer's notes on the data (``zonal.tabular.tables.DataWarning``: more
+    input columns than rows, columns of one value) as ``zonal: note: ...`` lines on stderr; other
+    warnings are shown as before."""
+    with warnings.catch_warnings():  # restores showwarning and the filters on exit
+        shown = warnings.showwarning
+
+        def show(
+            message: Warning | str, category: type[Warning], *args: Any, **kwargs: Any
+        ) -> None:
+            if category.__name__ == "DataWarning":  # without importing the fitting layer
+                print(f"zonal: note: {message}", file=sys.stderr)
+            else:
+                shown(message, category, *args, **kwargs)
+
+        warnings.showwarning = show
+        yield
 
 
 def _fit_quietly_or_not(args: argparse.Namespace) -> int:

@@ -29,11 +29,12 @@ if TYPE_CHECKING:
     from zonal.tabular.predict import predict_data, predict_table
     from zonal.tabular.saved import ModelFileError, load_model, save_model
     from zonal.tabular.streamed import streamed_fit
-    from zonal.tabular.tables import Table, TableError, read_table, write_table
+    from zonal.tabular.tables import DataWarning, Table, TableError, read_table, write_table
     from zonal.tabular.targets import LabelError, Target, detect_target
 
 #: the package's names, each with the module that defines it
 _EXPORTS = {
+    "DataWarning": "tables",
     "LabelError": "targets",
     "ModelFileError": "saved",
     "Table": "tables",
@@ -56,6 +57,7 @@ _EXPORTS = {
 _MOVED = ("MAX_MAGNITUDE", "MISSING_TOKENS", "SUFFIXES", "name_list")
 
 __all__ = [
+    "DataWarning",
     "LabelError",
     "ModelFileError",
     "Table",

@@ -52,6 +52,11 @@ class TableError(ValueError):
     """A table cannot be read or does not fit the request; the message names the file."""
 
 
+class DataWarning(UserWarning):
+    """A table that can be fitted but deserves a note: more input columns than rows, or input
+    columns of a single value (``zonal fit`` prints it as a ``zonal: note:`` line)."""
+
+
 @dataclass(frozen=True, eq=False)
 class Table:
     """A table read from ``path``: its column names and, per column, the cells.
