@@ -1,5 +1,7 @@
 """The ``zonal`` command: the demo, fitting a user's table, the papers' experiments and the datasets.
 
+Usage::
+
     zonal demo
     zonal fit DATA.csv|DATA.npz --target COLUMN [--model auto|sgpr|svgp|svgp-activated|adgp|dgp]
               [--likelihood gaussian|bernoulli|softmax] [--budget SECONDS|none]
@@ -9,9 +11,9 @@
     zonal predict CHECKPOINT.pt DATA.csv|DATA.npz [--output PRED.csv] [--latent] [--force]
     zonal experiment list
     zonal experiment run NAME [--protocol quick|converged|full] [--full] [--output-dir DIR]
-                         [--seed N] [--set KEY=VALUE ...]
-    zonal experiment run NAME --resume RUN_DIR
-    zonal experiment reproduce [--runs-dir DIR] [--list]
+                         [--seed N] [--set KEY=VALUE ...] [--jobs N]
+    zonal experiment run NAME --resume RUN_DIR [--jobs N]
+    zonal experiment reproduce [--runs-dir DIR] [--list] [--jobs N]
     zonal experiment report reproductions [--runs-dir DIR] [--output FILE]
     zonal data list
     zonal data fetch NAME
