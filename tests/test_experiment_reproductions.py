@@ -254,3 +254,28 @@ def test_numbers_outside_the_protocol_are_left_out_of_the_verdict_and_named(tmp_
     write_reproductions(tmp_path, tmp_path / "report.md", [claim])
     text = (tmp_path / "report.md").read_text()
     assert "Not measured by this protocol (left out of the verdict): huge." in text
+
+
+def test_an_unfinished_run_shows_the_columns_its_experiment_derives(tmp_path):
+    """Claim 3's speed-up is derived from two fits of a split (``vish_flights.compare``): an
+    unfinished run's checkpoint rows pass through the claim's ``derive`` before the numbers."""
+    import torch
+
+    from zonal.experiments.vish_flights import compare
+
+    rows = [
+        {"split": 0, "model": "sgpr", "rmse": 0.5, "seconds": 2.0},
+        {"split": 0, "model": "rbf-svgp", "seconds": 30.0, "best_rmse": 0.45,
+         "curve": [[10.0, 0.7, 100], [20.0, 0.5, 200], [30.0, 0.45, 300]]},
+    ]  # fmt: skip
+    claim = _claim(
+        experiment="vish-flights",
+        statistics=(Statistic("speed-up", {"model": "rbf-svgp"}, "speedup", seed_value=100.0),),
+        orderings=(),
+        derive=compare,
+    )
+    path = _fake_run(tmp_path, "flights", experiment="vish-flights", finished=False)
+    torch.save({"rows": rows}, path / "checkpoint.pt")
+    result = evaluate_claim(claim, find_runs(tmp_path))
+    assert result.partial_fits == 2
+    assert result.values["speed-up"].centre == 10.0  # 20 s to the SGPR's RMSE over its 2 s

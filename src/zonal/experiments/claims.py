@@ -11,6 +11,7 @@ fix, or the protocol difference that explains the gap.
 from __future__ import annotations
 
 from zonal.experiments.reproductions import LAST, Ablation, Claim, Ordering, Statistic
+from zonal.experiments.vish_flights import compare as compare_with_sgpr
 
 _RUN = "zonal experiment run"
 
@@ -207,6 +208,7 @@ CLAIMS: tuple[Claim, ...] = (
         f"{_RUN} vish-flights --protocol converged",
         data="stand-in: NYC flights 2013 (273,853 rows) for the 6-million-row airline data",
         comparable=False,
+        derive=compare_with_sgpr,
         statistics=(
             Statistic(
                 "RBF SVGP time / SGPR time",

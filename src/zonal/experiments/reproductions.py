@@ -31,7 +31,7 @@ import json
 import math
 import os
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -111,6 +111,9 @@ class Claim:
     ablations: tuple[Ablation, ...] = ()
     cause: str = ""
     notes: str = ""
+    #: the experiment's own derivation of its table's columns from the fit rows (e.g. a ratio
+    #: between two fits of a split), applied to an unfinished run's checkpoint rows
+    derive: Callable[[list[dict[str, Any]]], list[dict[str, Any]]] | None = None
 
     def __post_init__(self) -> None:
         labels = [statistic.label for statistic in self.statistics]
@@ -356,9 +359,13 @@ def _run_values(
     return values
 
 
-def checkpoint_rows(path: Path) -> list[dict[str, str]]:
+def checkpoint_rows(
+    path: Path,
+    derive: Callable[[list[dict[str, Any]]], list[dict[str, Any]]] | None = None,
+) -> list[dict[str, str]]:
     """The result rows an unfinished run has saved so far (its checkpoint's ``"rows"``, one per
-    fit, as the finished run's ``results.csv`` would hold them); empty when it has none."""
+    fit, passed through ``derive`` when given, as the finished run's ``results.csv`` would hold
+    them); empty when it has none."""
     from zonal.experiments.errors import CheckpointError
     from zonal.experiments.run_directory import RunDirectory
 
@@ -369,6 +376,8 @@ def checkpoint_rows(path: Path) -> list[dict[str, str]]:
     rows = state.get("rows") if isinstance(state, dict) else None
     if not isinstance(rows, list):
         return []
+    if derive is not None:
+        rows = derive([row for row in rows if isinstance(row, dict)])
     return [
         {str(key): str(value) for key, value in row.items() if key != "curve"}
         for row in rows
@@ -405,7 +414,7 @@ def evaluate_claim(claim: Claim, runs: Sequence[RunFolder]) -> ClaimResult:
         ablations.append((ablation, path, _run_values(claim, path) if path else {}))
     if not finished:
         result = ClaimResult(claim, "not run", ablations=ablations, in_flight=in_flight)
-        rows = checkpoint_rows(in_flight[0]) if in_flight else []
+        rows = checkpoint_rows(in_flight[0], claim.derive) if in_flight else []
         if rows and claim.statistics:  # numbers so far, with no verdict
             result.values = _run_values(claim, in_flight[0], rows)
             result.failed = judge(claim, result.values)[1]
