@@ -149,6 +149,9 @@ class Value:
         return f"{_number(self.centre)} ± {_number(self.high - self.centre)}"
 
 
+_NONE = Value(math.nan, math.nan, math.nan, 0, "mean")
+
+
 @dataclass
 class ClaimResult:
     """A claim judged on the runs found for it."""
@@ -556,8 +559,9 @@ def _claim_section(result: ClaimResult) -> list[str]:
         lines += ["", f"Ablation, {ablation.label} (`{ablation.command}`):"]
         if ablation_path is None:
             lines.append("not run.")
-        else:
-            lines += ["", _values_table(claim.statistics, values)]
+        else:  # the statistics the ablation measures (it may run a part of the protocol)
+            measured = [s for s in claim.statistics if values.get(s.label, _NONE).count > 0]
+            lines += ["", _values_table(measured, values)]
     return lines
 
 
