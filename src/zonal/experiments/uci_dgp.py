@@ -94,7 +94,7 @@ QUICK: dict[str, Any] = {
     "curve_points": 50,  # points of each fit's saved ELBO curve
 }
 # The seed's step counts and splits of table 1 on its three small sets, ADGP-3 and DGP-3, at
-# M = 64 per layer: 2.2 CPU-hours of training measured (2.5 with the evaluations; 1 h 36 min of
+# M = 64 per layer: 2.2 CPU-hours of training measured (the sum of its fits' train_seconds; 1 h 36 min of
 # wall clock with --jobs 2 on 2 cores shared with a second run), the seed's M = 512 about 4 h per
 # DGP-3 fit.
 CONVERGED: dict[str, Any] = {
