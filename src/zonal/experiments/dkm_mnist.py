@@ -320,7 +320,8 @@ def prepare_inputs(
     """The model's rows: [x, 1] (fully connected) or ZCA-whitened pixels (convolutional)."""
     if config["architecture"] == "fc":
         train, test = (
-            torch.cat([x, torch.ones(len(x), 1, dtype=x.dtype)], 1) for x in (train, test)
+            torch.cat([x, torch.ones(len(x), 1, dtype=x.dtype, device=x.device)], 1)
+            for x in (train, test)
         )
         return train, test
     if config["architecture"] != "conv":

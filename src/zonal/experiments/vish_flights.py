@@ -186,17 +186,15 @@ def fit_sgpr(data: tuple[torch.Tensor, ...], config: dict[str, Any]) -> dict[str
 
 def build_svgp(model: str, x: torch.Tensor, config: dict[str, Any], seed: int) -> Any:
     """``zonal-svgp`` (the SGPR's features and kernel) or ``rbf-svgp`` (GPyTorch, RBF-ARD)."""
-    from gpytorch.likelihoods import GaussianLikelihood
-
     from zonal.experiments._baselines import InducingPointSVGP
     from zonal.models import SVGP
+    from zonal.tabular.recipes.parts import gaussian_likelihood
 
     if model == "rbf-svgp":
         first = torch.randperm(len(x), generator=torch.Generator().manual_seed(seed))
         return InducingPointSVGP(x[first[: config["num_inducing"]]], "rbf")
     kernel, features = harmonic_parts(x.shape[1], config)
-    likelihood = GaussianLikelihood().to(torch.float64)
-    likelihood.noise = torch.tensor(config["initial_noise"], dtype=torch.float64)
+    likelihood = gaussian_likelihood(config["initial_noise"])
     return SVGP(kernel, features, x.shape[1], likelihood=likelihood)
 
 

@@ -45,7 +45,7 @@ SPARSE_MAX_DEGREE = 6
 def gaussian_likelihood(noise: float = INITIAL_NOISE) -> GaussianLikelihood:
     """A float64 Gaussian likelihood with noise variance ``noise``."""
     likelihood = GaussianLikelihood().to(torch.float64)
-    likelihood.noise = torch.tensor(noise, dtype=torch.float64)
+    likelihood.noise = torch.tensor(noise, dtype=torch.float64, device=likelihood.raw_noise.device)
     return likelihood
 
 

@@ -43,7 +43,10 @@ def build_svgp(spec: Mapping[str, Any], x: torch.Tensor | None = None) -> SVGP:
     ambient_dim = spec["input_dim"] + 1
     kernel = build_kernel(spec["kernel"], ambient_dim, spec["num_inducing"])
     if "initial_outputscale" in spec:
-        kernel.outputscale = torch.tensor(spec["initial_outputscale"], dtype=torch.float64)
+        raw = kernel.raw_outputscale
+        kernel.outputscale = torch.tensor(
+            spec["initial_outputscale"], dtype=raw.dtype, device=raw.device
+        )
     features: InducingFeatures
     if spec["model"] == "svgp-activated":
         features = ActivatedFeatures(
