@@ -102,3 +102,12 @@ def test_a_killed_run_resumes_with_the_results_of_an_uninterrupted_one(
     assert calls["count"] == -100 + 6  # the finished runs return at once from their states
     ours = _read_csv(resumed.path / "results.csv")
     assert ours == _read_csv(reference.path / "results.csv")
+
+
+def test_two_worker_processes_give_the_regrets_of_one(reference, tmp_path):
+    """--jobs 2 runs the (function, repeat) units in two spawned processes; every BO run seeds
+    itself and the rows are gathered in the units' order, so results.csv is the one-process one."""
+    run = create_run("bo-sphere", overrides=TINY, runs_root=tmp_path, jobs=2)
+    parallel = execute_run(run)
+    assert _read_csv(parallel.path / "results.csv") == _read_csv(reference.path / "results.csv")
+    assert parallel.metrics["smooth-s2"]["switch"] == reference.metrics["smooth-s2"]["switch"]

@@ -77,7 +77,8 @@ FULL: dict[str, Any] = {
     "adaptive_min_points": 50,
 }
 # The seed's protocol (200 steps, the switch after 180) with 5 seeds instead of 15: about 7
-# CPU-hours (estimated), run across sessions with --resume (each loop keeps a state file).
+# CPU-hours (estimated), run across sessions with --resume (each loop keeps a state file);
+# --jobs 2 runs two (function, repeat) units at once.
 CONVERGED: dict[str, Any] = {**FULL, "repeats": 5}
 PAPER: dict[str, dict[str, Any]] = {"seed 004 fig. 4.2": {}}
 STRATEGIES = ("shallow", "switch", "adaptive")
@@ -152,6 +153,15 @@ def run_strategy(
     )
 
 
+def repeat_unit(item: tuple[dict[str, Any], str, int, str]) -> list[BOState]:
+    """The finished states of one (function, repeat), one per strategy of ``STRATEGIES`` (shallow
+    first: the others branch from it). Module-level, so that ``--jobs`` workers can run it."""
+    config, function, repeat, states = item
+    return [
+        run_strategy(config, function, repeat, strategy, Path(states)) for strategy in STRATEGIES
+    ]
+
+
 def log_regret(regret: float) -> float:
     """log10 of the regret, floored at 1e-16 (an exact hit)."""
     return math.log10(max(regret, 1e-16))
@@ -214,39 +224,45 @@ def _check_config(config: dict[str, Any]) -> None:
     ),
 )
 def run_bo_sphere(config: dict[str, Any], run_dir: RunDirectory) -> dict[str, Any]:
-    """Every (function, repeat, strategy) BO run, resumable, then the regret summary and figure."""
+    """Every (function, repeat, strategy) BO run, resumable, then the regret summary and figure.
+
+    The (function, repeat) units are independent (``--jobs`` runs them in parallel); their rows are
+    gathered in the units' order, so the tables do not depend on ``jobs``."""
     _check_config(config)
     states = run_dir.path / "states"
     states.mkdir(exist_ok=True)
     units = [
-        (function, repeat, strategy)
+        (config, function, repeat, str(states))
         for function in config["functions"]
         for repeat in range(config["repeats"])
-        for strategy in STRATEGIES
     ]
+    finished = {
+        (function, repeat): found
+        for (_, function, repeat, _), found in run_dir.map_units(repeat_unit, units, unit="repeat")
+    }
     rows: list[dict[str, Any]] = []
     seconds: dict[tuple[str, str], list[float]] = {}
     switched: dict[tuple[str, str], list[int]] = {}
-    for function, repeat, strategy in run_dir.progress(units, unit="run"):
-        state = run_strategy(config, function, repeat, strategy, states)
-        for index, regret in enumerate(state.regret().tolist()):
-            step = index + 1 - config["num_initial"]
-            if step >= 0:
-                rows.append(
-                    {
-                        "function": function,
-                        "strategy": strategy,
-                        "repeat": repeat,
-                        "step": step,
-                        "regret": regret,
-                        "model": state.sources[index],
-                    }
-                )
-        for index, source in enumerate(state.sources[config["num_initial"] :]):
-            if index < len(state.step_seconds):
-                seconds.setdefault((function, source), []).append(state.step_seconds[index])
-        if state.switched_at is not None:
-            switched.setdefault((function, strategy), []).append(state.switched_at)
+    for _, function, repeat, _ in units:
+        for strategy, state in zip(STRATEGIES, finished[function, repeat], strict=True):
+            for index, regret in enumerate(state.regret().tolist()):
+                step = index + 1 - config["num_initial"]
+                if step >= 0:
+                    rows.append(
+                        {
+                            "function": function,
+                            "strategy": strategy,
+                            "repeat": repeat,
+                            "step": step,
+                            "regret": regret,
+                            "model": state.sources[index],
+                        }
+                    )
+            for index, source in enumerate(state.sources[config["num_initial"] :]):
+                if index < len(state.step_seconds):
+                    seconds.setdefault((function, source), []).append(state.step_seconds[index])
+            if state.switched_at is not None:
+                switched.setdefault((function, strategy), []).append(state.switched_at)
     summary = summarise(rows)
     run_dir.save_table("results.csv", rows)
     run_dir.save_table("summary.csv", summary)
