@@ -25,12 +25,14 @@ seconds; < 1 favours zonal); per task the geometric mean of those ratios, the wo
 TLL difference zonal - svgp and the time ratio.
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/fit_suite.py [--resume] [--tables ...]
-        [--splits 0 1 2] [--methods zonal svgp exact hgb] [--quick]
+        [--splits 0 1 2] [--methods zonal svgp exact hgb] [--quick] [--jobs 2]
 
 ``--quick``: split 0 of servo and ionosphere, zonal budget 10 s, 200 SVGP steps, 50 exact-GP
 steps (a smoke test). Results go to benchmarks/results/fit_suite.json (fit_suite_quick.json with
 ``--quick``), rewritten atomically after every (table, split, method) unit; ``--resume`` skips the
-units already there (same settings).
+units already there (same settings). ``--jobs N`` runs N (table, split) units at once in
+worker processes (every method of a unit in the same process, so each ratio compares methods run
+under the same load); the full suite is about 8 CPU-hours.
 """
 
 from __future__ import annotations
@@ -38,9 +40,12 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import multiprocessing
 import os
 import platform
 import time
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -346,6 +351,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
     parser.add_argument("--output", type=Path, help="default benchmarks/results/fit_suite*.json")
     parser.add_argument("--resume", action="store_true", help="skip the units in --output")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="(table, split) units run at once in worker processes; the zonal "
+                        "budget is wall clock, so keep jobs x threads <= cores")  # fmt: skip
     args = parser.parse_args()
     suite = (*SUITE_REGRESSION, *SUITE_CLASSIFICATION)
     args.tables = args.tables or list(QUICK_TABLES if args.quick else suite)
@@ -353,10 +361,42 @@ def parse_args() -> argparse.Namespace:
     args.output = args.output or RESULTS / (
         "fit_suite_quick.json" if args.quick else "fit_suite.json"
     )
+    if args.jobs < 1:
+        parser.error(f"--jobs must be >= 1, got {args.jobs}")
     unknown = [name for name in args.tables if name not in suite]
     if unknown:
         parser.error(f"{unknown} are not suite tables; choose from {list(suite)}")
     return args
+
+
+def run_split(item: tuple[str, int, list[str], dict[str, Any], int]) -> list[dict[str, Any]]:
+    """The units of the given methods on one (table, split), in one process and on ``threads``
+    threads (module-level, so that ``--jobs`` workers can run it)."""
+    name, split, methods, settings, threads = item
+    torch.set_num_threads(threads)
+    task = get_spec(name).task
+    data = load_split(name, split)
+    units = []
+    for method in methods:
+        scores = run_method(method, data, split, settings)
+        units.append({"table": name, "task": task, "split": split, "method": method,
+                      "num_train": len(data.y_train), "num_test": len(data.y_test),
+                      "input_dim": data.x_train.shape[1], **scores})  # fmt: skip
+    return units
+
+
+def finished_splits(
+    items: list[tuple[str, int, list[str], dict[str, Any], int]], jobs: int
+) -> Iterator[list[dict[str, Any]]]:
+    """``run_split`` of every item: in order here with one job, else as they finish in ``jobs``
+    spawned processes (each with the item's threads: give jobs x threads <= cores)."""
+    if jobs == 1:
+        yield from map(run_split, items)
+        return
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(jobs, mp_context=context) as pool:
+        for future in as_completed([pool.submit(run_split, item) for item in items]):
+            yield future.result()
 
 
 def main() -> None:
@@ -364,22 +404,24 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     settings = run_settings(args)
     print(f"settings: {settings}; torch threads {torch.get_num_threads()} "
-          f"(OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')})")  # fmt: skip
+          f"(OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}); {args.jobs} job(s)")  # fmt: skip
     units = previous_units(args.output, settings) if args.resume else []
     done = {(unit["table"], unit["split"], unit["method"]) for unit in units}
-    for name in args.tables:
-        task = get_spec(name).task
-        for split in args.splits:
-            todo = [m for m in args.methods if (name, split, m) not in done]
-            data = load_split(name, split) if todo else None
-            for method in todo:
-                scores = run_method(method, data, split, settings)
-                units.append({"table": name, "task": task, "split": split, "method": method,
-                              "num_train": len(data.y_train), "num_test": len(data.y_test),
-                              "input_dim": data.x_train.shape[1], **scores})  # fmt: skip
-                write_results(args.output, settings, units)
-                shown = {k: round(v, 4) if isinstance(v, float) else v for k, v in scores.items()}
-                print(f"  {name} split {split} {method}: {shown}", flush=True)
+    items = [
+        (name, split, todo, settings, args.threads)
+        for name in args.tables
+        for split in args.splits
+        if (todo := [m for m in args.methods if (name, split, m) not in done])
+    ]
+    order = {name: index for index, name in enumerate(args.tables)}
+    for found in finished_splits(items, args.jobs):
+        units.extend(found)
+        units.sort(key=lambda unit: (order.get(unit["table"], -1), unit["split"]))
+        write_results(args.output, settings, units)
+        for unit in found:
+            shown = {k: round(v, 4) if isinstance(v, float) else v for k, v in unit.items()
+                     if k not in ("table", "task", "split", "method")}  # fmt: skip
+            print(f"  {unit['table']} split {unit['split']} {unit['method']}: {shown}", flush=True)
     entries = table_means(units)
     for task in ("regression", "classification"):
         if any(entry["task"] == task for entry in entries):
