@@ -64,6 +64,17 @@ def test_vish_flights_compares_each_svgp_with_the_sgpr_of_its_split(tmp_path):
     assert (result.path / "figure_3.png").exists()
 
 
+def test_a_subset_of_models_fits_only_those(tmp_path):
+    """``models`` picks the fits (an ablation of the SGPR's features runs no SVGP); an unknown
+    name is refused before anything runs."""
+    result = run_experiment("vish-flights", overrides={**TINY, "models": ["sgpr"]},
+                            runs_root=tmp_path)  # fmt: skip
+    assert [r["model"] for r in _read(result.path / "results.csv")] == ["sgpr"]
+    assert set(result.metrics) == {"sgpr"}
+    with pytest.raises(ValueError, match="models must be some of"):
+        run_experiment("vish-flights", overrides={**TINY, "models": ["gp"]}, runs_root=tmp_path)
+
+
 def test_compare_flags_an_svgp_that_never_reaches_the_sgpr_as_a_lower_bound():
     rows = [
         {"split": 0, "model": "sgpr", "rmse": 0.5, "seconds": 2.0},
