@@ -13,6 +13,7 @@ import torch
 from zonal.experiments import dataset_shift as shift_module
 from zonal.experiments import run_experiment
 from zonal.experiments.dataset_shift import summarise, verdicts
+from zonal.experiments.run_directory import RunDirectory
 
 TINY = {
     "rotation_datasets": ["digits-like"],
@@ -141,3 +142,60 @@ def test_the_per_dataset_experiments_train_on_their_dataset_only(name, expected,
         assert corrupted == ["gaussian-noise", "gaussian-blur", "contrast", "impulse-noise"]
     else:
         assert corrupted == quick_corruptions
+
+
+def test_the_level_means_are_what_the_summary_averages(tiny_run):
+    """level_means.csv holds one row per (dataset, repeat, shift, model), each metric the mean of
+    results.csv over the shift's levels, and under "corruptions" over every corruption family's
+    rows; summary.csv is their mean over repeats."""
+    rows = _read_csv(tiny_run.path / "results.csv")
+    means = _read_csv(tiny_run.path / "level_means.csv")
+    cells = {(r["dataset"], r["repeat"], r["shift"], r["model"]) for r in rows}
+    corrupted = {(d, k, "corruptions", m) for d, k, shift, m in cells if shift != "rotation"}
+    assert {(e["dataset"], e["repeat"], e["shift"], e["model"]) for e in means} == cells | corrupted
+    assert len(means) == len(cells | corrupted)
+    for entry in means:
+        levels = [
+            float(r["tll"])
+            for r in rows
+            if (r["repeat"], r["model"]) == (entry["repeat"], entry["model"])
+            and (r["shift"] == entry["shift"]
+                 or (entry["shift"] == "corruptions" and r["shift"] != "rotation"))
+        ]  # fmt: skip
+        assert float(entry["tll"]) == pytest.approx(sum(levels) / len(levels))
+    summary = _read_csv(tiny_run.path / "summary.csv")
+    adgp = next(e for e in summary if (e["shift"], e["model"]) == ("corruptions", "adgp"))
+    found = [float(e["tll"]) for e in means if (e["shift"], e["model"]) == ("corruptions", "adgp")]
+    assert float(adgp["tll"]) == pytest.approx(sum(found) / len(found))
+
+
+def test_early_stopping_holds_out_validation_images_and_saves_the_curves(tmp_path, monkeypatch):
+    """With validation_share > 0 every network trains on the rest of the training images until
+    its validation score stops improving (or the epoch cap): curves.csv has each network's
+    validation curve from epoch 0, and the metrics count the networks and ELBO stages judged."""
+    seen = []
+    real = shift_module.train_models
+
+    def spying(config, images, labels, test, seed, validation=None):
+        seen.append((len(images), None if validation is None else len(validation[0])))
+        return real(config, images, labels, test, seed, validation)
+
+    monkeypatch.setattr(shift_module, "load_images", _synthetic_images)
+    monkeypatch.setattr(shift_module, "train_models", spying)
+    settings = {**TINY, "corruption_dataset": "", "validation_share": 0.25, "patience": 1,
+                "network_epochs": 3, "models": ["network", "dropout", "adgp"],
+                "elbo_until_plateau": True, "elbo_epochs": 4}  # fmt: skip
+    run = run_experiment("dataset-shift", overrides=settings, runs_root=tmp_path)
+    assert seen == [(30, 10)]  # 40 training images: 10 held out
+    curves = _read_csv(run.path / "curves.csv")
+    assert {c["part"] for c in curves} == {"network", "dropout"}
+    for part in ("network", "dropout"):
+        epochs = [int(c["epoch"]) for c in curves if c["part"] == part]
+        assert epochs == list(range(len(epochs))) and 2 <= len(epochs) <= 4
+    assert run.metrics["networks_stopped_early"].endswith("of 2")
+    assert run.metrics["elbo_stages_converged"].endswith("of 1")
+    unit = next(iter(RunDirectory(run.path).load_checkpoint()["units"].values()))
+    assert 2 <= unit["info"]["adgp_elbo_epochs"] <= 4  # the plateau rule or the cap ended it
+    with pytest.raises(ValueError, match="validation_share"):
+        run_experiment("dataset-shift", overrides={**settings, "validation_share": 1.0},
+                       runs_root=tmp_path)  # fmt: skip

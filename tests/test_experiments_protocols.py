@@ -8,6 +8,7 @@ import pytest
 
 from zonal.experiments import Experiment, ExperimentError, create_run
 from zonal.experiments._convergence import (
+    StopAtPlateau,
     curve_summary,
     is_converged,
     plateau_drop,
@@ -15,6 +16,7 @@ from zonal.experiments._convergence import (
 )
 from zonal.experiments.config import resolve_config
 from zonal.experiments.run import open_run
+from zonal.models.training import StopTraining
 
 
 def _noop(config, run_dir):
@@ -107,3 +109,29 @@ def test_thin_curve_averages_blocks_and_keeps_the_last_step():
     assert curve == [(3, 1.0), (6, 4.0), (9, 7.0), (10, 9.0)]
     assert thin_curve([2.0, 4.0], 10) == [(1, 2.0), (2, 4.0)]
     assert thin_curve([], 5) == []
+
+
+def test_stop_at_plateau_ends_training_at_the_first_epoch_end_the_rule_accepts():
+    """A loss falling by 1 per step for 50 steps, then flat: with 10 steps per epoch the rule
+    (last tenth against the tenth before, 0.005 tolerance) first holds at an epoch end once the
+    flat part fills the last two tenths of the curve; never mid-epoch, never before min_epochs."""
+    losses = [50.0 - step for step in range(50)] + [1.0] * 500
+    stopper = StopAtPlateau(steps_per_epoch=10, min_epochs=2)
+    stopped_at = None
+    for step, loss in enumerate(losses):
+        try:
+            stopper(step, loss)
+        except StopTraining:
+            stopped_at = step
+            break
+    assert stopped_at is not None and (stopped_at + 1) % 10 == 0
+    seen = losses[: stopped_at + 1]
+    assert is_converged(seen)
+    assert not any(is_converged(losses[:end]) for end in range(20, stopped_at + 1, 10))
+    flat = StopAtPlateau(steps_per_epoch=10, min_epochs=3)
+    with pytest.raises(StopTraining):
+        for step in range(30):
+            flat(step, 1.0)
+    assert len(flat.losses) == 30  # a flat curve stops only at the third epoch's end
+    with pytest.raises(ValueError, match="steps_per_epoch"):
+        StopAtPlateau(steps_per_epoch=0)

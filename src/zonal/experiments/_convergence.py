@@ -60,6 +60,32 @@ def curve_summary(losses: Sequence[float], tolerance: float = PLATEAU_TOLERANCE)
     }
 
 
+class StopAtPlateau:
+    """A step callback (``callback(step, loss)``) that ends training by raising ``StopTraining``
+    at the first epoch end, after at least ``min_epochs`` epochs, where the rule above calls the
+    losses so far converged: the same rule that judges a fit, used as its stopping rule."""
+
+    def __init__(
+        self, steps_per_epoch: int, min_epochs: int = 2, tolerance: float = PLATEAU_TOLERANCE
+    ) -> None:
+        if steps_per_epoch < 1 or min_epochs < 1:
+            raise ValueError(
+                f"steps_per_epoch and min_epochs must be >= 1, got {steps_per_epoch}, {min_epochs}"
+            )
+        self.steps_per_epoch = steps_per_epoch
+        self.min_epochs = min_epochs
+        self.tolerance = tolerance
+        self.losses: list[float] = []
+
+    def __call__(self, step: int, loss: float) -> None:
+        from zonal.models.training import StopTraining
+
+        self.losses.append(loss)
+        epochs, rest = divmod(len(self.losses), self.steps_per_epoch)
+        if rest == 0 and epochs >= self.min_epochs and is_converged(self.losses, self.tolerance):
+            raise StopTraining("the loss is on its plateau")
+
+
 def without_curve(row: dict[str, Any]) -> dict[str, Any]:
     """A result row without its saved curve (for the one-row-per-fit table)."""
     return {key: value for key, value in row.items() if key != "curve"}
@@ -86,6 +112,7 @@ def plot_curves(axis: Any, curves: Sequence[tuple[str, Sequence[tuple[int, float
 
 __all__ = [
     "PLATEAU_TOLERANCE",
+    "StopAtPlateau",
     "curve_rows",
     "curve_summary",
     "is_converged",

@@ -30,7 +30,15 @@ family and give the standard error over ``repeats`` (a repeat re-draws the train
 every seed). Speed: test images per second of each model on the clean test set (ratio to the
 plain network, same thread count) and the memory of its head's parameters.
 
-Outputs: ``results.csv`` (one row per model, shift and level), ``summary.csv``, ``speed.csv``,
+Training to convergence (``validation_share`` > 0, the converged protocol): that share of the
+training images is held out, every network trains until its validation log likelihood has not
+improved for ``patience`` epochs (at most ``network_epochs``) and keeps its best epoch
+(``zonal.models.classifier_training``); the heads' ELBO stages are judged by the plateau rule of
+``zonal.experiments._convergence``; the metrics count both (``networks_stopped_early``,
+``elbo_stages_converged``) and ``curves.csv`` holds every network's validation curve.
+
+Outputs: ``results.csv`` (one row per model, shift and level), ``level_means.csv`` (per repeat,
+each metric averaged over a shift family's levels), ``summary.csv``, ``speed.csv``,
 ``reliability.csv`` (bins of the reliability diagrams, first repeat), ``shift_<dataset>_<family>
 .png`` (metric against shift level, one line per model, standard errors over repeats),
 ``reliability_<dataset>.png``; a checkpoint after every (dataset, repeat).
@@ -41,19 +49,22 @@ from __future__ import annotations
 import math
 import statistics
 import time
-import zlib
 from typing import TYPE_CHECKING, Any
 
 import torch
 
+from zonal.experiments._shift_figures import plot_shift_figures
+from zonal.experiments._shift_models import head_bytes, hold_out, train_models, unit_seed
 from zonal.experiments.registry import register_experiment
 from zonal.experiments.run_directory import RunDirectory
 
 if TYPE_CHECKING:
-    from zonal.models.conv_head import ConvActivatedDGP, HybridNetwork
+    pass
 
 MODELS = ("network", "dropout", "ensemble", "adgp", "dgp")
 METRICS = ("accuracy", "tll", "ece", "entropy")
+#: the shift name of the averages over every corruption family (``level_means``)
+CORRUPTIONS_FAMILY = "corruptions"
 QUICK: dict[str, Any] = {
     "seed": 0,
     "repeats": 1,
@@ -84,6 +95,9 @@ QUICK: dict[str, Any] = {
     "posterior_samples": 8,
     "softmax_samples": 16,
     "models": list(MODELS),
+    "validation_share": 0.0,  # > 0: that share of the training images for early stopping
+    "patience": 3,  # epochs without a better validation log likelihood before a network stops
+    "elbo_until_plateau": False,  # True: elbo_epochs is a cap; stop when the plateau rule holds
 }
 FULL: dict[str, Any] = {
     "repeats": 3,
@@ -100,6 +114,45 @@ FULL: dict[str, Any] = {
     "elbo_epochs": 5,
     "ensemble_size": 5,
     "posterior_samples": 16,
+}
+# MNIST rotations and Fashion-MNIST corruptions (claim 4 of docs/reproductions.md), every network
+# trained until its validation log likelihood stops improving and every ELBO stage to its plateau,
+# on a third of the training images. Measured on 5,400 training images (one core, load 2-4): the
+# networks stop after 7-15 epochs (about 7 s per epoch); the ADGP head's ELBO stage needs far more than
+# the full preset's 5 epochs at 0.01 (loss 56.8 -> 45.7 nats per point, still falling 2.5 per
+# epoch; at 0.03 it reaches 0.37 after 40 epochs). About 30 CPU-minutes per (dataset, repeat),
+# 6 of them: about 3 CPU-hours, 1.5 h with --jobs 2 (estimated before the run).
+CONVERGED: dict[str, Any] = {
+    "repeats": 3,
+    "rotation_datasets": ["mnist"],
+    "rotation_angles": list(range(0, 181, 15)),
+    "corruption_dataset": "fashion-mnist",
+    "corruptions": ["gaussian-noise", "gaussian-blur", "contrast", "impulse-noise"],
+    "intensities": [1, 2, 3, 4, 5],
+    "num_train": 20000,
+    "num_test": None,
+    "channels": [32, 64],
+    "feature_dim": 64,
+    "hidden_width": 16,
+    "network_epochs": 40,
+    "validation_share": 0.1,
+    "patience": 3,
+    "elbo_epochs": 60,
+    "elbo_lr": 0.03,
+    "elbo_until_plateau": True,
+    "ensemble_size": 5,
+    "posterior_samples": 16,
+}
+DIFFERENCES = {
+    "quick": "reduced: 2,000 training and 300 test images, 4 network and 3 ELBO epochs (not "
+    "converged), 4 angles, 2 corruptions at 3 levels; stand-in: Fashion-MNIST corruptions for "
+    "CIFAR-10-C",
+    "converged": "reduced: 20,000 of the 60,000 training images (10% of them held out for early "
+    "stopping), 3 repeats, MNIST rotations and Fashion-MNIST corruptions only (seed: also "
+    "Fashion-MNIST rotations); ELBO rate 0.03 (seed: not given); stand-in: Fashion-MNIST "
+    "corruptions for CIFAR-10-C",
+    "full": "10 network and 5 ELBO epochs, fixed (seed: not given); stand-in: Fashion-MNIST "
+    "corruptions for CIFAR-10-C",
 }
 # The seed's tables print "??": the comparison is against the baselines run here.
 PAPER: dict[str, dict[str, Any]] = {"seed 001 sec. 4.2 (image classification)": {}}
@@ -162,129 +215,22 @@ def datasets(config: dict[str, Any]) -> list[str]:
     return names
 
 
-# ---------------------------------------------------------------------------------------- models
-def unit_seed(config: dict[str, Any], dataset: str, repeat: int, part: str = "") -> int:
-    """A seed of its own for each (dataset, repeat, part), stable across runs and resumes."""
-    return zlib.crc32(f"{config['seed']}/{dataset}/{repeat}/{part}".encode()) % 2**31
-
-
-def fresh_model(config: dict[str, Any], shape: tuple[int, ...], seed: int) -> ConvActivatedDGP:
-    """A ``ConvActivatedDGP`` of the config's architecture, initialised from ``seed``."""
-    from zonal.models.conv_head import ConvActivatedDGP, ConvFeatures
-
-    extractor = ConvFeatures(
-        shape, channels=tuple(config["channels"]), feature_dim=config["feature_dim"], seed=seed
-    )
-    return ConvActivatedDGP.build(
-        shape,
-        10,
-        extractor=extractor,
-        hidden_width=config["hidden_width"],
-        num_inducing=config["num_inducing"],
-        truncation_level=config["truncation_level"],
-        num_posterior_samples=config["posterior_samples"],
-        seed=seed,
-    )
-
-
-def train_models(
-    config: dict[str, Any],
-    images: torch.Tensor,
-    labels: torch.Tensor,
-    test: torch.Tensor,
-    seed: int,
-) -> tuple[dict[str, Any], dict[str, float]]:
-    """Every model of ``config["models"]`` trained on (images, labels); also the seconds each
-    took and the ADGP's copy error on ``test``."""
-    from zonal.models.baselines import (
-        DeepEnsembleClassifier,
-        MCDropoutClassifier,
-        inducing_point_head,
-    )
-    from zonal.models.conv_head import fine_tune_jointly, fit_dgp_head, train_classifier
-
-    shape = tuple(images.shape[1:])
-    wanted = set(config["models"])
-    options = {"batch_size": config["batch_size"], "lr": config["network_lr"]}
-    elbo = {"batch_size": config["batch_size"], "lr": config["elbo_lr"],
-            "num_samples": config["elbo_samples"]}  # fmt: skip
-    models: dict[str, Any] = {}
-    info: dict[str, float] = {}
-
-    def network_of(part: str, dropout: float = 0.0) -> HybridNetwork:
-        member_seed = unit_seed(config, "net", seed, part)
-        network = fresh_model(config, shape, member_seed).network_like(member_seed, dropout=dropout)
-        started = time.perf_counter()
-        train_classifier(network, images, labels, epochs=config["network_epochs"],
-                         seed=member_seed, **options)  # fmt: skip
-        info[f"{part}_train_seconds"] = time.perf_counter() - started
-        return network
-
-    network = network_of("network")
-    models["network"] = network
-    if "dropout" in wanted:
-        dropout_network = network_of("dropout", config["dropout"])
-        models["dropout"] = MCDropoutClassifier(
-            dropout_network, num_passes=config["dropout_passes"], seed=seed
-        )
-    if "ensemble" in wanted:
-        members = [network] + [network_of(f"member{e}") for e in range(1, config["ensemble_size"])]
-        models["ensemble"] = DeepEnsembleClassifier(members)
-    if "adgp" in wanted:
-        model = fresh_model(config, shape, seed)
-        model.from_network(network, kernel_variance=config["head_kernel_variance"],
-                           variational_scale=config["head_initial_scale"])  # fmt: skip
-        network.eval()
-        with torch.no_grad():
-            logits = torch.cat([network(test[s : s + 256]) for s in range(0, len(test), 256)])
-        info["adgp_copy_error"] = float((model.logits_mean(test) - logits).abs().max())
-        started = time.perf_counter()
-        fit_dgp_head(model, images, labels, epochs=config["elbo_epochs"], seed=seed, **elbo)
-        if config["joint_epochs"] > 0:
-            fine_tune_jointly(model, images, labels, epochs=config["joint_epochs"], seed=seed,
-                              **{**elbo, "lr": config["network_lr"]})  # fmt: skip
-        info["adgp_train_seconds"] = time.perf_counter() - started
-        models["adgp"] = model
-    if "dgp" in wanted:
-        started = time.perf_counter()
-        dgp = inducing_point_head(
-            network,
-            images,
-            hidden_width=config["hidden_width"],
-            num_inducing=config["num_inducing"],
-            num_posterior_samples=config["posterior_samples"],
-            seed=seed,
-        )
-        dgp.softmax_samples = config["softmax_samples"]
-        fit_dgp_head(dgp, images, labels, epochs=config["elbo_epochs"], seed=seed, **elbo)
-        info["dgp_train_seconds"] = time.perf_counter() - started
-        models["dgp"] = dgp
-    if "adgp" in models:
-        models["adgp"].softmax_samples = config["softmax_samples"]
-    if "network" not in wanted:
-        del models["network"]
-    return models, info
-
-
-def head_bytes(name: str, model: Any) -> int:
-    """Bytes of the parameters after the extractor (the head; all members of an ensemble)."""
-    if name == "ensemble":
-        return sum(head_bytes("network", member) for member in model.members)
-    if name == "dropout":
-        model = model.network
-    return sum(p.numel() * p.element_size() for p in model.head.parameters())
-
-
 # ---------------------------------------------------------------------------------------- one unit
-def run_unit(config: dict[str, Any], dataset: str, repeat: int) -> dict[str, Any]:
-    """Train every model on one dataset and repeat, evaluate every shift: rows, speed, bins."""
+def run_unit(item: tuple[dict[str, Any], str, int]) -> dict[str, Any]:
+    """Train every model on one (dataset, repeat) of the run with ``config``, evaluate every
+    shift: rows, speed, bins, training info and validation curves. Module-level, so that
+    ``--jobs`` workers can run it."""
     from zonal.calibration import classification_metrics, reliability_diagram
 
+    config, dataset, repeat = item
     seed = unit_seed(config, dataset, repeat)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         images, labels, test, test_labels = load_images(dataset, config, seed)
-        models, info = train_models(config, images, labels, test, seed)
+        images, labels, validation = hold_out(
+            images, labels, config["validation_share"], unit_seed(config, dataset, repeat, "val")
+        )
+        models, info, curves = train_models(config, images, labels, test, seed, validation)
         sets = shifted_sets(dataset, test, config, seed)
         rows, speed, bins = [], [], []
         for name, model in models.items():
@@ -309,7 +255,7 @@ def run_unit(config: dict[str, Any], dataset: str, repeat: int) -> dict[str, Any
                             "accuracy": float(diagram.accuracy[index]),
                             "confidence": float(diagram.confidence[index]),
                         })  # fmt: skip
-    return {"rows": rows, "speed": speed, "bins": bins, "info": info}
+    return {"rows": rows, "speed": speed, "bins": bins, "info": info, "curves": curves}
 
 
 def _strongest(sets: list[tuple[str, float, torch.Tensor]], family: str) -> float:
@@ -324,24 +270,41 @@ def mean_and_error(values: list[float]) -> tuple[float, float]:
     return mean, error
 
 
+def level_means(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per (dataset, repeat, shift, model): each metric averaged over the shift's levels (clean
+    included), and under the shift ``"corruptions"`` over every corruption family's rows together
+    (where there are any): one row per repeat, what a claim's mean and standard error are taken
+    over."""
+    cells: dict[tuple[str, int, str, str], list[dict[str, Any]]] = {}
+    for row in rows:
+        key = (row["dataset"], row["repeat"], row["shift"], row["model"])
+        cells.setdefault(key, []).append(row)
+        if row["shift"] != "rotation":
+            cells.setdefault((*key[:2], CORRUPTIONS_FAMILY, key[3]), []).append(row)
+    return [
+        {
+            "dataset": dataset,
+            "repeat": repeat,
+            "shift": shift,
+            "model": model,
+            **{metric: statistics.fmean(r[metric] for r in found) for metric in METRICS},
+        }
+        for (dataset, repeat, shift, model), found in sorted(cells.items())
+    ]
+
+
 def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per (dataset, shift, model): each metric averaged over the shift's levels (clean
-    included), mean and standard error over repeats."""
-    cells = sorted({(r["dataset"], r["shift"], r["model"]) for r in rows})
+    included; ``level_means``), mean and standard error over repeats."""
+    cells: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for mean in level_means(rows):
+        cells.setdefault((mean["dataset"], mean["shift"], mean["model"]), []).append(mean)
     summary = []
-    for dataset, shift, model in cells:
-        found = [
-            r for r in rows if (r["dataset"], r["shift"], r["model"]) == (dataset, shift, model)
-        ]
+    for (dataset, shift, model), found in sorted(cells.items()):
         entry: dict[str, Any] = {"dataset": dataset, "shift": shift, "model": model}
-        repeats = sorted({r["repeat"] for r in found})
         for metric in METRICS:
-            per_repeat = [
-                statistics.fmean(r[metric] for r in found if r["repeat"] == repeat)
-                for repeat in repeats
-            ]
-            entry[metric], entry[f"{metric}_se"] = mean_and_error(per_repeat)
-        entry["repeats"] = len(repeats)
+            entry[metric], entry[f"{metric}_se"] = mean_and_error([r[metric] for r in found])
+        entry["repeats"] = len(found)
         summary.append(entry)
     return summary
 
@@ -399,6 +362,11 @@ def _check_config(config: dict[str, Any]) -> None:
         raise ValueError("give rotation_datasets and / or a corruption_dataset")
     if config["ensemble_size"] < 1 or config["repeats"] < 1:
         raise ValueError("ensemble_size and repeats must be >= 1")
+    if not 0 <= config["validation_share"] < 1:
+        raise ValueError(
+            f"validation_share must lie in [0, 1) (0: no early stopping), "
+            f"got {config['validation_share']}"
+        )
 
 
 MNIST_ONLY = {"rotation_datasets": ["mnist"], "corruption_dataset": ""}
@@ -435,7 +403,9 @@ MODELS_SUMMARY = (
     summary=f"{MODELS_SUMMARY}, under rotations (MNIST; Fashion-MNIST in --full) and corruptions "
     "(Fashion-MNIST standing in for CIFAR-10-C)",
     quick=QUICK,
+    converged=CONVERGED,
     full=FULL,
+    differences=DIFFERENCES,
     paper=PAPER,
     headline=(
         "adgp_copy_error_max",
@@ -451,21 +421,27 @@ def run_dataset_shift(config: dict[str, Any], run_dir: RunDirectory) -> dict[str
     ]
     state = run_dir.load_checkpoint() or {"units": {}}
     units: dict[str, dict[str, Any]] = dict(state["units"])
-    pending = [unit for unit in todo if f"{unit[0]}/{unit[1]}" not in units]
-    for dataset, repeat in run_dir.progress(
-        pending, total=len(todo), initial=len(todo) - len(pending), unit="fit"
-    ):
-        units[f"{dataset}/{repeat}"] = run_unit(config, dataset, repeat)
+    pending = [(config, *unit) for unit in todo if f"{unit[0]}/{unit[1]}" not in units]
+    for (_, dataset, repeat), result in run_dir.map_units(run_unit, pending, unit="fit"):
+        units[f"{dataset}/{repeat}"] = result
         run_dir.save_checkpoint({"units": units})
     rows = [row for key, _ in _ordered(units, todo) for row in units[key]["rows"]]
     summary = summarise(rows)
     speed = speed_table(units, todo)
     run_dir.save_table("results.csv", rows)
     run_dir.save_table("summary.csv", summary)
+    run_dir.save_table("level_means.csv", level_means(rows))
     run_dir.save_table("speed.csv", speed)
     bins = [b for key, _ in _ordered(units, todo) for b in units[key]["bins"]]
     run_dir.save_table("reliability.csv", bins)
-    _plot(run_dir, rows, bins)
+    curves = [
+        {"dataset": key.split("/")[0], "repeat": repeat, **point}
+        for key, repeat in _ordered(units, todo)
+        for point in units[key].get("curves", [])
+    ]
+    if curves:
+        run_dir.save_table("curves.csv", curves)
+    plot_shift_figures(run_dir, rows, bins)
     metrics: dict[str, Any] = {}
     for entry in summary:
         cell = metrics.setdefault(entry["dataset"], {}).setdefault(entry["shift"], {})
@@ -477,7 +453,21 @@ def run_dataset_shift(config: dict[str, Any], run_dir: RunDirectory) -> dict[str
     if copy_errors:
         metrics["adgp_copy_error_max"] = max(copy_errors)
     metrics["verdicts"] = verdicts(rows)
+    metrics.update(convergence_counts(units))
     return metrics
+
+
+def convergence_counts(units: dict[str, Any]) -> dict[str, str]:
+    """How many trainings met their stopping rule: networks that early stopping ended before
+    ``network_epochs`` (only with a validation set) and head ELBO stages on their plateau."""
+    infos = [unit["info"] for unit in units.values()]
+    counts = {}
+    for name, suffix in (("networks_stopped_early", "_stopped_early"),
+                         ("elbo_stages_converged", "_elbo_converged")):  # fmt: skip
+        flags = [value for info in infos for key, value in info.items() if key.endswith(suffix)]
+        if flags:
+            counts[name] = f"{int(sum(flags))} of {len(flags)}"
+    return counts
 
 
 def _ordered(units: dict[str, Any], todo: list[tuple[str, int]]) -> list[tuple[str, int]]:
@@ -506,63 +496,6 @@ def speed_table(units: dict[str, Any], todo: list[tuple[str, int]]) -> list[dict
             "train_seconds": statistics.fmean(seconds) if seconds else None,
         })  # fmt: skip
     return table
-
-
-# ---------------------------------------------------------------------------------------- figures
-LABELS = {"accuracy": "accuracy", "tll": "test log likelihood", "ece": "ECE (15 bins)",
-          "entropy": "predictive entropy (nats)"}  # fmt: skip
-
-
-def _plot(run_dir: RunDirectory, rows: list[dict[str, Any]], bins: list[dict[str, Any]]) -> None:
-    """One figure per (dataset, shift family): the four metrics against the level, one line per
-    model with standard-error bars; one reliability figure per dataset."""
-    try:
-        from matplotlib.figure import Figure
-    except ImportError:
-        return
-    for dataset, shift in sorted({(r["dataset"], r["shift"]) for r in rows}):
-        subset = [r for r in rows if (r["dataset"], r["shift"]) == (dataset, shift)]
-        figure = Figure(figsize=(13, 3.0), layout="constrained")
-        axes = figure.subplots(1, len(METRICS))
-        for axis, metric in zip(axes, METRICS, strict=True):
-            for model in [m for m in MODELS if any(r["model"] == m for r in subset)]:
-                levels = sorted({r["level"] for r in subset if r["model"] == model})
-                means, errors = [], []
-                for level in levels:
-                    values = [
-                        r[metric] for r in subset if (r["model"], r["level"]) == (model, level)
-                    ]
-                    mean, error = mean_and_error(values)
-                    means.append(mean)
-                    errors.append(0.0 if math.isnan(error) else error)
-                axis.errorbar(levels, means, yerr=errors, marker="o", markersize=3, label=model)
-            axis.set_xlabel("angle (degrees)" if shift == "rotation" else f"{shift} intensity")
-            axis.set_ylabel(LABELS[metric])
-        axes[0].legend(frameon=False, fontsize=7)
-        figure.suptitle(f"{dataset}: {shift}", fontsize=9)
-        run_dir.save_figure(f"shift_{dataset}_{shift}.png", figure)
-    for dataset in sorted({b["dataset"] for b in bins}):
-        subset = [b for b in bins if b["dataset"] == dataset]
-        panels = sorted({(b["shift"], b["level"]) for b in subset})
-        figure = Figure(figsize=(3.2 * len(panels), 3.2))
-        axes = figure.subplots(1, len(panels), squeeze=False)[0]
-        for axis, (shift, level) in zip(axes, panels, strict=True):
-            for model in [m for m in MODELS if any(b["model"] == m for b in subset)]:
-                cell = [
-                    b
-                    for b in subset
-                    if (b["model"], b["shift"], b["level"]) == (model, shift, level)
-                ]
-                filled = [b for b in cell if b["count"] > 0]
-                axis.plot([b["confidence"] for b in filled], [b["accuracy"] for b in filled],
-                          marker="o", markersize=3, label=model)  # fmt: skip
-            axis.plot([0, 1], [0, 1], color="grey", linestyle=":")
-            axis.set_title(f"{shift} {level:g}", fontsize=8)
-            axis.set_xlabel("confidence")
-        axes[0].set_ylabel("accuracy")
-        axes[0].legend(frameon=False, fontsize=7)
-        figure.suptitle(f"{dataset}: reliability (first repeat)", fontsize=9)
-        run_dir.save_figure(f"reliability_{dataset}.png", figure)
 
 
 __all__ = [

@@ -33,7 +33,7 @@ S x P copies of its D-dimensional inputs).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import gpytorch
 import torch
@@ -436,8 +436,10 @@ def fit_dgp_head(
     lr: float = 1e-2,
     num_samples: int = 3,
     seed: int = 0,
+    callback: Callable[[int, float], None] | None = None,
 ) -> list[float]:
-    """The head by the ELBO on frozen features phi(images) (``fit_dgp``); the losses."""
+    """The head by the ELBO on frozen features phi(images) (``fit_dgp``); the losses.
+    ``callback(step, loss)`` runs after every step and may end training (``StopTraining``)."""
     features = model.features(images)
     labels = model.check_labels(labels, len(images))
     with torch.random.fork_rng(devices=[]):
@@ -451,6 +453,7 @@ def fit_dgp_head(
             lr=lr,
             num_samples=num_samples,
             seed=seed,
+            callback=callback,
         )
 
 

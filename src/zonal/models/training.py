@@ -240,7 +240,9 @@ class TrainingControl:
     ``label``.
 
     ``validation`` holds the validation inputs and targets for stages that score a module other
-    than the model (the activated DGP's network stage).
+    than the model (the activated DGP's network stage). ``interval`` is the number of steps between
+    two evaluations without a deadline (e.g. one epoch's steps, so that ``patience`` counts
+    epochs) and the fewest with one.
     """
 
     deadline: float | None = None
@@ -250,10 +252,13 @@ class TrainingControl:
     patience_share: float = PATIENCE_SHARE
     progress: bool = False
     label: str = ""
+    interval: int = MIN_EVALUATION_INTERVAL
 
     def __post_init__(self) -> None:
         if not 0 < self.patience_share <= 1:
             raise ValueError(f"patience_share must lie in (0, 1], got {self.patience_share!r}")
+        if self.interval < 1:
+            raise ValueError(f"interval must be >= 1 step, got {self.interval!r}")
 
     def remaining(self) -> float:
         """Seconds left before the deadline (infinite without one)."""
@@ -287,7 +292,7 @@ class StageWatch:
     """The step callback of one training stage (``callback(step, loss)``): it updates the progress
     bar (objective, validation score, seconds of budget left; the ETA is to the deadline or the
     last step, whichever comes first),
-    evaluates the validation score every ``MIN_EVALUATION_INTERVAL`` steps or, with a deadline,
+    evaluates the validation score every ``control.interval`` steps or, with a deadline,
     at adaptive intervals (their cost kept near 1 / ``EVALUATION_RATIO`` of the stage), copies the
     best state, and raises ``StopTraining`` at the stage deadline, after ``patience`` evaluations
     without improvement, or (with a deadline) at an evaluation whose best score was found more
@@ -322,7 +327,7 @@ class StageWatch:
         self.last_step = self.evaluated_step = -1
         self.evaluated_at = self.first_evaluated_at = math.nan
         self.evaluations_without_gain = 0
-        self.interval = MIN_EVALUATION_INTERVAL
+        self.interval = control.interval
         self.next_evaluation = 0
         self.started = time.monotonic()
         patience_share = control.patience_share if patience_share is None else patience_share
@@ -375,7 +380,7 @@ class StageWatch:
             self.first_evaluated_at = started
         per_step = (started - self.started) / max(step + 1, 1)
         if step >= 0 and per_step > 0 and self.deadline is not None:  # no clock: fixed interval
-            self.interval = max(MIN_EVALUATION_INTERVAL,
+            self.interval = max(self.control.interval,
                                 math.ceil(EVALUATION_RATIO * spent / per_step))  # fmt: skip
         self.next_evaluation = step + self.interval
         return value
