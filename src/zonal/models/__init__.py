@@ -9,6 +9,7 @@ likelihood and answers ``posterior``, ``predict`` and ``log_predictive_density``
 
 from zonal.models.activated_dgp import ActivatedDGP, train_network, two_stage_fit
 from zonal.models.baselines import DeepEnsembleClassifier, MCDropoutClassifier, inducing_point_head
+from zonal.models.classifier_training import ClassifierHistory, train_classifier_to_convergence
 from zonal.models.contract import ZonalModel
 from zonal.models.conv_head import (
     ConvActivatedDGP,
@@ -38,6 +39,7 @@ __all__ = [
     "SGPR",
     "SVGP",
     "ActivatedDGP",
+    "ClassifierHistory",
     "ConvActivatedDGP",
     "ConvDGPClassifier",
     "ConvFeatures",
@@ -63,6 +65,7 @@ __all__ = [
     "inducing_point_head",
     "kmeans",
     "residual_dgp",
+    "train_classifier_to_convergence",
     "train_network",
     "two_stage_fit",
 ]
