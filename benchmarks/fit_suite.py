@@ -29,8 +29,8 @@ TLL difference zonal - svgp and the time ratio.
 
 ``--quick``: split 0 of servo and ionosphere, zonal budget 10 s, 200 SVGP steps, 50 exact-GP
 steps (a smoke test). Results go to benchmarks/results/fit_suite.json (fit_suite_quick.json with
-``--quick``), rewritten atomically after every (table, split, method) unit; ``--resume`` skips the
-units already there (same settings). ``--jobs N`` runs N (table, split) units at once in
+``--quick``), rewritten atomically after every (table, split) (all its methods); ``--resume`` skips
+the units already there (same settings). ``--jobs N`` runs N (table, split) units at once in
 worker processes (every method of a unit in the same process, so each ratio compares methods run
 under the same load); the full suite is about 8 CPU-hours.
 """

@@ -94,5 +94,5 @@ def test_bad_settings_are_named():
     images, labels = _images(10, 0, learnable=True)
     with pytest.raises(ValueError, match="max_epochs and patience"):
         train_classifier_to_convergence(network, images, labels, images, labels, patience=0)
-    with pytest.raises(ValueError, match="at least one validation image"):
+    with pytest.raises(ValueError, match="needs training and validation images"):
         train_classifier_to_convergence(network, images, labels, images[:0], labels[:0])

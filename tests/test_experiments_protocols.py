@@ -133,5 +133,10 @@ def test_stop_at_plateau_ends_training_at_the_first_epoch_end_the_rule_accepts()
         for step in range(30):
             flat(step, 1.0)
     assert len(flat.losses) == 30  # a flat curve stops only at the third epoch's end
+    short = StopAtPlateau(steps_per_epoch=2, min_epochs=1)
+    for step in range(19):  # a plateau drop needs 20 steps: shorter curves never stop
+        short(step, 0.0)
+    with pytest.raises(StopTraining):
+        short(19, 0.0)
     with pytest.raises(ValueError, match="steps_per_epoch"):
         StopAtPlateau(steps_per_epoch=0)

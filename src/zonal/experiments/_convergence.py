@@ -22,11 +22,15 @@ PLATEAU_TOLERANCE = 0.005
 """Nats per point the loss may still fall over the last tenth of training for a converged fit."""
 
 
+#: fewest steps the rule judges (shorter curves have a plateau drop of 0 by definition)
+MIN_PLATEAU_STEPS = 20
+
+
 def plateau_drop(losses: Sequence[float]) -> float:
     """mean(last tenth) - mean(the tenth before); 0 for curves shorter than 20 steps."""
-    window = len(losses) // 10
-    if window < 2:
+    if len(losses) < MIN_PLATEAU_STEPS:
         return 0.0
+    window = len(losses) // 10
     last = statistics.fmean(losses[-window:])
     before = statistics.fmean(losses[-2 * window : -window])
     return last - before
@@ -62,8 +66,9 @@ def curve_summary(losses: Sequence[float], tolerance: float = PLATEAU_TOLERANCE)
 
 class StopAtPlateau:
     """A step callback (``callback(step, loss)``) that ends training by raising ``StopTraining``
-    at the first epoch end, after at least ``min_epochs`` epochs, where the rule above calls the
-    losses so far converged: the same rule that judges a fit, used as its stopping rule."""
+    at the first epoch end, after at least ``min_epochs`` epochs and ``MIN_PLATEAU_STEPS`` steps
+    (the rule needs two windows of two steps), where the rule above calls the losses so far
+    converged: the same rule that judges a fit, used as its stopping rule."""
 
     def __init__(
         self, steps_per_epoch: int, min_epochs: int = 2, tolerance: float = PLATEAU_TOLERANCE
@@ -82,7 +87,12 @@ class StopAtPlateau:
 
         self.losses.append(loss)
         epochs, rest = divmod(len(self.losses), self.steps_per_epoch)
-        if rest == 0 and epochs >= self.min_epochs and is_converged(self.losses, self.tolerance):
+        if (
+            rest == 0
+            and epochs >= self.min_epochs
+            and len(self.losses) >= MIN_PLATEAU_STEPS
+            and is_converged(self.losses, self.tolerance)
+        ):
             raise StopTraining("the loss is on its plateau")
 
 

@@ -55,8 +55,9 @@ def train_models(
     With ``validation`` (images, labels) each network trains until its validation log likelihood
     has not improved for ``patience`` epochs (at most ``network_epochs``) and keeps its best
     epoch (``train_classifier_to_convergence``); without, for ``network_epochs`` epochs. The heads'
-    ELBO stages run ``elbo_epochs`` epochs; their loss curves are judged by the plateau rule of
-    ``zonal.experiments._convergence``."""
+    ELBO stages run ``elbo_epochs`` epochs, or with ``elbo_until_plateau`` stop at the first epoch
+    end where the plateau rule of ``zonal.experiments._convergence`` holds (``elbo_epochs`` is then
+    the cap); every stage's curve is judged by that rule."""
     from zonal.experiments._convergence import StopAtPlateau, curve_summary
     from zonal.models.baselines import (
         DeepEnsembleClassifier,

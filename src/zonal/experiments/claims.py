@@ -304,6 +304,7 @@ CLAIMS: tuple[Claim, ...] = (
         "dataset-shift",
         f"{_RUN} dataset-shift --protocol converged",
         data="seed's for MNIST rotations; stand-in: Fashion-MNIST corruptions for CIFAR-10-C",
+        comparable=False,
         statistics=_shift_statistics(),
         orderings=(
             Ordering("ADGP TLL, MNIST rotations", "network TLL, MNIST rotations"),

@@ -33,9 +33,12 @@ plain network, same thread count) and the memory of its head's parameters.
 Training to convergence (``validation_share`` > 0, the converged protocol): that share of the
 training images is held out, every network trains until its validation log likelihood has not
 improved for ``patience`` epochs (at most ``network_epochs``) and keeps its best epoch
-(``zonal.models.classifier_training``); the heads' ELBO stages are judged by the plateau rule of
-``zonal.experiments._convergence``; the metrics count both (``networks_stopped_early``,
-``elbo_stages_converged``) and ``curves.csv`` holds every network's validation curve.
+(``zonal.models.classifier_training``); with ``elbo_until_plateau`` the heads' ELBO stages stop
+at the first epoch end where the plateau rule of ``zonal.experiments._convergence`` holds (at most
+``elbo_epochs``). The metrics count the networks that early stopping ended before the cap
+(``networks_stopped_early``) and the ELBO stages on their plateau (``elbo_stages_converged``: true
+by construction for a stage the rule stopped, so only stages that reached the cap can fail it),
+and ``curves.csv`` holds every network's validation curve.
 
 Outputs: ``results.csv`` (one row per model, shift and level), ``level_means.csv`` (per repeat,
 each metric averaged over a shift family's levels), ``summary.csv``, ``speed.csv``,
@@ -49,7 +52,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
@@ -57,9 +60,6 @@ from zonal.experiments._shift_figures import plot_shift_figures
 from zonal.experiments._shift_models import head_bytes, hold_out, train_models, unit_seed
 from zonal.experiments.registry import register_experiment
 from zonal.experiments.run_directory import RunDirectory
-
-if TYPE_CHECKING:
-    pass
 
 MODELS = ("network", "dropout", "ensemble", "adgp", "dgp")
 METRICS = ("accuracy", "tll", "ece", "entropy")

@@ -342,8 +342,10 @@ def run_vish_flights(config: dict[str, Any], run_dir: RunDirectory) -> dict[str,
     if config["dataset"] not in ("flights", "synthetic"):
         raise ValueError(f"dataset must be 'flights' or 'synthetic', got {config['dataset']!r}")
     unknown = sorted(set(config["models"]) - set(MODELS))
-    if unknown or not config["models"]:
-        raise ValueError(f"models must be some of {list(MODELS)}, got {config['models']}")
+    if unknown or not config["models"] or len(set(config["models"])) < len(config["models"]):
+        raise ValueError(
+            f"models must be some of {list(MODELS)}, each once, got {config['models']}"
+        )
     todo = [(split, model) for split in range(config["num_splits"]) for model in config["models"]]
     state = run_dir.load_checkpoint()
     rows: list[dict[str, Any]] = [] if state is None else list(state["rows"])

@@ -41,7 +41,7 @@ class ClassifierHistory:
 
     @property
     def epochs(self) -> float:
-        """Epochs trained (the last one may be partial only if ``max_epochs`` is)."""
+        """Epochs trained (validation evaluations after the start)."""
         return float(len(self.validation) - 1)
 
 
@@ -83,8 +83,11 @@ def train_classifier_to_convergence(
     labels = network.check_labels(labels, len(images))
     validation_images = network.check_images(validation_images)
     validation_labels = network.check_labels(validation_labels, len(validation_images))
-    if len(validation_images) == 0:
-        raise ValueError("early stopping needs at least one validation image")
+    if len(images) == 0 or len(validation_images) == 0:
+        raise ValueError(
+            f"early stopping needs training and validation images, got {len(images)} and "
+            f"{len(validation_images)}"
+        )
     history = ClassifierHistory()
 
     def score(module: torch.nn.Module) -> float:
