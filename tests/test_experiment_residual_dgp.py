@@ -168,3 +168,16 @@ def test_two_worker_processes_give_the_rows_of_one(sphere_reference, tmp_path):
     ours = sorted(_without_times(_read_csv(parallel.path / "results.csv")), key=key)
     reference = sorted(_without_times(_read_csv(sphere_reference.path / "results.csv")), key=key)
     assert ours == reference
+
+
+def test_a_run_with_fixed_baseline_inducing_locations(tmp_path):
+    """The claim 10b ablation's shape: one cheap residual cell and the baseline with its
+    inducing locations fixed; the run writes both rows."""
+    settings = {**TINY_SPHERE, "hidden_layers": [0], "repeats": 1, "baseline_learn_inducing": False}
+    result = run_experiment("residual-dgp-sphere", overrides=settings, runs_root=tmp_path)
+    rows = _read_csv(result.path / "results.csv")
+    assert [(r["model"], r["hidden_layers"]) for r in rows] == [
+        ("residual", "0"),
+        ("baseline", "1"),
+    ]
+    assert all(math.isfinite(float(r["tll"])) for r in rows)

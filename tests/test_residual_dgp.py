@@ -270,3 +270,23 @@ def test_the_baseline_starts_at_kmeans_centres_and_trains():
     assert losses[-1] < losses[0]
     with pytest.raises(ValueError, match="unit vectors"):
         hybrid_dgp(2 * x, 2, num_inducing=10)
+
+
+def test_the_baseline_can_keep_its_inducing_locations_fixed():
+    """learn_inducing=False: training moves the learned baseline's inducing locations but leaves
+    every layer's at its k-means start (they are buffers, not parameters)."""
+    x = unit_vectors(80, seed=13)
+    y = target(x)
+    learned, fixed = (
+        hybrid_dgp(
+            x, 2, num_inducing=10, generator=torch.Generator().manual_seed(4), learn_inducing=learn
+        )
+        for learn in (True, False)
+    )
+    starts = [layer.features.points.detach().clone() for layer in fixed.layers]
+    assert not any(name.endswith("features.points") for name, _ in fixed.named_parameters())
+    for model in (learned, fixed):
+        fit_dgp(model, x, y, num_steps=20, lr=0.03, batch_size=80, num_samples=2)
+    for layer, start in zip(fixed.layers, starts, strict=True):
+        assert torch.equal(layer.features.points, start)
+    assert (learned.layers[1].features.points.detach() - starts[1]).abs().max() > 1e-4
