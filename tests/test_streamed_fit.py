@@ -30,7 +30,7 @@ from zonal.tabular.streamed import (
 )
 from zonal.tabular.streamed import fit as fit_module
 from zonal.tabular.streamed import state as state_module
-from zonal.tabular.tables import read_table, write_table
+from zonal.tabular.tables import DataWarning, TableError, read_table, write_table
 
 FAST = {"model": "sgpr", "kernel": "arccos", "num_inducing": 40, "steps": 15}
 COLUMNS = ("x0", "x1", "x2")
@@ -389,3 +389,22 @@ def test_an_interrupt_in_the_first_pass_does_not_promise_a_resume(tmp_path, caps
     err = capsys.readouterr().err
     assert "nothing saved yet (the first pass had not finished)" in err
     assert "to resume" not in err
+
+
+def test_a_one_value_target_and_constant_columns_are_treated_as_in_memory(tmp_path, capsys):
+    """The streamed fit checks what the in-memory fit checks: a target of one value is a named
+    one-line error before any pass 2 work; an input column of one value fits with a note."""
+    x, y = _data(120)
+    flat = _write_partitions(tmp_path / "flat", x, np.full(120, 2.5), [60, 60])
+    with pytest.raises(TableError, match=r"the target 'y' holds a single value \(2\.5\)"):
+        streamed_fit(flat, "y", output=tmp_path / "flat.pt", chunk_size=32, **FAST)
+    assert not (tmp_path / "flat.pt").exists()
+    x[:, 1] = 7.0
+    steady = _write_partitions(tmp_path / "steady", x, y, [60, 60])
+    with pytest.warns(DataWarning, match=r"1 input column\(s\) hold a single value .*'x1'"):
+        streamed_fit(steady, "y", output=tmp_path / "steady.pt", chunk_size=32, **FAST)
+    assert (tmp_path / "steady.pt").exists()
+    code = main(["fit", str(tmp_path / "flat"), "--target", "y", "--chunk-size", "32",
+                 "--model", "sgpr", "--quiet"])  # fmt: skip
+    assert code == 1
+    assert "holds a single value (2.5) on every row" in capsys.readouterr().err

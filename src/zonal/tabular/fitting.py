@@ -37,7 +37,6 @@ candidates are then chosen between, not stacked).
 from __future__ import annotations
 
 import time
-import warnings
 from collections.abc import Sequence
 from typing import Any, cast
 
@@ -46,6 +45,7 @@ import torch
 
 from zonal.datasets import Standardizer
 from zonal.tabular.candidates import train_candidates, train_refinement
+from zonal.tabular.checks import check_regression_target, constant_columns, warn_about_inputs
 from zonal.tabular.metrics import in_target_units, selection_key
 from zonal.tabular.model import TabularModel, Trained
 from zonal.tabular.options import DEFAULT_VALIDATION_FRACTION
@@ -56,7 +56,7 @@ from zonal.tabular.recipes import (
 )
 from zonal.tabular.split import Split, validation_split
 from zonal.tabular.stacking import condition_on_all_rows, stack_fits
-from zonal.tabular.tables import DataWarning, Table, TableError
+from zonal.tabular.tables import Table, TableError
 from zonal.tabular.targets import (
     LabelError,
     Target,
@@ -92,44 +92,6 @@ def table_target(table: Table, target: str, likelihood: str | None = None) -> Ta
     labels, missing = label_texts(table.cells[target])
     present = np.setdiff1d(np.arange(table.num_rows), missing)
     return detect_target(labels[present], likelihood, f"target {target!r}")
-
-
-def check_regression_target(values: np.ndarray, column: str, source: str) -> None:
-    """A ``TableError`` for a regression target of one value on every row (present cells): there
-    is nothing to learn, and its standard deviation of 0 would scale every prediction by 0."""
-    present = values[~np.isnan(values)]
-    if len(present) and np.all(present == present[0]):
-        raise TableError(
-            f"{source or 'the data'}: the target {column!r} holds a single value "
-            f"({present[0]:.6g}) on every row: there is nothing to fit"
-        )
-
-
-def warn_about_inputs(
-    x_train: np.ndarray, columns: Sequence[str], num_rows: int, source: str
-) -> None:
-    """``DataWarning`` notes on inputs that fit but deserve a word: more input columns than rows
-    (the model is then fitted, and the validation scores say what it is worth), and columns of a
-    single value on the training rows (kept: they standardise to 0 and carry nothing)."""
-    where = source or "the data"
-    if len(columns) > num_rows:
-        warnings.warn(
-            f"{where}: {num_rows} rows x {len(columns)} input columns: more columns than rows, "
-            "so many input directions are never observed; the fit relies on the kernel's "
-            "smoothness (check the validation scores, or fit fewer input columns)",
-            DataWarning,
-            stacklevel=3,
-        )
-    constant = [name for name, column in zip(columns, x_train.T, strict=True)
-                if len(column) and np.all(column == column[0])]  # fmt: skip
-    if constant:
-        shown = ", ".join(map(repr, constant[:5])) + (" ..." if len(constant) > 5 else "")
-        warnings.warn(
-            f"{where}: {len(constant)} input column(s) hold a single value on the training rows "
-            f"({shown}): kept, standardised to 0, they carry no information",
-            DataWarning,
-            stacklevel=3,
-        )
 
 
 def fit_table(
@@ -205,7 +167,7 @@ def fit_data(
         codes = np.asarray(y, dtype=np.float64)
         check_regression_target(codes, target_column, source)
     train_rows, valid_rows = validation_split(codes, target, validation_fraction, seed)
-    warn_about_inputs(x[train_rows], feature_columns, num_rows, source)
+    warn_about_inputs(feature_columns, constant_columns(x[train_rows]), num_rows, source)
     x_scaler = Standardizer.fit(x[train_rows])
     y_scaler = Standardizer(
         mean=cast(np.ndarray, np.float64(0.0)), std=cast(np.ndarray, np.float64(1.0))

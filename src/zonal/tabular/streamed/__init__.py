@@ -13,8 +13,10 @@ chunks of ``chunk_size`` rows and never held whole:
    the global row, before any optimisation) and accumulates, over the training rows, the column
    moments that ``Standardizer.fit`` computes in memory (``RunningMoments``: the same
    magnitude-relative, overflow-safe rule), the distinct target values (a classification target
-   is refused: the SGPR is Gaussian only) and, with ARD, the training rows of the
-   ``ARD_SUBSAMPLE`` smallest hash keys (a uniform subsample without replacement).
+   is refused: the SGPR is Gaussian only), each column's smallest and largest value (a target of
+   one value is a named error, input columns of one value and more columns than rows are
+   ``DataWarning`` notes, as in memory: ``zonal.tabular.checks``) and, with ARD, the training
+   rows of the ``ARD_SUBSAMPLE`` smallest hash keys (a uniform subsample without replacement).
 2. **Pass 2** adds each chunk's statistics (the kernel of work ``SGPR.statistics_kernel``, shared
    with the in-memory and Dask passes, on the standardised training rows; the next chunk is read
    while the current one is added) for every candidate kernel; they are committed to the models only

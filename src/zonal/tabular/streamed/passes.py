@@ -15,6 +15,7 @@ from zonal.datasets import Standardizer
 from zonal.models import SGPR
 from zonal.models.sgpr import add_statistics
 from zonal.models.sgpr_statistics import StatisticsKernel, read_ahead
+from zonal.tabular.checks import check_regression_target, warn_about_inputs
 from zonal.tabular.metrics import validation_metrics
 from zonal.tabular.model import TabularModel
 from zonal.tabular.recipes import (
@@ -62,6 +63,8 @@ def first_pass(
     subsample = Subsample(ARD_SUBSAMPLE, width) if ard else None
     partition_rows: list[int] = []
     num_rows = num_valid = 0
+    x_low, x_high = np.full(width, np.inf), np.full(width, -np.inf)  # [D], training rows
+    y_low, y_high = np.inf, -np.inf
     with progress_bar("pass 1/3 check, standardise", None, 0, progress) as bar:
         for partition in range(len(reader.partitions)):
             start = num_rows
@@ -71,6 +74,11 @@ def first_pass(
                 train = ~valid
                 x_moments.update(chunk.x[train])
                 y_moments.update(chunk.y[train, None])
+                if train.any():
+                    x_low = np.minimum(x_low, chunk.x[train].min(axis=0))
+                    x_high = np.maximum(x_high, chunk.x[train].max(axis=0))
+                if len(chunk.y):
+                    y_low, y_high = min(y_low, chunk.y.min()), max(y_high, chunk.y.max())
                 counts = count_values(counts, chunk.y)
                 if subsample is not None:
                     subsample.add(row_uniforms(rows[train], seed, 1), chunk.x[train],
@@ -90,7 +98,9 @@ def first_pass(
             f"the validation split is empty: {validation_fraction:g} of {num_rows} rows drew no "
             "row; use more rows, a larger --validation-fraction, or --validation-fraction 0"
         )
+    check_regression_target(np.array([y_low, y_high]), reader.target, source)
     check_regression(counts, likelihood, reader.target)
+    warn_about_inputs(reader.features, x_low == x_high, num_rows - num_valid, source)
     y_moments_scaler = y_moments.standardizer()
     y_scaler = Standardizer(mean=y_moments_scaler.mean[0], std=y_moments_scaler.std[0])
     with np.errstate(over="ignore"):

@@ -1,0 +1,61 @@
+"""Checks of a table's target and inputs shared by the in-memory fit (``zonal.tabular.fitting``)
+and the streamed fit (``zonal.tabular.streamed``): a regression target of one value is a named
+error; more input columns than rows, and input columns of one value, are ``DataWarning`` notes."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+
+import numpy as np
+
+from zonal.tabular.tables import DataWarning, TableError
+
+
+def check_regression_target(values: np.ndarray, column: str, source: str) -> None:
+    """A ``TableError`` for a regression target of one value on every row (present cells): there
+    is nothing to learn, and its standard deviation of 0 would scale every prediction by 0.
+    ``values`` may be the whole column or only its smallest and largest value."""
+    present = values[~np.isnan(values)]
+    if len(present) and np.all(present == present[0]):
+        raise TableError(
+            f"{source or 'the data'}: the target {column!r} holds a single value "
+            f"({present[0]:.6g}) on every row: there is nothing to fit"
+        )
+
+
+def constant_columns(x: np.ndarray) -> np.ndarray:
+    """[D] booleans: the columns of ``x`` [n, D] that hold one value on every row (none for n = 0)."""
+    if len(x) == 0:
+        return np.zeros(x.shape[1], dtype=bool)
+    return np.all(x == x[0], axis=0)
+
+
+def warn_about_inputs(
+    columns: Sequence[str], constant: np.ndarray, num_rows: int, source: str
+) -> None:
+    """``DataWarning`` notes on inputs that fit but deserve a word: more input columns than rows
+    (the model is then fitted, and the validation scores say what it is worth), and the columns
+    flagged in ``constant`` [D] (one value on the training rows: kept, they standardise to 0 and
+    carry nothing)."""
+    where = source or "the data"
+    if len(columns) > num_rows:
+        warnings.warn(
+            f"{where}: {num_rows} rows x {len(columns)} input columns: more columns than rows, "
+            "so many input directions are never observed; the fit relies on the kernel's "
+            "smoothness (check the validation scores, or fit fewer input columns)",
+            DataWarning,
+            stacklevel=3,
+        )
+    names = [name for name, flag in zip(columns, constant, strict=True) if flag]
+    if names:
+        shown = ", ".join(map(repr, names[:5])) + (" ..." if len(names) > 5 else "")
+        warnings.warn(
+            f"{where}: {len(names)} input column(s) hold a single value on the training rows "
+            f"({shown}): kept, standardised to 0, they carry no information",
+            DataWarning,
+            stacklevel=3,
+        )
+
+
+__all__ = ["check_regression_target", "constant_columns", "warn_about_inputs"]
