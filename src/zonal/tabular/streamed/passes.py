@@ -98,9 +98,9 @@ def first_pass(
             f"the validation split is empty: {validation_fraction:g} of {num_rows} rows drew no "
             "row; use more rows, a larger --validation-fraction, or --validation-fraction 0"
         )
-    check_regression_target(np.array([y_low, y_high]), reader.target, source)
+    check_regression_target(np.array([y_low, y_high]), reader.target, str(source))
     check_regression(counts, likelihood, reader.target)
-    warn_about_inputs(reader.features, x_low == x_high, num_rows - num_valid, source)
+    warn_about_inputs(reader.features, x_low == x_high, num_rows - num_valid, str(source))
     y_moments_scaler = y_moments.standardizer()
     y_scaler = Standardizer(mean=y_moments_scaler.mean[0], std=y_moments_scaler.std[0])
     with np.errstate(over="ignore"):
