@@ -233,10 +233,28 @@ def test_the_reproduce_queue_resumes_runs_in_flight_first_and_skips_finished_one
     ]
 
 
-def test_cli_reproduce_lists_its_queue(tmp_path, capsys):
+def test_the_reproduce_queue_runs_the_cheapest_new_run_first(tmp_path):
+    """New runs follow the experiments' cpu_hours, not the claims' order; unestimated ones last."""
+    from zonal.experiments.registry import get_experiment
+    from zonal.experiments.reproductions import reproduction_queue
+
+    claims = [
+        _claim(number="9", experiment="bo-sphere"),
+        _claim(number="11", experiment="uci-report"),
+        _claim(number="3", experiment="vish-flights"),
+    ]
+    hours = {name: get_experiment(name).cpu_hours for name in ("bo-sphere", "vish-flights")}
+    assert hours["vish-flights"]["converged"] < hours["bo-sphere"]["converged"]
+    assert "converged" not in get_experiment("uci-report").cpu_hours
+    queue = reproduction_queue(tmp_path, claims)
+    assert [name for name, _, _ in queue] == ["vish-flights", "bo-sphere", "uci-report"]
+
+
+def test_cli_reproduce_lists_its_queue_with_its_cost(tmp_path, capsys):
     assert main(["experiment", "reproduce", "--runs-dir", str(tmp_path), "--list"]) == 0
     err = capsys.readouterr().err
-    assert "queued uci-dgp --protocol converged (new run)" in err
+    assert "queued uci-dgp --protocol converged (new run; about 2.5 CPU-hours)" in err
+    assert "CPU-hours in all" in err
 
 
 def test_numbers_outside_the_protocol_are_left_out_of_the_verdict_and_named(tmp_path):

@@ -63,6 +63,10 @@ def test_converged_keys_must_be_quick_keys_and_differences_known_protocols():
         Experiment("bad", "summary", _noop, quick={"steps": 1}, converged={"extra": 2})
     with pytest.raises(ValueError, match="differences for unknown protocols"):
         Experiment("bad", "summary", _noop, quick={"steps": 1}, differences={"long": "x"})
+    with pytest.raises(ValueError, match="cpu_hours for unknown protocols"):
+        Experiment("bad", "summary", _noop, quick={"steps": 1}, cpu_hours={"long": 1.0})
+    with pytest.raises(ValueError, match="must be positive and finite"):
+        Experiment("bad", "summary", _noop, quick={"steps": 1}, cpu_hours={"full": 0.0})
 
 
 def test_run_folder_records_protocol_and_overridden_keys(tmp_path):

@@ -160,13 +160,25 @@ JOBS_HELP = (
 
 def experiment_reproduce(args: argparse.Namespace) -> int:
     from zonal.experiments.errors import ExperimentError
+    from zonal.experiments.registry import get_experiment
     from zonal.experiments.reproductions import reproduction_queue
     from zonal.experiments.run import create_run, execute_run, open_run
 
     queue = reproduction_queue(args.runs_dir)
+    total, unknown = 0.0, 0
     for name, protocol, folder in queue:
         action = f"resume {folder}" if folder else "new run"
-        print(f"zonal: queued {name} --protocol {protocol} ({action})", file=sys.stderr)
+        hours = get_experiment(name).cpu_hours.get(protocol)
+        if hours is None:
+            unknown += 1
+        else:
+            total += hours
+        cost = "cost not estimated" if hours is None else f"about {hours:g} CPU-hours"
+        print(f"zonal: queued {name} --protocol {protocol} ({action}; {cost})", file=sys.stderr)
+    if queue:
+        rest = f", {unknown} not estimated" if unknown else ""
+        print(f"zonal: about {total:g} CPU-hours in all{rest} (a run in flight counts whole; "
+              "--jobs N shares them out over N cores)", file=sys.stderr)  # fmt: skip
     if args.list or not queue:
         if not queue:
             print("zonal: every claim's protocol has a finished run", file=sys.stderr)

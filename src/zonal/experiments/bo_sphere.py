@@ -222,6 +222,7 @@ def _check_config(config: dict[str, Any]) -> None:
         "ackley-s3.shallow.final_median",
         "ackley-s3.switch.final_median",
     ),
+    cpu_hours={"converged": 7.0},  # estimated from the quick preset's step times
 )
 def run_bo_sphere(config: dict[str, Any], run_dir: RunDirectory) -> dict[str, Any]:
     """Every (function, repeat, strategy) BO run, resumable, then the regret summary and figure.

@@ -412,6 +412,7 @@ MODELS_SUMMARY = (
         "verdicts.mnist.rotation.vs_network",
         "verdicts.fashion-mnist.gaussian-noise.vs_network",
     ),
+    cpu_hours={"converged": 3.0},  # estimated from a 5,400-image probe
 )
 def run_dataset_shift(config: dict[str, Any], run_dir: RunDirectory) -> dict[str, Any]:
     """Train and evaluate every (dataset, repeat), checkpointing after each; summarise, plot."""

@@ -578,6 +578,7 @@ QUICK_INDUCING = {"inducing": [inducing_label(counts) for counts in CONV_QUICK["
     paper=seed_paper(SWEEPS, QUICK_INDUCING),
     headline=("accuracy_percent.nu=1", "test_log_likelihood.nu=1"),
     validate=check_config,
+    cpu_hours={"converged": 7.0},  # estimated from the first steps' times
 )
 @register_experiment(
     "cdkm-fashion",

@@ -21,6 +21,7 @@ not break the others: the failure is kept and reported (see ``discovery_failures
 from __future__ import annotations
 
 import importlib
+import math
 import pkgutil
 import re
 import traceback
@@ -72,6 +73,9 @@ class Experiment:
         validate: ``validate(config)`` raises ``ValueError`` naming a setting the experiment cannot
             run with (a choice outside its list, settings that contradict each other); called on the
             resolved config before a run folder is made.
+        cpu_hours: per protocol, the CPU-hours of one core a run takes (measured on a finished run
+            where there is one, else estimated from timed parts), so that ``zonal experiment
+            reproduce`` can run the cheapest first and say what its queue costs.
     """
 
     name: str
@@ -85,6 +89,7 @@ class Experiment:
     headline: tuple[str, ...] = ()
     module: str = ""
     validate: Callable[[dict[str, Any]], Any] | None = None
+    cpu_hours: Mapping[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not _NAME_PATTERN.fullmatch(self.name):
@@ -100,14 +105,20 @@ class Experiment:
                     f"experiment {self.name!r}: {preset} config keys {unknown} are not in the "
                     f"quick config ({preset} only overrides quick)"
                 )
-        unknown_protocols = sorted(set(self.differences) - set(PROTOCOLS))
-        if unknown_protocols:
+        for table in ("differences", "cpu_hours"):
+            unknown_protocols = sorted(set(getattr(self, table)) - set(PROTOCOLS))
+            if unknown_protocols:
+                raise ValueError(
+                    f"experiment {self.name!r}: {table} for unknown protocols "
+                    f"{unknown_protocols} (known: {', '.join(PROTOCOLS)})"
+                )
+        bad_hours = sorted(k for k, v in self.cpu_hours.items() if not 0 < float(v) < math.inf)
+        if bad_hours:
             raise ValueError(
-                f"experiment {self.name!r}: differences for unknown protocols {unknown_protocols} "
-                f"(known: {', '.join(PROTOCOLS)})"
+                f"experiment {self.name!r}: cpu_hours of {bad_hours} must be positive and finite"
             )
         # Read-only copies, so that a run cannot change the defaults of the next one.
-        for preset in ("quick", "full", "converged", "differences"):
+        for preset in ("quick", "full", "converged", "differences", "cpu_hours"):
             object.__setattr__(self, preset, MappingProxyType(dict(getattr(self, preset))))
         paper = {
             str(source): MappingProxyType(dict(values)) for source, values in self.paper.items()
@@ -163,6 +174,7 @@ def register_experiment(
     paper: Mapping[str, Mapping[str, Any]] | None = None,
     headline: Sequence[str] = (),
     validate: Callable[[dict[str, Any]], Any] | None = None,
+    cpu_hours: Mapping[str, float] | None = None,
 ) -> Callable[[RunFunction], RunFunction]:
     """Decorator that registers ``run(config, run_dir) -> metrics`` as the experiment ``name``.
 
@@ -183,6 +195,7 @@ def register_experiment(
                 headline=tuple(headline),
                 module=getattr(run, "__module__", ""),
                 validate=validate,
+                cpu_hours=cpu_hours or {},
             )
         )
         return run

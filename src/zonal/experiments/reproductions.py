@@ -583,11 +583,11 @@ def _values_table(statistics_: Sequence[Statistic], values: Mapping[str, Value])
 def reproduction_queue(
     runs_root: str | os.PathLike[str], claims: Sequence[Claim] | None = None
 ) -> list[tuple[str, str, Path | None]]:
-    """What ``zonal experiment reproduce`` still has to run, runs in flight first, then in the
-    claims' order: one
-    (experiment, protocol, folder to resume or None for a new run) per experiment whose claim
-    protocol has no finished run under ``runs_root`` (claims without an experiment, or whose
-    experiment does not offer the protocol yet, are left out)."""
+    """What ``zonal experiment reproduce`` still has to run: one (experiment, protocol, folder to
+    resume or None for a new run) per experiment whose claim protocol has no finished run under
+    ``runs_root`` (claims without an experiment, or whose experiment does not offer the protocol
+    yet, are left out); runs in flight first, then the cheapest by the experiment's
+    ``cpu_hours`` (those without an estimate last), ties in the claims' order."""
     from zonal.experiments.registry import get_experiment
 
     if claims is None:
@@ -605,7 +605,11 @@ def reproduction_queue(
         if any(run.finished for run in matching):
             continue
         queue.append((claim.experiment, claim.protocol, matching[0].path if matching else None))
-    return sorted(queue, key=lambda item: item[2] is None)  # runs in flight first
+
+    def cost(item: tuple[str, str, Path | None]) -> float:
+        return get_experiment(item[0]).cpu_hours.get(item[1], math.inf)
+
+    return sorted(queue, key=lambda item: (item[2] is None, cost(item)))
 
 
 def write_reproductions(

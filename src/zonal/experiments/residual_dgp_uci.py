@@ -229,6 +229,7 @@ def _check_config(config: dict[str, Any]) -> None:
     },
     paper=PAPER,
     headline=("yacht.residual.depth1.tll_median", "yacht.residual.depth2.tll_median"),
+    cpu_hours={"converged": 2.5},  # estimated
 )
 def run_residual_dgp_uci(config: dict[str, Any], run_dir: RunDirectory) -> dict[str, Any]:
     """Fit every (dataset, split, model, depth), checkpointing after each, then summarise and plot."""

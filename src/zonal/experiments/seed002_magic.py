@@ -283,6 +283,7 @@ def summarise(
     },
     paper=PAPER,
     headline=("sparse.auc", "complete.auc", "network.auc"),
+    cpu_hours={"converged": 2.0},  # estimated
 )
 def run_seed002_magic(config: dict[str, Any], run_dir: RunDirectory) -> dict[str, Any]:
     """Fit every (model, repeat), checkpointing after each; then the table, traces and figure."""
