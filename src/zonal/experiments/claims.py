@@ -176,6 +176,14 @@ _UCI_ABLATIONS = (
         {"datasets": ["boston"], "models": ["ADGP-3"], "network_steps": 2000},
         f"{_RUN} uci-dgp --protocol converged {_BOSTON_ADGP} --set network_steps=2000",
     ),
+    # Declared before it ran (session 10), to test the split-variance cause directly: the
+    # seed's 5 splits of boston, both models (splits 0-2 are the main run's: every fit seeds
+    # itself from its dataset, split and model).
+    Ablation(
+        "boston, the seed's 5 splits",
+        {"datasets": ["boston"], "num_splits": 5},
+        f"{_RUN} uci-dgp --protocol converged --set 'datasets=[\"boston\"]' --set num_splits=5",
+    ),
 )
 
 CLAIMS: tuple[Claim, ...] = (
