@@ -151,6 +151,16 @@ _RESIDUAL_ABLATIONS = (
          "baseline_repeats": 1},
         f"{_RUN} residual-dgp-sphere --protocol converged --set hidden_variance=0.1 {_ONLY_800}",
     ),
+    # Declared in session 10 after the converged run's first repeat showed depth neither helping
+    # nor hurting at N = 100 (LPD 2.208 / 2.212 / 2.210 / 2.207), where the seed's falls: does a
+    # looser hidden-layer prior let the deep models leave the identity and overfit?
+    Ablation(
+        "N = 100 with the hidden-layer prior variance 10x (0.1)",
+        {"hidden_variance": 0.1, "num_train": [100], "baseline_hidden_layers": [1],
+         "baseline_repeats": 1},
+        f"{_RUN} residual-dgp-sphere --protocol converged --set hidden_variance=0.1 "
+        "--set 'num_train=[100]' --set 'baseline_hidden_layers=[1]' --set baseline_repeats=1",
+    ),
 )  # fmt: skip
 _RESIDUAL_NOTES = (
     "Training length. Earlier rounds trained 1000 steps (the seed's count) and found no gain from "
