@@ -178,8 +178,10 @@ _RESIDUAL_NOTES = (
     "their prior starts them at and recover the shallow one, where the seed reports a fall it "
     "calls an optimisation failure. The fall at N = 100 that the third ordering checks is "
     "0.003-0.004 nats, within the repeats' spread (up to 0.007), so that ordering holds only "
-    "on the medians; the declared N = 100 ablation with a looser hidden-layer prior tests "
-    "whether a fall like the seed's appears. 46 of 57 fits pass the plateau rule; the 11 that "
+    "on the medians. With a 10 times looser hidden-layer prior (ablation below, declared "
+    "before it ran) the N = 100 LPD is still flat (2.208 / 2.208 / 2.212 / 2.209): the deep "
+    "models recover the shallow one here, so the seed's fall at small N is not reproduced by "
+    "either prior. 46 of 57 fits pass the plateau rule; the 11 that "
     "do not are 2 residual fits at N = 800 (2 and 3 hidden layers) and all 9 baselines (their "
     "loss still falling at 4000 steps)."
 )
