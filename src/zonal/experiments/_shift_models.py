@@ -5,7 +5,6 @@ the size of their heads."""
 
 from __future__ import annotations
 
-import math
 import time
 import zlib
 from typing import TYPE_CHECKING, Any
@@ -65,7 +64,12 @@ def train_models(
         inducing_point_head,
     )
     from zonal.models.classifier_training import train_classifier_to_convergence
-    from zonal.models.conv_head import fine_tune_jointly, fit_dgp_head, train_classifier
+    from zonal.models.conv_head import (
+        epochs_to_steps,
+        fine_tune_jointly,
+        fit_dgp_head,
+        train_classifier,
+    )
 
     shape = tuple(images.shape[1:])
     wanted = set(config["models"])
@@ -99,13 +103,12 @@ def train_models(
     def fit_head(name: str, head: Any) -> None:
         """The head's ELBO stage: ``elbo_epochs`` epochs, or with ``elbo_until_plateau`` up to
         the first epoch end where the plateau rule holds; judged by that rule either way."""
-        stopper = None
-        if config["elbo_until_plateau"]:
-            stopper = StopAtPlateau(math.ceil(len(images) / config["batch_size"]))
+        per_epoch = epochs_to_steps(len(images), config["batch_size"], 1)
+        stopper = StopAtPlateau(per_epoch) if config["elbo_until_plateau"] else None
         losses = fit_dgp_head(head, images, labels, epochs=config["elbo_epochs"], seed=seed,
                               callback=stopper, **elbo)  # fmt: skip
         verdict = curve_summary(losses)
-        info[f"{name}_elbo_epochs"] = len(losses) / math.ceil(len(images) / config["batch_size"])
+        info[f"{name}_elbo_epochs"] = len(losses) / per_epoch
         info[f"{name}_elbo_plateau_drop"] = verdict["plateau_drop"]
         info[f"{name}_elbo_converged"] = float(verdict["converged"])
 

@@ -95,7 +95,7 @@ def train_classifier_to_convergence(
         history.validation.append(value)
         return value
 
-    per_epoch = math.ceil(len(images) / batch_size)
+    per_epoch = epochs_to_steps(len(images), batch_size, 1)
     control = TrainingControl(score=score, patience=patience, interval=per_epoch)
     steps = epochs_to_steps(len(images), batch_size, max_epochs)
     network.train()
