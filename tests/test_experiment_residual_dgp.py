@@ -170,6 +170,17 @@ def test_two_worker_processes_give_the_rows_of_one(sphere_reference, tmp_path):
     assert ours == reference
 
 
+def test_uci_experiment_in_two_worker_processes_gives_the_rows_of_one(tmp_path):
+    """residual-dgp-uci's (dataset, split, model, depth) units in two spawned processes: the rows,
+    put back in the units' order, and the metrics are those of the one-process run."""
+    reference = run_experiment("residual-dgp-uci", overrides=TINY_UCI, runs_root=tmp_path / "one")
+    run = create_run("residual-dgp-uci", overrides=TINY_UCI, runs_root=tmp_path / "two", jobs=2)
+    parallel = execute_run(run)
+    assert _without_times(parallel.metrics) == _without_times(reference.metrics)
+    ours = _without_times(_read_csv(parallel.path / "results.csv"))
+    assert ours == _without_times(_read_csv(reference.path / "results.csv"))
+
+
 def test_a_run_with_fixed_baseline_inducing_locations(tmp_path):
     """The claim 10b ablation's shape: one cheap residual cell and the baseline with its
     inducing locations fixed; the run writes both rows."""

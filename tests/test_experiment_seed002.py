@@ -13,7 +13,7 @@ import json
 import numpy as np
 import pytest
 
-from zonal.experiments import resume_experiment, run_experiment
+from zonal.experiments import create_run, execute_run, resume_experiment, run_experiment
 from zonal.experiments import seed002_magic as magic_module
 from zonal.experiments import seed002_regression as regression_module
 from zonal.experiments.seed002_common import first_step_reaching, harmonic_features, roc_auc
@@ -53,7 +53,14 @@ class SimulatedCrashError(RuntimeError):
 def _without_times(value):
     if isinstance(value, dict):
         return {k: _without_times(v) for k, v in value.items() if "seconds" not in k}
+    if isinstance(value, list):
+        return [_without_times(item) for item in value]
     return value
+
+
+def _rows(path):
+    with path.open() as handle:
+        return _without_times(list(csv.DictReader(handle)))
 
 
 def test_auc_is_the_probability_a_positive_outranks_a_negative() -> None:
@@ -139,6 +146,30 @@ def test_magic_resumes_with_the_metrics_of_an_uninterrupted_run(
     (run_path,) = list(tmp_path.iterdir())
     resumed = resume_experiment(run_path)
     assert _without_times(resumed.metrics) == _without_times(magic_reference.metrics)
+
+
+def test_magic_in_two_worker_processes_gives_the_rows_of_one(magic_reference, tmp_path) -> None:
+    """--jobs 2 fits the (model, repeat) units in two spawned processes, finishing in any order;
+    each seeds itself and the rows are put back in the units' order, so the tables and metrics are
+    those of the one-process run."""
+    run = create_run("sparse-phases-magic", overrides=TINY_MAGIC, runs_root=tmp_path, jobs=2)
+    parallel = execute_run(run)
+    assert _without_times(parallel.metrics) == _without_times(magic_reference.metrics)
+    for table in ("results.csv", "traces.csv"):
+        assert _rows(parallel.path / table) == _rows(magic_reference.path / table)
+
+
+def test_regression_in_two_worker_processes_gives_the_rows_of_one(tmp_path) -> None:
+    """The same for sparse-phases-regression's (dataset, split, model) units."""
+    reference = run_experiment(
+        "sparse-phases-regression", overrides=TINY_REGRESSION, runs_root=tmp_path / "one"
+    )
+    run = create_run(
+        "sparse-phases-regression", overrides=TINY_REGRESSION, runs_root=tmp_path / "two", jobs=2
+    )
+    parallel = execute_run(run)
+    assert _without_times(parallel.metrics) == _without_times(reference.metrics)
+    assert _rows(parallel.path / "results.csv") == _rows(reference.path / "results.csv")
 
 
 def test_regression_metrics_are_in_the_targets_units() -> None:

@@ -91,6 +91,17 @@ def unit_seed(config: dict[str, Any], dataset: str, split: int, model: str, dept
     return zlib.crc32(f"{config['seed']}/{dataset}/{split}/{model}/{depth}".encode())
 
 
+def fit_unit(item: tuple[dict[str, Any], tuple[str, int, str, int]]) -> dict[str, Any]:
+    """One (dataset, split, model, depth) of the run with ``config``: its result row. Module-level
+    and self-contained (it reads its own split), so that ``--jobs`` workers can run it."""
+    from zonal.experiments.uci_dgp import load_regression, split_data
+
+    config, (dataset, split, model, depth) = item
+    data = split_data(*load_regression(dataset), split, config)
+    seed = unit_seed(config, dataset, split, model, depth)
+    return fit_one(model, depth, data, feature_budget(dataset, config), config, seed)
+
+
 def build_model(
     model: str, depth: int, x_train: torch.Tensor, budget: int, config: dict[str, Any], seed: int
 ) -> DGP:
@@ -233,8 +244,6 @@ def _check_config(config: dict[str, Any]) -> None:
 )
 def run_residual_dgp_uci(config: dict[str, Any], run_dir: RunDirectory) -> dict[str, Any]:
     """Fit every (dataset, split, model, depth), checkpointing after each, then summarise and plot."""
-    from zonal.experiments.uci_dgp import load_regression, split_data
-
     _check_config(config)
     todo = [
         (dataset, split, model, depth)
@@ -246,29 +255,14 @@ def run_residual_dgp_uci(config: dict[str, Any], run_dir: RunDirectory) -> dict[
     state = run_dir.load_checkpoint()
     rows: list[dict[str, Any]] = [] if state is None else list(state["rows"])
     done = {(r["dataset"], r["split"], r["model"], r["depth"]) for r in rows}
-    pending = [unit for unit in todo if unit not in done]
-    loaded: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
-    split_cache: dict[
-        tuple[str, int], tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
-    ] = {}
-    for dataset, split, model, depth in run_dir.progress(
-        pending, total=len(todo), initial=len(todo) - len(pending), unit="fit"
+    pending = [(config, unit) for unit in todo if unit not in done]
+    for (_, (dataset, split, model, depth)), row in run_dir.map_units(
+        fit_unit, pending, total=len(todo), initial=len(todo) - len(pending), unit="fit"
     ):
-        if dataset not in loaded:
-            loaded[dataset] = load_regression(dataset)
-        if (dataset, split) not in split_cache:
-            split_cache = {(dataset, split): split_data(*loaded[dataset], split, config)}
-        seed = unit_seed(config, dataset, split, model, depth)
-        row = fit_one(
-            model,
-            depth,
-            split_cache[(dataset, split)],
-            feature_budget(dataset, config),
-            config,
-            seed,
-        )
         rows.append({"dataset": dataset, "split": split, "model": model, "depth": depth, **row})
         run_dir.save_checkpoint({"rows": rows})
+    # In the units' order, whatever order ``--jobs`` workers finished them in.
+    rows.sort(key=lambda r: todo.index((r["dataset"], r["split"], r["model"], r["depth"])))
 
     summary = summarise(rows, config)
     run_dir.save_table("results.csv", rows)

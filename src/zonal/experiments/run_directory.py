@@ -168,7 +168,9 @@ class RunDirectory:
 
         Units must not depend on one another or on the order they run in (each seeds itself), so
         that a run gives the same rows whatever its ``jobs``; the caller checkpoints after each.
+        A resumed run passes ``total`` and ``initial`` so that the bar counts the units it has.
         """
+        tqdm_kwargs.setdefault("total", len(units))
         if self.jobs == 1 or len(units) <= 1:
             for unit in self.progress(units, **tqdm_kwargs):
                 yield unit, function(unit)
@@ -179,7 +181,7 @@ class RunDirectory:
         context = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(min(self.jobs, len(units)), mp_context=context) as pool:
             futures = {pool.submit(function, unit): unit for unit in units}
-            for future in self.progress(as_completed(futures), total=len(futures), **tqdm_kwargs):
+            for future in self.progress(as_completed(futures), **tqdm_kwargs):
                 yield futures[future], future.result()
 
     # Checkpoints ---------------------------------------------------------------------------------

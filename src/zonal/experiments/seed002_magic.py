@@ -235,6 +235,15 @@ def unit_seed(config: dict[str, Any], model: str, repeat: int) -> int:
     return zlib.crc32(f"{config['seed']}/{model}/{repeat}".encode())
 
 
+def fit_unit(
+    item: tuple[dict[str, Any], tuple[str, int]],
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """One (model, repeat) of the run with ``config``: its test metrics and AUC trace.
+    Module-level and self-contained (it loads its own data), so that ``--jobs`` workers can run it."""
+    config, (model, repeat) = item
+    return fit_one(model, load_data(config), config, unit_seed(config, model, repeat))
+
+
 def summarise(
     rows: list[dict[str, Any]], traces: list[dict[str, Any]], config: dict[str, Any]
 ) -> dict[str, Any]:
@@ -294,15 +303,16 @@ def run_seed002_magic(config: dict[str, Any], run_dir: RunDirectory) -> dict[str
     state = run_dir.load_checkpoint() or {"rows": [], "traces": []}
     rows, traces = list(state["rows"]), list(state["traces"])
     done = {(r["model"], r["repeat"]) for r in rows}
-    pending = [unit for unit in todo if unit not in done]
-    data = load_data(config) if pending else ()
-    for model, repeat in run_dir.progress(
-        pending, total=len(todo), initial=len(todo) - len(pending), unit="fit"
+    pending = [(config, unit) for unit in todo if unit not in done]
+    for (_, (model, repeat)), (result, trace) in run_dir.map_units(
+        fit_unit, pending, total=len(todo), initial=len(todo) - len(pending), unit="fit"
     ):
-        result, trace = fit_one(model, data, config, unit_seed(config, model, repeat))
         rows.append({"model": model, "repeat": repeat, **result})
         traces += [{"model": model, "repeat": repeat, **point} for point in trace]
         run_dir.save_checkpoint({"rows": rows, "traces": traces})
+    # In the units' order, whatever order ``--jobs`` workers finished them in.
+    rows.sort(key=lambda r: todo.index((r["model"], r["repeat"])))
+    traces.sort(key=lambda t: (todo.index((t["model"], t["repeat"])), t["step"]))
     run_dir.save_table("results.csv", rows)
     if traces:
         run_dir.save_table("traces.csv", traces)

@@ -32,6 +32,7 @@ checkpoint after every fit, and a resumed run skips the fits it has.
 
 from __future__ import annotations
 
+import itertools
 import math
 import statistics
 import zlib
@@ -163,6 +164,19 @@ def unit_seed(config: dict[str, Any], dataset: str, split: int, model: str) -> i
     return zlib.crc32(f"{config['seed']}/{dataset}/{split}/{model}".encode())
 
 
+def fit_unit(item: tuple[dict[str, Any], tuple[str, int, str]]) -> dict[str, Any]:
+    """One (dataset, split, model) of the run with ``config``: its result row. Module-level and
+    self-contained (it reads its own table and split), so that ``--jobs`` workers can run it."""
+    from zonal.datasets import random_splits
+
+    config, (dataset, split, model) = item
+    x, y = load_table(dataset)
+    splits = random_splits(len(x), config["num_splits"], config["test_fraction"], config["seed"])
+    train, test = next(itertools.islice(splits, split, None))
+    arrays = (x[train], y[train], x[test], y[test])
+    return fit_one(model, arrays, config, unit_seed(config, dataset, split, model))
+
+
 def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Mean and std (over splits) of RMSE and NLL per (dataset, model)."""
     summary = []
@@ -201,8 +215,6 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 )
 def run_seed002_regression(config: dict[str, Any], run_dir: RunDirectory) -> dict[str, Any]:
     """Fit every (dataset, split, model), checkpointing after each; then the summary and figure."""
-    from zonal.datasets import random_splits
-
     todo = [
         (dataset, split, model)
         for dataset in config["datasets"]
@@ -212,28 +224,14 @@ def run_seed002_regression(config: dict[str, Any], run_dir: RunDirectory) -> dic
     state = run_dir.load_checkpoint()
     rows: list[dict[str, Any]] = [] if state is None else list(state["rows"])
     done = {(r["dataset"], r["split"], r["model"]) for r in rows}
-    pending = [unit for unit in todo if unit not in done]
-    tables: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-    splits: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
-    for dataset, split, model in run_dir.progress(
-        pending, total=len(todo), initial=len(todo) - len(pending), unit="fit"
+    pending = [(config, unit) for unit in todo if unit not in done]
+    for (_, (dataset, split, model)), row in run_dir.map_units(
+        fit_unit, pending, total=len(todo), initial=len(todo) - len(pending), unit="fit"
     ):
-        if dataset not in tables:
-            tables[dataset] = load_table(dataset)
-            splits[dataset] = list(
-                random_splits(
-                    len(tables[dataset][0]),
-                    config["num_splits"],
-                    config["test_fraction"],
-                    config["seed"],
-                )
-            )
-        x, y = tables[dataset]
-        train, test = splits[dataset][split]
-        arrays = (x[train], y[train], x[test], y[test])
-        row = fit_one(model, arrays, config, unit_seed(config, dataset, split, model))
         rows.append({"dataset": dataset, "split": split, "model": model, **row})
         run_dir.save_checkpoint({"rows": rows})
+    # In the units' order, whatever order ``--jobs`` workers finished them in.
+    rows.sort(key=lambda r: todo.index((r["dataset"], r["split"], r["model"])))
     summary = summarise(rows)
     run_dir.save_table("results.csv", rows)
     run_dir.save_table("summary.csv", summary)
