@@ -11,7 +11,10 @@ split. On each split, in one process and on the same threads, the methods are
 
 * ``zonal``: ``zonal.tabular.fitting.fit_data`` / ``predict_data`` (the library path of ``zonal fit``)
   with the default ``model="auto"`` and the default budget (``DEFAULT_BUDGET``), the likelihood
-  named (gaussian; bernoulli or softmax by the number of classes) and ``seed=s``;
+  named (gaussian; bernoulli or softmax by the number of classes) and ``seed=s``; after the fit,
+  outside its budget and its seconds, the models ``auto``'s rules left out are trained
+  (``zonal.tabular.diagnostics``) and every model and stack is scored on the test rows (the unit's
+  ``diagnostics``: what ``fit_rules.py`` checks the rules with, leaving one table out);
 * ``svgp``: GPyTorch's SVGP with RBF-ARD, M = 256 inducing points, 1000 Adam steps
   (``gp_baselines``: Gaussian, probit or softmax likelihood);
 * ``exact``: GPyTorch's exact GP with RBF-ARD, regression tables of at most 3,000 training rows;
@@ -32,7 +35,7 @@ steps (a smoke test). Results go to benchmarks/results/fit_suite.json (fit_suite
 ``--quick``), rewritten atomically after every (table, split) (all its methods); ``--resume`` skips
 the units already there (same settings). ``--jobs N`` runs N (table, split) units at once in
 worker processes (every method of a unit in the same process, so each ratio compares methods run
-under the same load); the full suite is about 8 CPU-hours.
+under the same load); the full suite is about 8 CPU-hours (9 with the diagnostics' models).
 """
 
 from __future__ import annotations
@@ -65,6 +68,7 @@ from gp_baselines import (
 from zonal._files import to_jsonable, write_json_atomic
 from zonal.datasets import Standardizer, get_spec, load_dataset, random_splits
 from zonal.datasets.registry_suite import SUITE_CLASSIFICATION, SUITE_REGRESSION
+from zonal.tabular.diagnostics import FitDiagnostics
 from zonal.tabular.fitting import fit_data
 from zonal.tabular.options import DEFAULT_BUDGET
 from zonal.tabular.predict import predict_data
@@ -134,24 +138,42 @@ def load_split(name: str, split: int) -> SplitData:
 
 def run_zonal(data: SplitData, split: int, budget: float) -> dict[str, Any]:
     """``fit_data`` (model "auto") then ``predict_data``; moments standardised, or class
-    probabilities [n, C] in class-index order."""
+    probabilities [n, C] in class-index order. With ``variants``: the test scores of every model
+    ``auto`` trained or its rules left out and of every stack of them (``FitDiagnostics``), in
+    the suite's units, for ``fit_rules.py``; ``seconds`` is ``auto``'s own time."""
     likelihood = "gaussian" if not data.classify else \
         "bernoulli" if data.num_classes == 2 else "softmax"  # fmt: skip
     columns = [f"x{index}" for index in range(data.x_train.shape[1])]
+    diagnostics = FitDiagnostics()
     started = time.perf_counter()
     fitted = fit_data(data.x_train, data.y_train, feature_columns=columns, likelihood=likelihood,
-                      budget=budget, seed=split)  # fmt: skip
-    seconds = time.perf_counter() - started
+                      budget=budget, seed=split, diagnostics=diagnostics)  # fmt: skip
+    seconds = time.perf_counter() - started - diagnostics.overhead_seconds
     predictions = predict_data(fitted, data.x_test, seed=split)
     result: dict[str, Any] = {"seconds": seconds, "model": fitted.describe()}
+    x_test = torch.from_numpy(fitted.x_scaler.transform(data.x_test))
     if data.classify:
         probabilities = np.zeros((len(data.x_test), data.num_classes))
         for label in fitted.target.classes:
             probabilities[:, int(float(label))] = predictions[f"prob_{label}"]
         result["probabilities"] = probabilities
+        variants = diagnostics.test_scores(x_test, torch.from_numpy(data.y_test), seed=split)
     else:
         result["mean"] = data.y_scaler.transform(predictions["mean"])
         result["variance"] = predictions["variance"] / float(data.y_scaler.std) ** 2
+        y_test = torch.from_numpy(fitted.y_scaler.transform(data.y_test))
+        variants = diagnostics.test_scores(x_test, y_test, seed=split)
+        ratio = float(fitted.y_scaler.std) / float(data.y_scaler.std)  # fit's units -> suite's
+        for scores in variants.values():
+            scores["mse"] *= ratio**2
+            scores["tll"] -= math.log(ratio)
+    result["diagnostics"] = {
+        "auto_models": diagnostics.auto_models,
+        "gap": diagnostics.gap,
+        "seconds": diagnostics.seconds,
+        "overhead_seconds": diagnostics.overhead_seconds,
+        "variants": variants,
+    }
     return result
 
 
@@ -186,8 +208,9 @@ def run_method(
         result = exact_gp_regression(*data.standardised(), steps=settings["exact_steps"],
                                      learning_rate=settings["exact_learning_rate"])  # fmt: skip
     scores: dict[str, Any] = {"seconds": result["seconds"]}
-    if "model" in result:
-        scores["model"] = result["model"]
+    for key in ("model", "diagnostics"):
+        if key in result:
+            scores[key] = result[key]
     if data.classify:
         scores["accuracy"], scores["tll"] = class_scores(result["probabilities"], data.y_test)
     else:
@@ -420,7 +443,7 @@ def main() -> None:
         write_results(args.output, settings, units)
         for unit in found:
             shown = {k: round(v, 4) if isinstance(v, float) else v for k, v in unit.items()
-                     if k not in ("table", "task", "split", "method")}  # fmt: skip
+                     if k not in ("table", "task", "split", "method", "diagnostics")}  # fmt: skip
             print(f"  {unit['table']} split {unit['split']} {unit['method']}: {shown}", flush=True)
     entries = table_means(units)
     for task in ("regression", "classification"):

@@ -46,6 +46,7 @@ import torch
 from zonal.datasets import Standardizer
 from zonal.tabular.candidates import train_candidates, train_refinement
 from zonal.tabular.checks import check_regression_target, constant_columns, warn_about_inputs
+from zonal.tabular.diagnostics import FitDiagnostics
 from zonal.tabular.metrics import in_target_units, selection_key
 from zonal.tabular.model import TabularModel, Trained
 from zonal.tabular.options import DEFAULT_VALIDATION_FRACTION
@@ -134,6 +135,7 @@ def fit_data(
     progress: bool = False,
     source: str = "",
     seed: int = 0,
+    diagnostics: FitDiagnostics | None = None,
     **options: Any,
 ) -> TabularModel:
     """Fit inputs x [N, D] (float) and a target y [N] (numbers, or labels for classification):
@@ -143,6 +145,8 @@ def fit_data(
     ``likelihood``); ``model`` is ``"auto"`` or a recipe name; ``budget`` is wall-clock seconds
     for all training (None: unlimited); ``progress`` shows tqdm bars on stderr; ``options`` are
     those of ``zonal.tabular.recipes.resolve_spec`` (kernel, num_inducing, steps, learning_rate, ...).
+    ``diagnostics`` (``model="auto"`` only; ``zonal.tabular.diagnostics``) receives every model
+    trained, and those ``auto``'s rules left out, trained after the fit and outside its budget.
     """
     x = np.asarray(x, dtype=np.float64)
     if x.ndim != 2 or len(y) != len(x) or x.shape[1] != len(feature_columns):
@@ -155,6 +159,8 @@ def fit_data(
         raise TableError(f"{source or 'the data'}: {num_rows} row; fitting needs at least 2")
     if model != "auto":
         get_recipe(model)
+        if diagnostics is not None:
+            raise ValueError("diagnostics record the rules of model='auto' only")
     if budget is not None and not budget > 0:
         raise ValueError(f"the budget must be a positive number of seconds, got {budget!r}")
     if target is None:
@@ -204,8 +210,13 @@ def fit_data(
             chosen = fit.spec["model"]
         except KeyboardInterrupt:  # while stacking: the chosen candidate is kept
             interrupted = True
+    if diagnostics is not None and not interrupted:
+        diagnostics.record(fits, scores, split, target)
+        diagnostics.train_counterfactuals(split, budget, seed, options)
     if not target.is_classification and len(valid_rows) and not interrupted:
         condition_on_all_rows(fit.model, split)  # a stack, or the one model chosen or named
+        if diagnostics is not None:
+            diagnostics.condition_all(split)
     trained = Trained(fit.spec, fit.model, fit.objective,
                       sum(score["seconds"] for score in scores.values()), fit.candidates)  # fmt: skip
     scores = {name: in_target_units(score, target, y_scaler) for name, score in scores.items()}

@@ -40,12 +40,10 @@ def stack_fits(
         [fits[name].model.log_predictive_density(split.x_valid, split.y_valid) for name in names],
         dim=1,
     )  # [n_valid, K]
-    broken = log_densities.isnan().any(0)  # [K]
-    log_densities = log_densities.masked_fill(broken, -math.inf)
-    if not torch.isfinite(log_densities).any():
+    found = validation_weights(log_densities)
+    if found is None:
         return fits[fallback], scores
-    weights = dict(zip(names, quantize_weights(stacking_weights(log_densities)).tolist(),
-                       strict=True))  # fmt: skip
+    weights = dict(zip(names, found.tolist(), strict=True))
     scores = {name: {**scores[name], "weight": weights[name]} for name in names}
     kept = [name for name in names if weights[name] > 0]
     if len(kept) == 1:
@@ -72,6 +70,17 @@ def stack_fits(
         "mse": float(torch.mean((mean - split.y_valid) ** 2)),
     }
     return Fit(model, spec, objective, candidates), {**scores, STACKED: score}
+
+
+def validation_weights(log_densities: torch.Tensor) -> torch.Tensor | None:
+    """The stacking weights [K] of candidates with validation log densities [n_valid, K]
+    (``stacking_weights`` rounded by ``quantize_weights``): a column with a NaN anywhere is a
+    broken candidate and gets weight 0; None when no candidate gives any row a finite density."""
+    broken = log_densities.isnan().any(0)  # [K]
+    log_densities = log_densities.masked_fill(broken, -math.inf)
+    if not torch.isfinite(log_densities).any():
+        return None
+    return quantize_weights(stacking_weights(log_densities))
 
 
 @torch.no_grad()

@@ -1,0 +1,236 @@
+"""Leave-one-table-out checks of ``zonal fit --model auto``'s rules (issue 27), from a development
+suite run (``benchmarks/fit_suite.py``, whose zonal units carry ``diagnostics``:
+``zonal.tabular.diagnostics``).
+
+For each rule, on each regression table left out in turn, the rule's setting is chosen on the
+other tables (the one that minimises the geometric mean over them of the test-MSE ratio
+auto / RBF-ARD SVGP, means over splits) and applied to the table left out; the report gives, per
+table, the setting chosen without it, its ratio there, the ratio at zonal's current setting and
+the best any setting reaches there, and over the suite the geometric mean of the left-out ratios
+against the current setting's. A rule generalises when the left-out figures match the current
+setting's (or improve on them, which says the constant should change).
+
+Rules checked:
+
+* **refinement gap** (``AUTO_REFINEMENT_GAP``): the harmonic SVGP joins the stack when the SGPR's
+  validation log likelihood per row is within tau of the activated DGP's. Settings: tau at the
+  midpoints between the other tables' observed gaps, and never / always.
+* **SGPR input scales when a deep model follows** (``auto_uses_ard``): off (current), on (the
+  SGPR with ARD replaces it), or both (stacking weighs them).
+* **stacking against choosing** the candidate with the best validation log likelihood.
+
+Classification: ``auto`` chooses by validation log likelihood (no constant); the report says how
+often that choice is the test's best.
+
+    .venv/bin/python benchmarks/fit_rules.py [benchmarks/results/fit_suite.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from zonal.tabular.diagnostics import REFINEMENT, SGPR_ARD
+from zonal.tabular.recipes.auto import AUTO_REFINEMENT_GAP
+
+RESULTS = Path(__file__).resolve().parent / "results" / "fit_suite.json"
+
+Unit = dict[str, Any]
+#: a rule's outcome on one unit: the set of models stacked
+Outcome = Callable[[Unit], frozenset[str]]
+
+
+def variant(unit: Unit, members: frozenset[str]) -> dict[str, Any]:
+    """The test scores of the stack of ``members`` on a zonal unit."""
+    for key, scores in unit["diagnostics"]["variants"].items():
+        if frozenset(key.split("+")) == members:
+            return scores
+    raise KeyError(f"{unit['table']} split {unit['split']}: no variant {sorted(members)}")
+
+
+def auto_candidates(unit: Unit) -> frozenset[str]:
+    """The candidates ``auto`` trained, without its refinement (which follows a deep candidate)."""
+    models = frozenset(unit["diagnostics"]["auto_models"])
+    return models - {REFINEMENT} if "adgp" in models else models
+
+
+def validation(unit: Unit, name: str) -> float:
+    return float(variant(unit, frozenset([name]))["validation_log_likelihood"])
+
+
+def with_refinement(unit: Unit, models: frozenset[str], tau: float) -> frozenset[str]:
+    """``models`` plus the refinement when the best SGPR among them is within tau of the DGP."""
+    shallow = [validation(unit, name) for name in models if name in ("sgpr", SGPR_ARD)]
+    if "adgp" not in models or not shallow:
+        return models
+    gap = validation(unit, "adgp") - max(shallow)
+    return models | {REFINEMENT} if gap < tau else models
+
+
+def table_ratios(units: list[Unit], outcome: Outcome, svgp: dict[str, float]) -> dict[str, float]:
+    """Per table: mean test MSE over its splits of ``outcome``'s stack / the SVGP's."""
+    found: dict[str, list[float]] = {}
+    for unit in units:
+        found.setdefault(unit["table"], []).append(variant(unit, outcome(unit))["mse"])
+    return {table: float(np.mean(values)) / svgp[table] for table, values in found.items()}
+
+
+def geometric_mean(values: list[float]) -> float:
+    return float(math.exp(np.mean(np.log(values)))) if values else math.nan
+
+
+def leave_one_table_out(
+    units: list[Unit],
+    settings: dict[str, Outcome],
+    current: str,
+    svgp: dict[str, float],
+    grid: Callable[[list[Unit]], dict[str, Outcome]] | None = None,
+) -> list[dict[str, Any]]:
+    """Per table left out: the setting chosen on the others (ties: the current one if among
+    them, else the first), its ratio on the table, the current setting's and the best one's.
+    ``grid`` builds settings from the other tables' units (a threshold's candidates)."""
+    tables = list(dict.fromkeys(unit["table"] for unit in units))
+    rows = []
+    for left_out in tables:
+        others = [unit for unit in units if unit["table"] != left_out]
+        held = [unit for unit in units if unit["table"] == left_out]
+        candidates = {**settings, **(grid(others) if grid else {})}
+        scores = {name: geometric_mean(list(table_ratios(others, outcome, svgp).values()))
+                  for name, outcome in candidates.items()}  # fmt: skip
+        best = min(scores.values(), default=math.nan)
+        tied = [name for name, value in scores.items() if value <= best * (1 + 1e-12)]
+        chosen = current if current in tied or not tied else tied[0]
+        on_table = {name: table_ratios(held, outcome, svgp)[left_out]
+                    for name, outcome in candidates.items()}  # fmt: skip
+        rows.append({"table": left_out, "chosen": chosen, "loto": on_table[chosen],
+                     "current": on_table[current], "best": min(on_table.values())})  # fmt: skip
+    return rows
+
+
+def print_rule(title: str, rows: list[dict[str, Any]], current: str) -> None:
+    print(f"\n{title}\n{'table':<24}{'chosen without it':>22}{'LOTO ratio':>12}"
+          f"{'current':>10}{'best':>10}")  # fmt: skip
+    for row in rows:
+        print(f"{row['table']:<24}{row['chosen']:>22}{row['loto']:>12.3f}{row['current']:>10.3f}"
+              f"{row['best']:>10.3f}")  # fmt: skip
+    loto = geometric_mean([row["loto"] for row in rows])
+    now = geometric_mean([row["current"] for row in rows])
+    best = geometric_mean([row["best"] for row in rows])
+    worse = [row["table"] for row in rows if row["loto"] > row["current"] * 1.001]
+    print(f"  geometric mean over tables left out: LOTO {loto:.4f}, current ({current}) {now:.4f}, "
+          f"best per table {best:.4f}; LOTO worse than current on {worse or 'none'}")  # fmt: skip
+
+
+def gap_grid(units: list[Unit]) -> dict[str, Outcome]:
+    """tau at the midpoints between the observed gaps of ``units``."""
+    gaps = sorted({unit["diagnostics"]["gap"] for unit in units
+                   if math.isfinite(unit["diagnostics"]["gap"])})  # fmt: skip
+    taus = [(a + b) / 2 for a, b in itertools.pairwise(gaps)]
+    return {f"tau={tau:.3f}": (lambda unit, tau=tau: with_refinement(unit, auto_candidates(unit), tau))
+            for tau in taus}  # fmt: skip
+
+
+def swap_sgpr(models: frozenset[str], choice: str) -> frozenset[str]:
+    if "sgpr" not in models:
+        return models
+    if choice == "on":
+        return (models - {"sgpr"}) | {SGPR_ARD}
+    return models | {SGPR_ARD} if choice == "both" else models
+
+
+def regression_rules(units: list[Unit]) -> None:
+    svgp = {}
+    zonal = [u for u in units if u["method"] == "zonal" and u["task"] == "regression"
+             and "diagnostics" in u]  # fmt: skip
+    for table in dict.fromkeys(u["table"] for u in zonal):
+        found = [u["mse"] for u in units if (u["table"], u["method"]) == (table, "svgp")]
+        if found:
+            svgp[table] = float(np.mean(found))
+    zonal = [u for u in zonal if u["table"] in svgp]
+    if not zonal:
+        print("no regression units with diagnostics and an SVGP baseline")
+        return
+    for unit in zonal:  # the recorded auto is the stack the diagnostics rebuild
+        rebuilt = variant(unit, frozenset(unit["diagnostics"]["auto_models"]))["mse"]
+        if not math.isclose(rebuilt, unit["mse"], rel_tol=1e-6, abs_tol=1e-12):
+            print(f"warning: {unit['table']} split {unit['split']}: auto's test MSE "
+                  f"{unit['mse']:.6g} but its stack rebuilt gives {rebuilt:.6g}")  # fmt: skip
+    current = f"tau={AUTO_REFINEMENT_GAP}"
+    settings: dict[str, Outcome] = {
+        current: lambda u: with_refinement(u, auto_candidates(u), AUTO_REFINEMENT_GAP),
+        "never": auto_candidates,
+        "always": lambda u: with_refinement(u, auto_candidates(u), math.inf),
+    }
+    rows = leave_one_table_out(zonal, settings, current, svgp, grid=gap_grid)
+    print_rule("rule: refinement gap (AUTO_REFINEMENT_GAP)", rows, current)
+
+    ard: dict[str, Outcome] = {
+        choice: (lambda u, c=choice: with_refinement(u, swap_sgpr(auto_candidates(u), c),
+                                                     AUTO_REFINEMENT_GAP))
+        for choice in ("off", "on", "both")
+    }  # fmt: skip
+    usable = [u for u in zonal if SGPR_ARD in u["diagnostics"]["variants"] or
+              "sgpr" not in auto_candidates(u)]  # fmt: skip
+    rows = leave_one_table_out(usable, ard, "off", svgp)
+    print_rule("rule: the SGPR's input scales when a deep model follows (auto_uses_ard)", rows,
+               "off")  # fmt: skip
+    seconds = [(u["diagnostics"]["seconds"].get("sgpr"), u["diagnostics"]["seconds"].get(SGPR_ARD))
+               for u in usable if SGPR_ARD in u["diagnostics"]["seconds"]]  # fmt: skip
+    if seconds:
+        print(
+            f"  SGPR seconds without / with input scales (mean over units): "
+            f"{np.mean([a for a, _ in seconds]):.1f} / {np.mean([b for _, b in seconds]):.1f}"
+        )
+
+    def chosen(unit: Unit) -> frozenset[str]:
+        models = frozenset(unit["diagnostics"]["auto_models"])
+        return frozenset([max(models, key=lambda name: validation(unit, name))])
+
+    rows = leave_one_table_out(zonal, {"stack": lambda u: frozenset(u["diagnostics"]["auto_models"]),
+                                       "choose": chosen}, "stack", svgp)  # fmt: skip
+    print_rule("rule: stack the candidates, or choose the best by validation", rows, "stack")
+
+
+def classification_choice(units: list[Unit]) -> None:
+    zonal = [u for u in units if u["method"] == "zonal" and u["task"] == "classification"
+             and "diagnostics" in u]  # fmt: skip
+    if not zonal:
+        return
+    print("\nclassification: auto chooses the candidate with the best validation log likelihood")
+    print(
+        f"{'table':<24}{'split':>6}{'chosen':>16}{'test TLL':>10}{'best on test':>16}{'its TLL':>10}"
+    )
+    agree = 0
+    for unit in zonal:
+        variants = unit["diagnostics"]["variants"]
+        picked = max(variants, key=lambda name: variants[name]["validation_log_likelihood"])
+        best = max(variants, key=lambda name: variants[name]["tll"])
+        agree += picked == best
+        print(f"{unit['table']:<24}{unit['split']:>6}{picked:>16}{variants[picked]['tll']:>10.4f}"
+              f"{best:>16}{variants[best]['tll']:>10.4f}")  # fmt: skip
+    print(f"  validation picked the test's best on {agree} of {len(zonal)} splits")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("results", nargs="?", type=Path, default=RESULTS)
+    args = parser.parse_args()
+    units = json.loads(args.results.read_text())["units"]
+    rows = max((u["num_train"] for u in units), default=0)
+    print(
+        f"{args.results}: {len(units)} units; the largest table has {rows} training rows "
+        "(AUTO_DEEP_MAX_ROWS, a time rule, is only checked where a table exceeds it)"
+    )
+    regression_rules(units)
+    classification_choice(units)
+
+
+if __name__ == "__main__":
+    main()

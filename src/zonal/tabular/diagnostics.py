@@ -1,0 +1,226 @@
+"""What ``auto``'s rules chose against what they left out, for checking the rules on tables they
+were not chosen on (issue 27: ``benchmarks/fit_suite.py`` records it, ``benchmarks/fit_rules.py``
+runs the leave-one-table-out checks).
+
+``fit_data(..., diagnostics=FitDiagnostics())`` fits as it always does, then trains the models
+two of ``auto``'s rules left out, each within the time the rule would have given it:
+
+* the refinement (``zonal.tabular.recipes.auto_refinement``: the harmonic ``svgp`` with ARD,
+  ``AUTO_REFINEMENT_SHARE`` of the budget), where the gap rule skipped it;
+* the one-pass ``sgpr`` with input scales (``sgpr-ard``), where ``auto_uses_ard`` turned them off
+  because a deep candidate follows (the share of the budget the SGPR had).
+
+It keeps every model, trained by ``auto`` or left out, with its validation log densities measured
+before any model conditions on the validation rows, and then lets each condition on all rows as
+the chosen model does (``condition_on_all_rows``). ``test_scores`` scores on test rows every model
+and every stack of them (the weights that ``auto``'s stacking would give that set, from the same
+validation densities), so that a rule's outcome on a table can be read off for any threshold.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from zonal.tabular.candidates import auto_uses_ard, start_options, train_candidates
+from zonal.tabular.metrics import class_probabilities, validation_score
+from zonal.tabular.recipes import AUTO_REFINEMENT_SHARE, Fit
+from zonal.tabular.split import Split
+from zonal.tabular.stacking import condition_on_all_rows, validation_weights
+from zonal.tabular.targets import Target
+
+#: the name of the counterfactual SGPR with input scales
+SGPR_ARD = "sgpr-ard"
+#: the refinement ``auto_refinement`` may add
+REFINEMENT = "svgp"
+
+
+@dataclass
+class FitDiagnostics:
+    """Filled by ``fit_data`` under ``model="auto"`` (module docstring); all on the fit's
+    standardised scale.
+
+    ``fits``: every model kept, by name (``auto``'s candidates, its refinement if trained, and the
+    counterfactuals); ``auto_models``: the names ``auto`` itself trained, in order;
+    ``validation_log_density``: per model, log p(y_i | x_i) of the validation rows [n_valid] before
+    conditioning on them; ``validation_log_likelihood``: their means; ``seconds``: training time
+    of each model; ``gap``: the activated DGP's validation log likelihood per row minus the
+    SGPR's (what ``auto_refinement`` compares with ``AUTO_REFINEMENT_GAP``; NaN when not both);
+    ``overhead_seconds``: wall-clock time ``fit_data`` spent on the diagnostics (subtract it from
+    a fit's time to get ``auto``'s own).
+    """
+
+    fits: dict[str, Fit] = field(default_factory=dict)
+    auto_models: list[str] = field(default_factory=list)
+    validation_log_density: dict[str, torch.Tensor] = field(default_factory=dict)
+    validation_log_likelihood: dict[str, float] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+    gap: float = math.nan
+    overhead_seconds: float = 0.0
+    target: Target | None = None
+
+    def record(
+        self,
+        fits: dict[str, Fit],
+        scores: dict[str, dict[str, float]],
+        split: Split,
+        target: Target,
+    ) -> None:
+        """Keep ``auto``'s trained models with their validation densities (before conditioning)."""
+        started = time.perf_counter()
+        self.target = target
+        self.auto_models = list(fits)
+        for name, fit in fits.items():
+            self._keep(name, fit, scores[name]["seconds"], split)
+        sgpr = self.validation_log_likelihood.get("sgpr", math.nan)
+        deep = self.validation_log_likelihood.get("adgp", math.nan)
+        self.gap = deep - sgpr
+        self.overhead_seconds += time.perf_counter() - started
+
+    def train_counterfactuals(
+        self,
+        split: Split,
+        budget: float | None,
+        seed: int,
+        options: dict[str, Any],
+    ) -> None:
+        """Train the models ``auto``'s rules left out (module docstring) and keep them."""
+        started = time.perf_counter()
+        try:
+            self._train_counterfactuals(split, budget, seed, options)
+        finally:
+            self.overhead_seconds += time.perf_counter() - started
+
+    def _train_counterfactuals(
+        self, split: Split, budget: float | None, seed: int, options: dict[str, Any]
+    ) -> None:
+        target = self.target
+        if target is None or target.is_classification or "sgpr" not in self.fits:
+            return
+        shares = len(self.auto_models) - (REFINEMENT in self.auto_models)
+        trained = {name: self.fits[name] for name in self.auto_models}
+        left_out: list[tuple[str, str, float | None, dict[str, Any], bool]] = []
+        if REFINEMENT not in self.auto_models:
+            refinement_options = {**options, **start_options(REFINEMENT, trained, target)}
+            share = None if budget is None else AUTO_REFINEMENT_SHARE * budget
+            left_out.append((REFINEMENT, REFINEMENT, share, refinement_options, True))
+        if not auto_uses_ard("sgpr", self.auto_models) and options.get("ard") is not False:
+            share = None if budget is None else budget / shares
+            left_out.append((SGPR_ARD, "sgpr", share, {**options, "ard": True}, False))
+        for name, recipe, share, recipe_options, automatic in left_out:
+            deadline = None if share is None else time.monotonic() + share
+            try:
+                fits, scores, _ = train_candidates([recipe], split, target, deadline, False,
+                                                   automatic=automatic, seed=seed,
+                                                   options=recipe_options)  # fmt: skip
+            except ValueError:  # a counterfactual that fails is left out of the record
+                continue
+            self._keep(name, fits[recipe], scores[recipe]["seconds"], split)
+
+    def condition_all(self, split: Split) -> None:
+        """Let every kept model condition on the training and validation rows."""
+        started = time.perf_counter()
+        for fit in self.fits.values():
+            condition_on_all_rows(fit.model, split)
+        self.overhead_seconds += time.perf_counter() - started
+
+    def _keep(self, name: str, fit: Fit, seconds: float, split: Split) -> None:
+        assert self.target is not None
+        self.fits[name] = fit
+        self.seconds[name] = seconds
+        if len(split.y_valid) == 0:
+            return
+        if self.target.is_classification:
+            score = validation_score(fit.model, self.target, split.x_valid, split.y_valid)
+            self.validation_log_likelihood[name] = score
+            return
+        density = fit.model.log_predictive_density(split.x_valid, split.y_valid)  # [n_valid]
+        self.validation_log_density[name] = density.detach()
+        self.validation_log_likelihood[name] = float(density.mean())
+
+    @torch.no_grad()
+    def test_scores(
+        self, x_test: torch.Tensor, y_test: torch.Tensor, seed: int = 0
+    ) -> dict[str, dict[str, Any]]:
+        """Test scores on standardised inputs x_test [T, D] and targets y_test [T] (standardised
+        values, or class indices): for regression, of every kept model and of every stack of two or
+        more of them (keys ``"a+b"`` in ``fits`` order), each ``{"mse", "tll", "weights"}`` with
+        the TLL of the Gaussian with the predictive moments (as ``zonal fit`` scores a stack); for
+        classification, of every model, ``{"accuracy", "tll"}``. Every entry also carries its
+        ``validation_log_likelihood`` (a stack's: of its mixture, the rows its weights were fitted
+        to)."""
+        assert self.target is not None
+        names = list(self.fits)
+        if self.target.is_classification:
+            found: dict[str, dict[str, Any]] = {}
+            for name in names:
+                model = self.fits[name].model
+                _seed_draws(model, seed)
+                probabilities = class_probabilities(model, x_test, self.target, seed=seed)
+                chosen = probabilities.gather(1, y_test.long()[:, None]).squeeze(1)  # [T]
+                found[name] = {
+                    "accuracy": float((probabilities.argmax(-1) == y_test).double().mean()),
+                    "tll": float(chosen.clamp(min=1e-300).log().mean()),
+                    "validation_log_likelihood": self.validation_log_likelihood.get(name, math.nan),
+                }
+            return found
+        moments = {}
+        for name in names:
+            model = self.fits[name].model
+            _seed_draws(model, seed)
+            mean, variance = model.predict(x_test, include_noise=True)  # [T], [T]
+            moments[name] = (mean, variance)
+        found = {}
+        for size in range(1, len(names) + 1):
+            for members in itertools.combinations(names, size):
+                found["+".join(members)] = self._stack_scores(members, moments, y_test)
+        return found
+
+    def _stack_scores(
+        self,
+        members: tuple[str, ...],
+        moments: dict[str, tuple[torch.Tensor, torch.Tensor]],
+        y_test: torch.Tensor,
+    ) -> dict[str, Any]:
+        """The test scores of the stack of ``members`` with the weights stacking gives them."""
+        if len(members) == 1 or not self.validation_log_density:
+            weights = torch.ones(1, dtype=torch.float64) if len(members) == 1 else None
+        else:
+            densities = torch.stack([self.validation_log_density[m] for m in members], 1)
+            weights = validation_weights(densities)  # [K] or None
+        if weights is None:
+            return {"mse": math.nan, "tll": math.nan, "weights": [],
+                    "validation_log_likelihood": math.nan}  # fmt: skip
+        means = torch.stack([moments[m][0] for m in members], 1)  # [T, K]
+        variances = torch.stack([moments[m][1] for m in members], 1)  # [T, K]
+        w = weights.to(means)  # [K]
+        mean = means @ w  # [T]
+        variance = (variances + means.square()) @ w - mean.square()  # [T]
+        variance = variance.clamp(min=torch.finfo(mean.dtype).tiny)
+        tll = -0.5 * (torch.log(2 * math.pi * variance) + (y_test - mean).square() / variance)
+        if len(members) == 1:
+            valid = self.validation_log_likelihood.get(members[0], math.nan)
+        else:
+            densities = torch.stack([self.validation_log_density[m] for m in members], 1)
+            mixture = torch.logsumexp(densities + w.clamp(min=1e-300).log(), dim=1)
+            valid = float(mixture.mean())
+        return {
+            "mse": float((mean - y_test).square().mean()),
+            "tll": float(tll.mean()),
+            "weights": [float(value) for value in weights],
+            "validation_log_likelihood": valid,
+        }
+
+
+def _seed_draws(model: Any, seed: int) -> None:
+    """A deep model's predictive draws from ``seed``, as ``predict_data`` sets them."""
+    if getattr(model, "_is_ensemble", False) and getattr(model, "draws_samples", True):
+        setattr(model, "posterior_seed", seed)  # noqa: B010 (a plain attribute, not a Module)
+
+
+__all__ = ["REFINEMENT", "SGPR_ARD", "FitDiagnostics"]

@@ -1,0 +1,159 @@
+"""``fit_data(..., diagnostics=FitDiagnostics())`` (``zonal.tabular.diagnostics``): the models
+``auto``'s rules left out are trained and kept without changing ``auto``'s own model, the stacks
+``test_scores`` rebuilds are ``auto``'s (weights and test scores), and ``benchmarks/fit_rules.py``'s
+leave-one-table-out choice picks a setting on the other tables only."""
+
+from __future__ import annotations
+
+import importlib
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from zonal.tabular.diagnostics import REFINEMENT, SGPR_ARD, FitDiagnostics
+from zonal.tabular.fitting import fit_data
+from zonal.tabular.options import DEFAULT_VALIDATION_FRACTION
+from zonal.tabular.predict import predict_data
+
+SMALL = {"num_inducing": 16, "steps": 10}
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def rows(num_rows: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((num_rows, 3))
+    y = np.sin(2 * x[:, 0]) + 0.5 * x[:, 1] ** 2 + 0.1 * rng.standard_normal(num_rows)
+    return x, y
+
+
+@pytest.fixture(scope="module")
+def diagnosed():
+    x, y = rows(160, 0)
+    diagnostics = FitDiagnostics()
+    fitted = fit_data(x, y, feature_columns=["a", "b", "c"], seed=0, diagnostics=diagnostics,
+                      **SMALL)  # fmt: skip
+    return x, y, fitted, diagnostics
+
+
+def test_the_rules_left_out_models_are_trained_and_kept(diagnosed):
+    """auto trained sgpr and adgp; the refinement and the SGPR with input scales are kept beside
+    them (the refinement whether or not auto trained it), each with validation densities."""
+    _, _, _, diagnostics = diagnosed
+    assert diagnostics.auto_models[:2] == ["sgpr", "adgp"]
+    assert set(diagnostics.fits) == {"sgpr", "adgp", REFINEMENT, SGPR_ARD}
+    assert diagnostics.fits[SGPR_ARD].spec["ard"] and not diagnostics.fits["sgpr"].spec["ard"]
+    for name, density in diagnostics.validation_log_density.items():
+        assert density.shape == (round(DEFAULT_VALIDATION_FRACTION * 160),)
+        assert diagnostics.validation_log_likelihood[name] == pytest.approx(float(density.mean()))
+    assert diagnostics.gap == pytest.approx(
+        diagnostics.validation_log_likelihood["adgp"]
+        - diagnostics.validation_log_likelihood["sgpr"]
+    )
+    assert diagnostics.overhead_seconds > 0
+
+
+def test_the_rebuilt_stack_is_autos_model(diagnosed):
+    """The variant of auto's own models has auto's weights and its test MSE and Gaussian TLL."""
+    _, _, fitted, diagnostics = diagnosed
+    x_test, y_test = rows(80, 1)
+    variants = diagnostics.test_scores(
+        torch.from_numpy(fitted.x_scaler.transform(x_test)),
+        torch.from_numpy(fitted.y_scaler.transform(y_test)),
+    )
+    assert len(variants) == 2**4 - 1  # every non-empty set of the 4 models
+    rebuilt = variants["+".join(diagnostics.auto_models)]
+    predictions = predict_data(fitted, x_test)
+    mean = fitted.y_scaler.transform(predictions["mean"])
+    variance = predictions["variance"] / float(fitted.y_scaler.std) ** 2
+    y = fitted.y_scaler.transform(y_test)
+    assert rebuilt["mse"] == pytest.approx(float(np.mean((mean - y) ** 2)), rel=1e-9)
+    tll = -0.5 * np.mean(np.log(2 * math.pi * variance) + (y - mean) ** 2 / variance)
+    assert rebuilt["tll"] == pytest.approx(float(tll), rel=1e-9)
+    weights = fitted.spec.get("weights")
+    if weights is not None:  # a stack: its weights over the kept components
+        assert [w for w in rebuilt["weights"] if w > 0] == pytest.approx(weights)
+    assert sum(rebuilt["weights"]) == pytest.approx(1.0)
+
+
+def test_diagnostics_do_not_change_autos_model(diagnosed):
+    """Without a budget the fit is deterministic: the same predictions with or without them."""
+    x, y, fitted, _ = diagnosed
+    plain = fit_data(x, y, feature_columns=["a", "b", "c"], seed=0, **SMALL)
+    x_test, _ = rows(40, 2)
+    assert plain.describe() == fitted.describe()
+    ours, theirs = predict_data(fitted, x_test), predict_data(plain, x_test)
+    np.testing.assert_allclose(ours["mean"], theirs["mean"], rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(ours["variance"], theirs["variance"], rtol=1e-10)
+
+
+def test_classification_keeps_each_candidate_with_accuracy_and_tll():
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((150, 2))
+    labels = (x[:, 0] + 0.3 * rng.standard_normal(150) > 0).astype(int)
+    diagnostics = FitDiagnostics()
+    fitted = fit_data(x, labels, feature_columns=["a", "b"], likelihood="bernoulli", seed=0,
+                      diagnostics=diagnostics, **SMALL)  # fmt: skip
+    assert set(diagnostics.fits) == set(diagnostics.auto_models)  # no counterfactuals
+    x_test = torch.from_numpy(fitted.x_scaler.transform(x[:30]))
+    variants = diagnostics.test_scores(x_test, torch.from_numpy(labels[:30]))
+    chosen = max(variants, key=lambda name: variants[name]["validation_log_likelihood"])
+    assert fitted.spec["model"] == chosen
+    assert all(0 <= v["accuracy"] <= 1 and v["tll"] <= 0 for v in variants.values())
+
+
+def test_a_named_model_has_no_rules_to_diagnose():
+    x, y = rows(40, 0)
+    with pytest.raises(ValueError, match="model='auto' only"):
+        fit_data(x, y, feature_columns=["a", "b", "c"], model="sgpr", diagnostics=FitDiagnostics())
+
+
+# --------------------------------------------------------------------------- fit_rules.py
+
+
+@pytest.fixture(scope="module")
+def fit_rules():
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        yield importlib.import_module("fit_rules")
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+
+
+def made_up_unit(table: str, gap: float, mse_without: float, mse_with: float) -> dict:
+    """A zonal unit whose stack without the refinement has ``mse_without`` and with it
+    ``mse_with``; the SGPR's validation score is the DGP's minus ``gap``."""
+
+    def scores(mse: float, valid: float = 0.0) -> dict:
+        return {"mse": mse, "tll": -1.0, "weights": [], "validation_log_likelihood": valid}
+
+    return {
+        "table": table, "task": "regression", "split": 0, "method": "zonal", "mse": mse_without,
+        "diagnostics": {"auto_models": ["sgpr", "adgp"], "gap": gap, "variants": {
+            "sgpr": scores(1.0, -gap), "adgp": scores(1.0, 0.0), "svgp": scores(1.0),
+            "sgpr+adgp": scores(mse_without), "sgpr+adgp+svgp": scores(mse_with)}},
+    }  # fmt: skip
+
+
+def test_leave_one_table_out_chooses_on_the_other_tables(fit_rules):
+    """Tables a and b gain from the refinement at gaps 0.02 and 0.05 (the SGPR close to the DGP);
+    table c loses at gap 0.5. Left out, each is judged by the setting chosen on the other two."""
+    units = [made_up_unit("a", 0.02, 1.0, 0.5), made_up_unit("b", 0.05, 1.0, 0.5),
+             made_up_unit("c", 0.5, 1.0, 2.0)]  # fmt: skip
+    svgp = {"a": 1.0, "b": 1.0, "c": 1.0}
+    settings = {"never": fit_rules.auto_candidates,
+                "always": lambda u: fit_rules.with_refinement(u, fit_rules.auto_candidates(u),
+                                                              math.inf)}  # fmt: skip
+    rows = {row["table"]: row for row in fit_rules.leave_one_table_out(
+        units, settings, "never", svgp, grid=fit_rules.gap_grid)}  # fmt: skip
+    # without a: b gains at 0.05, c loses at 0.5: tau = 0.275 keeps both right (geometric mean
+    # 0.71 against 1 for never and always), and refines a (0.02 < 0.275)
+    assert rows["a"] == {"table": "a", "chosen": "tau=0.275", "loto": 0.5, "current": 1.0,
+                         "best": 0.5}  # fmt: skip
+    assert rows["b"]["chosen"] == "tau=0.260" and rows["b"]["loto"] == 0.5
+    # without c: both others gain, so "always" wins there (0.5) and refining c costs 2x
+    assert rows["c"] == {"table": "c", "chosen": "always", "loto": 2.0, "current": 1.0,
+                         "best": 1.0}  # fmt: skip
