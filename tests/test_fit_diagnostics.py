@@ -5,10 +5,7 @@ leave-one-table-out choice picks a setting on the other tables only."""
 
 from __future__ import annotations
 
-import importlib
 import math
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,7 +17,6 @@ from zonal.tabular.options import DEFAULT_VALIDATION_FRACTION
 from zonal.tabular.predict import predict_data
 
 SMALL = {"num_inducing": 16, "steps": 10}
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
 def rows(num_rows: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -115,12 +111,8 @@ def test_a_named_model_has_no_rules_to_diagnose():
 
 
 @pytest.fixture(scope="module")
-def fit_rules():
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        yield importlib.import_module("fit_rules")
-    finally:
-        sys.path.remove(str(BENCHMARKS))
+def fit_rules(benchmark_module):
+    return benchmark_module("fit_rules")
 
 
 def made_up_unit(table: str, gap: float, mse_without: float, mse_with: float) -> dict:

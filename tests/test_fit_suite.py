@@ -3,23 +3,14 @@ zonal / svgp, the geometric mean of the ratios, the worst table, the TLL differe
 
 from __future__ import annotations
 
-import importlib
 import math
-import sys
-from pathlib import Path
 
 import pytest
 
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
-
 
 @pytest.fixture(scope="module")
-def fit_suite():
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        yield importlib.import_module("fit_suite")
-    finally:
-        sys.path.remove(str(BENCHMARKS))
+def fit_suite(benchmark_module):
+    return benchmark_module("fit_suite")
 
 
 def unit(table: str, task: str, split: int, method: str, **scores: float) -> dict:
