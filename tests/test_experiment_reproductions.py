@@ -213,6 +213,19 @@ def test_an_unfinished_run_shows_its_checkpoint_rows_without_a_verdict(tmp_path)
     assert "(in flight, 4 fits so far)" in (tmp_path / "r.md").read_text()
 
 
+def test_an_unfinished_run_that_checkpoints_units_shows_their_rows(tmp_path):
+    """dataset-shift checkpoints whole units, each with its rows: the report reads them as the
+    same 4 rows."""
+    import torch
+
+    path = _fake_run(tmp_path, "unfinished", finished=False)
+    units = {"a/0": {"rows": ROWS[:2], "bins": []}, "a/1": {"rows": ROWS[2:4], "bins": []}}
+    torch.save({"units": units}, path / "checkpoint.pt")
+    result = evaluate_claim(_claim(), find_runs(tmp_path))
+    assert result.verdict == "not run" and result.partial_fits == 4
+    assert result.values["deep"].count == 3 and result.values["shallow"].count == 1
+
+
 def test_the_reproduce_queue_resumes_runs_in_flight_first_and_skips_finished_ones(tmp_path):
     from zonal.experiments.reproductions import reproduction_queue
 

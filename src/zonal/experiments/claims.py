@@ -10,6 +10,7 @@ fix, or the protocol difference that explains the gap.
 
 from __future__ import annotations
 
+from zonal.experiments.dataset_shift import level_means
 from zonal.experiments.reproductions import LAST, Ablation, Claim, Ordering, Statistic
 from zonal.experiments.vish_flights import compare as compare_with_sgpr
 
@@ -337,6 +338,7 @@ CLAIMS: tuple[Claim, ...] = (
         f"{_RUN} dataset-shift --protocol converged",
         data="seed's for MNIST rotations; stand-in: Fashion-MNIST corruptions for CIFAR-10-C",
         comparable=False,
+        derive=level_means,
         statistics=_shift_statistics(),
         orderings=(
             Ordering("ADGP TLL, MNIST rotations", "network TLL, MNIST rotations"),

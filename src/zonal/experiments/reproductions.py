@@ -367,8 +367,8 @@ def checkpoint_rows(
     derive: Callable[[list[dict[str, Any]]], list[dict[str, Any]]] | None = None,
 ) -> list[dict[str, str]]:
     """The result rows an unfinished run has saved so far (its checkpoint's ``"rows"``, one per
-    fit, passed through ``derive`` when given, as the finished run's ``results.csv`` would hold
-    them); empty when it has none."""
+    fit, or the ``"rows"`` of each of its ``"units"``), passed through ``derive`` when given, as
+    the finished run's table would hold them; empty when it has none."""
     from zonal.experiments.errors import CheckpointError
     from zonal.experiments.run_directory import RunDirectory
 
@@ -376,7 +376,13 @@ def checkpoint_rows(
         state = RunDirectory(path, description=path.name).load_checkpoint()
     except CheckpointError:
         return []
-    rows = state.get("rows") if isinstance(state, dict) else None
+    if not isinstance(state, dict):
+        return []
+    rows = state.get("rows")
+    units = state.get("units")
+    if rows is None and isinstance(units, dict):  # a run that checkpoints whole units' rows
+        rows = [row for unit in units.values() if isinstance(unit, dict)
+                for row in unit.get("rows", [])]  # fmt: skip
     if not isinstance(rows, list):
         return []
     if derive is not None:
