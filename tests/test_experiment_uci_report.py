@@ -11,7 +11,7 @@ import pytest
 import torch
 from scipy import stats
 
-from zonal.experiments import run_experiment
+from zonal.experiments import create_run, execute_run, run_experiment
 from zonal.experiments.uci_report import (
     QUICK,
     DropoutNetwork,
@@ -86,3 +86,18 @@ def test_every_model_has_a_row_per_split(tmp_path):
     assert result.metrics["synthetic"]["ADGP"]["splits"] == 2
     with pytest.raises(ValueError, match="unknown models"):
         run_experiment("uci-report", overrides={"models": ["SVM"]}, runs_root=tmp_path)
+
+
+def test_two_worker_processes_give_the_rows_of_one(tmp_path):
+    """--jobs 2 fits the (dataset, split) units in two spawned processes; each seeds itself and
+    the rows are put back in the units' order, so the table is the one-process run's."""
+    reference = run_experiment("uci-report", overrides=TINY, runs_root=tmp_path / "one")
+    parallel = execute_run(create_run("uci-report", overrides=TINY, runs_root=tmp_path / "two",
+                                      jobs=2))  # fmt: skip
+
+    def rows(path):
+        with (path / "results.csv").open() as handle:
+            return [{k: v for k, v in row.items() if "seconds" not in k}
+                    for row in csv.DictReader(handle)]  # fmt: skip
+
+    assert rows(parallel.path) == rows(reference.path)
