@@ -138,9 +138,11 @@ def load_split(name: str, split: int) -> SplitData:
 
 def run_zonal(data: SplitData, split: int, budget: float) -> dict[str, Any]:
     """``fit_data`` (model "auto") then ``predict_data``; moments standardised, or class
-    probabilities [n, C] in class-index order. With ``variants``: the test scores of every model
-    ``auto`` trained or its rules left out and of every stack of them (``FitDiagnostics``), in
-    the suite's units, for ``fit_rules.py``; ``seconds`` is ``auto``'s own time."""
+    probabilities [n, C] in class-index order. ``diagnostics``: the test scores of every model
+    ``auto`` trained or its rules left out and of every stack of them (``FitDiagnostics``; test
+    MSE and TLL in the suite's units, validation log likelihoods and the gap in the fit's), for
+    ``fit_rules.py``; ``seconds`` is ``auto``'s own time, without the diagnostics'.
+    """
     likelihood = "gaussian" if not data.classify else \
         "bernoulli" if data.num_classes == 2 else "softmax"  # fmt: skip
     columns = [f"x{index}" for index in range(data.x_train.shape[1])]
@@ -157,7 +159,9 @@ def run_zonal(data: SplitData, split: int, budget: float) -> dict[str, Any]:
         for label in fitted.target.classes:
             probabilities[:, int(float(label))] = predictions[f"prob_{label}"]
         result["probabilities"] = probabilities
-        variants = diagnostics.test_scores(x_test, torch.from_numpy(data.y_test), seed=split)
+        index = {float(label): code for code, label in enumerate(fitted.target.classes)}
+        codes = torch.tensor([index[float(label)] for label in data.y_test])
+        variants = diagnostics.test_scores(x_test, codes, seed=split)
     else:
         result["mean"] = data.y_scaler.transform(predictions["mean"])
         result["variance"] = predictions["variance"] / float(data.y_scaler.std) ** 2
@@ -170,6 +174,7 @@ def run_zonal(data: SplitData, split: int, budget: float) -> dict[str, Any]:
     result["diagnostics"] = {
         "auto_models": diagnostics.auto_models,
         "gap": diagnostics.gap,
+        "refinement_possible": diagnostics.refinement_possible,
         "seconds": diagnostics.seconds,
         "overhead_seconds": diagnostics.overhead_seconds,
         "variants": variants,
@@ -325,7 +330,8 @@ def run_settings(args: argparse.Namespace) -> dict[str, Any]:
     index = 1 if args.quick else 0
     settings = {key: values[index] for key, values in SETTINGS.items()}
     settings.update(quick=args.quick, test_fraction=TEST_FRACTION, subsample=SUBSAMPLE,
-                    exact_max_train=EXACT_MAX_TRAIN, threads=args.threads)  # fmt: skip
+                    exact_max_train=EXACT_MAX_TRAIN, threads=args.threads,
+                    diagnostics=True)  # fmt: skip
     return settings
 
 

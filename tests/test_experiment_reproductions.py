@@ -216,15 +216,18 @@ def test_an_unfinished_run_shows_its_checkpoint_rows_without_a_verdict(tmp_path)
 
 def test_an_unfinished_run_that_checkpoints_units_shows_their_rows(tmp_path):
     """dataset-shift checkpoints whole units, each with its rows: the report reads them as the
-    same 4 rows."""
+    same 4 rows, and says 2 units (not 4 fits, nor the number of derived rows) are done."""
     import torch
 
     path = _fake_run(tmp_path, "unfinished", finished=False)
     units = {"a/0": {"rows": ROWS[:2], "bins": []}, "a/1": {"rows": ROWS[2:4], "bins": []}}
     torch.save({"units": units}, path / "checkpoint.pt")
     result = evaluate_claim(_claim(), find_runs(tmp_path))
-    assert result.verdict == "not run" and result.partial_fits == 4
+    assert result.verdict == "not run"
+    assert (result.partial_fits, result.partial_noun) == (2, "units")
     assert result.values["deep"].count == 3 and result.values["shallow"].count == 1
+    write_reproductions(tmp_path, tmp_path / "r.md", [_claim()])
+    assert "(in flight, 2 units so far)" in (tmp_path / "r.md").read_text()
 
 
 def test_the_reproduce_queue_resumes_runs_in_flight_first_and_skips_finished_ones(tmp_path):

@@ -11,10 +11,13 @@ import numpy as np
 import pytest
 import torch
 
+from zonal.datasets import Standardizer
 from zonal.tabular.diagnostics import REFINEMENT, SGPR_ARD, FitDiagnostics
 from zonal.tabular.fitting import fit_data
 from zonal.tabular.options import DEFAULT_VALIDATION_FRACTION
 from zonal.tabular.predict import predict_data
+from zonal.tabular.split import Split
+from zonal.tabular.targets import REGRESSION
 
 SMALL = {"num_inducing": 16, "steps": 10}
 
@@ -69,9 +72,13 @@ def test_the_rebuilt_stack_is_autos_model(diagnosed):
     assert rebuilt["mse"] == pytest.approx(float(np.mean((mean - y) ** 2)), rel=1e-9)
     tll = -0.5 * np.mean(np.log(2 * math.pi * variance) + (y - mean) ** 2 / variance)
     assert rebuilt["tll"] == pytest.approx(float(tll), rel=1e-9)
-    weights = fitted.spec.get("weights")
-    if weights is not None:  # a stack: its weights over the kept components
-        assert [w for w in rebuilt["weights"] if w > 0] == pytest.approx(weights)
+    kept = [name for name, w in zip(diagnostics.auto_models, rebuilt["weights"], strict=True)
+            if w > 0]  # fmt: skip
+    if fitted.spec["model"] == "stacked":  # its components and weights, in order
+        assert [c["model"] for c in fitted.spec["components"]] == kept
+        assert [w for w in rebuilt["weights"] if w > 0] == pytest.approx(fitted.spec["weights"])
+    else:  # the one candidate the weights picked
+        assert kept == [fitted.spec["model"]]
     assert sum(rebuilt["weights"]) == pytest.approx(1.0)
 
 
@@ -84,6 +91,39 @@ def test_diagnostics_do_not_change_autos_model(diagnosed):
     ours, theirs = predict_data(fitted, x_test), predict_data(plain, x_test)
     np.testing.assert_allclose(ours["mean"], theirs["mean"], rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(ours["variance"], theirs["variance"], rtol=1e-10)
+
+
+@pytest.mark.parametrize(
+    ("budget", "time_left", "expected"),
+    [(45.0, 20.0, 9.0), (45.0, 6.0, 6.0), (45.0, 4.0, 0.0), (None, None, None)],
+)
+def test_the_refinement_gets_the_time_auto_had_left(budget, time_left, expected):
+    """A fifth of the budget, or what was left of it; none when less than half the share was
+    left (``train_refinement`` skips it then); unlimited without a budget."""
+    diagnostics = FitDiagnostics()
+    diagnostics.record({}, {}, Split(*[torch.zeros(0)] * 4), REGRESSION, candidates=["sgpr"],
+                       budget=budget, time_left=time_left)  # fmt: skip
+    assert diagnostics.refinement_seconds == expected
+    assert diagnostics.refinement_possible == (expected != 0.0)
+
+
+def test_the_suite_scores_variants_in_its_own_units(benchmark_module):
+    """The suite standardises the test target with all training rows, the fit with its training
+    rows less the validation ones: the rebuilt auto model's test MSE and TLL, converted, are the
+    suite's own scores of auto's predictions."""
+    fit_suite = benchmark_module("fit_suite")
+    x, y = rows(200, 4)
+    x_test, y_test = rows(60, 5)
+    data = fit_suite.SplitData(x, 3.0 * y + 7.0, x_test, 3.0 * y_test + 7.0, False, 0,
+                               Standardizer.fit(3.0 * y + 7.0))  # fmt: skip
+    result = fit_suite.run_zonal(data, 0, budget=4.0)
+    expected = data.y_scaler.transform(data.y_test)
+    auto = "+".join(result["diagnostics"]["auto_models"])
+    rebuilt = result["diagnostics"]["variants"][auto]
+    assert rebuilt["mse"] == pytest.approx(np.mean((result["mean"] - expected) ** 2), rel=1e-9)
+    tll = -0.5 * np.mean(np.log(2 * math.pi * result["variance"])
+                         + (expected - result["mean"]) ** 2 / result["variance"])  # fmt: skip
+    assert rebuilt["tll"] == pytest.approx(tll, rel=1e-9)
 
 
 def test_classification_keeps_each_candidate_with_accuracy_and_tll():
@@ -126,7 +166,8 @@ def made_up_unit(table: str, gap: float, mse_without: float, mse_with: float) ->
         "table": table, "task": "regression", "split": 0, "method": "zonal", "mse": mse_without,
         "diagnostics": {"auto_models": ["sgpr", "adgp"], "gap": gap, "variants": {
             "sgpr": scores(1.0, -gap), "adgp": scores(1.0, 0.0), "svgp": scores(1.0),
-            "sgpr+adgp": scores(mse_without), "sgpr+adgp+svgp": scores(mse_with)}},
+            "sgpr+adgp": scores(mse_without), "sgpr+adgp+svgp": scores(mse_with)},
+            "refinement_possible": True},
     }  # fmt: skip
 
 
@@ -145,7 +186,7 @@ def test_leave_one_table_out_chooses_on_the_other_tables(fit_rules):
     # 0.71 against 1 for never and always), and refines a (0.02 < 0.275)
     assert rows["a"] == {"table": "a", "chosen": "tau=0.275", "loto": 0.5, "current": 1.0,
                          "best": 0.5}  # fmt: skip
-    assert rows["b"]["chosen"] == "tau=0.260" and rows["b"]["loto"] == 0.5
+    assert rows["b"]["chosen"] == "tau=0.26" and rows["b"]["loto"] == 0.5
     # without c: both others gain, so "always" wins there (0.5) and refining c costs 2x
     assert rows["c"] == {"table": "c", "chosen": "always", "loto": 2.0, "current": 1.0,
                          "best": 1.0}  # fmt: skip

@@ -423,7 +423,9 @@ def run_dataset_shift(config: dict[str, Any], run_dir: RunDirectory) -> dict[str
     state = run_dir.load_checkpoint() or {"units": {}}
     units: dict[str, dict[str, Any]] = dict(state["units"])
     pending = [(config, *unit) for unit in todo if f"{unit[0]}/{unit[1]}" not in units]
-    for (_, dataset, repeat), result in run_dir.map_units(run_unit, pending, unit="fit"):
+    for (_, dataset, repeat), result in run_dir.map_units(
+        run_unit, pending, finished=len(todo) - len(pending), unit="fit"
+    ):
         units[f"{dataset}/{repeat}"] = result
         run_dir.save_checkpoint({"units": units})
     rows = [row for key, _ in _ordered(units, todo) for row in units[key]["rows"]]

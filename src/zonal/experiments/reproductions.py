@@ -164,7 +164,8 @@ class ClaimResult:
     converged: str = ""
     ablations: list[tuple[Ablation, Path | None, dict[str, Value]]] = field(default_factory=list)
     in_flight: list[Path] = field(default_factory=list)
-    partial_fits: int = 0  # > 0: ``values`` come from an unfinished run's checkpoint
+    partial_fits: int = 0  # > 0: ``values`` come from an unfinished run's checkpoint ...
+    partial_noun: str = "fits"  # ... holding that many of these
 
 
 # -------------------------------------------------------------------------------------- runs
@@ -365,33 +366,37 @@ def _run_values(
 def checkpoint_rows(
     path: Path,
     derive: Callable[[list[dict[str, Any]]], list[dict[str, Any]]] | None = None,
-) -> list[dict[str, str]]:
-    """The result rows an unfinished run has saved so far (its checkpoint's ``"rows"``, one per
-    fit, or the ``"rows"`` of each of its ``"units"``), passed through ``derive`` when given, as
-    the finished run's table would hold them; empty when it has none."""
+) -> tuple[list[dict[str, str]], int, str]:
+    """The result rows an unfinished run has saved so far, passed through ``derive`` when given,
+    as the finished run's table would hold them, with how much of the run they are: (rows, the
+    number of its checkpoint's ``"rows"``, "fits"), or for a run that checkpoints whole units
+    (each with its ``"rows"``) (rows, the number of units, "units"); ([], 0, "fits") when it has
+    none."""
     from zonal.experiments.errors import CheckpointError
     from zonal.experiments.run_directory import RunDirectory
 
     try:
         state = RunDirectory(path, description=path.name).load_checkpoint()
     except CheckpointError:
-        return []
+        return [], 0, "fits"
     if not isinstance(state, dict):
-        return []
-    rows = state.get("rows")
-    units = state.get("units")
-    if rows is None and isinstance(units, dict):  # a run that checkpoints whole units' rows
-        rows = [row for unit in units.values() if isinstance(unit, dict)
-                for row in unit.get("rows", [])]  # fmt: skip
+        return [], 0, "fits"
+    rows, units, noun = state.get("rows"), state.get("units"), "fits"
+    count = len(rows) if isinstance(rows, list) else 0
+    if rows is None and isinstance(units, dict):
+        finished = [unit for unit in units.values() if isinstance(unit, dict)]
+        rows = [row for unit in finished for row in unit.get("rows", [])]
+        count, noun = len(finished), "units"
     if not isinstance(rows, list):
-        return []
+        return [], 0, "fits"
     if derive is not None:
         rows = derive([row for row in rows if isinstance(row, dict)])
-    return [
+    table = [
         {str(key): str(value) for key, value in row.items() if key != "curve"}
         for row in rows
         if isinstance(row, dict)
     ]
+    return table, count if table else 0, noun
 
 
 def _convergence(path: Path) -> str:
@@ -423,11 +428,12 @@ def evaluate_claim(claim: Claim, runs: Sequence[RunFolder]) -> ClaimResult:
         ablations.append((ablation, path, _run_values(claim, path) if path else {}))
     if not finished:
         result = ClaimResult(claim, "not run", ablations=ablations, in_flight=in_flight)
-        rows = checkpoint_rows(in_flight[0], claim.derive) if in_flight else []
+        rows, count, noun = checkpoint_rows(in_flight[0], claim.derive) if in_flight \
+            else ([], 0, "fits")  # fmt: skip
         if rows and claim.statistics:  # numbers so far, with no verdict
             result.values = _run_values(claim, in_flight[0], rows)
             result.failed = judge(claim, result.values)[1]
-            result.partial_fits = len(rows)
+            result.partial_fits, result.partial_noun = count, noun
         return result
     run = finished[0].path
     values = _run_values(claim, run)
@@ -497,7 +503,7 @@ def render_reproductions(
         seed, ours = _headline(result)
         verdict = result.verdict
         if result.verdict == "not run" and result.in_flight:
-            verdict += f" (in flight, {result.partial_fits} fits so far)"
+            verdict += f" (in flight, {result.partial_fits} {result.partial_noun} so far)"
         rows.append(
             [
                 claim.number,
@@ -543,7 +549,8 @@ def _claim_section(result: ClaimResult) -> list[str]:
         )
     if result.partial_fits:
         lines.append(
-            f"- Partial: the numbers below are the {result.partial_fits} fits its checkpoint holds "
+            f"- Partial: the numbers below are the {result.partial_fits} {result.partial_noun} its "
+            "checkpoint holds "
             "so far; there is no verdict until the run finishes."
         )
     if result.values:

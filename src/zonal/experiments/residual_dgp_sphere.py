@@ -351,7 +351,9 @@ def run_residual_dgp_sphere(config: dict[str, Any], run_dir: RunDirectory) -> di
     pending = [
         (config, unit) for unit in sorted(todo, key=lambda unit: unit[3]) if unit not in done
     ]
-    for (_, unit), row in run_dir.map_units(fit_unit, pending, unit="fit"):
+    for (_, unit), row in run_dir.map_units(
+        fit_unit, pending, finished=len(todo) - len(pending), unit="fit"
+    ):
         model, num_train, hidden, repeat = unit
         key = {"model": model, "num_train": num_train, "hidden_layers": hidden, "repeat": repeat}
         rows.append({**key, **row})

@@ -160,7 +160,12 @@ class RunDirectory:
         return tqdm(iterable, **tqdm_kwargs)
 
     def map_units(
-        self, function: Callable[[T], R], units: Sequence[T], **tqdm_kwargs: Any
+        self,
+        function: Callable[[T], R],
+        units: Sequence[T],
+        *,
+        finished: int = 0,
+        **tqdm_kwargs: Any,
     ) -> Iterator[tuple[T, R]]:
         """(unit, ``function(unit)``) for every unit, with a progress bar: in order in this
         process when ``jobs`` is 1, else as they finish in ``jobs`` worker processes (spawned:
@@ -168,9 +173,10 @@ class RunDirectory:
 
         Units must not depend on one another or on the order they run in (each seeds itself), so
         that a run gives the same rows whatever its ``jobs``; the caller checkpoints after each.
-        A resumed run passes ``total`` and ``initial`` so that the bar counts the units it has.
+        A resumed run passes the number of units it has ``finished`` before, where the bar starts.
         """
-        tqdm_kwargs.setdefault("total", len(units))
+        tqdm_kwargs.setdefault("total", finished + len(units))
+        tqdm_kwargs.setdefault("initial", finished)
         if self.jobs == 1 or len(units) <= 1:
             for unit in self.progress(units, **tqdm_kwargs):
                 yield unit, function(unit)

@@ -305,14 +305,15 @@ def run_seed002_magic(config: dict[str, Any], run_dir: RunDirectory) -> dict[str
     done = {(r["model"], r["repeat"]) for r in rows}
     pending = [(config, unit) for unit in todo if unit not in done]
     for (_, (model, repeat)), (result, trace) in run_dir.map_units(
-        fit_unit, pending, total=len(todo), initial=len(todo) - len(pending), unit="fit"
+        fit_unit, pending, finished=len(todo) - len(pending), unit="fit"
     ):
         rows.append({"model": model, "repeat": repeat, **result})
         traces += [{"model": model, "repeat": repeat, **point} for point in trace]
         run_dir.save_checkpoint({"rows": rows, "traces": traces})
     # In the units' order, whatever order ``--jobs`` workers finished them in.
-    rows.sort(key=lambda r: todo.index((r["model"], r["repeat"])))
-    traces.sort(key=lambda t: (todo.index((t["model"], t["repeat"])), t["step"]))
+    order = {unit: position for position, unit in enumerate(todo)}
+    rows.sort(key=lambda r: order[r["model"], r["repeat"]])
+    traces.sort(key=lambda t: (order[t["model"], t["repeat"]], t["step"]))
     run_dir.save_table("results.csv", rows)
     if traces:
         run_dir.save_table("traces.csv", traces)

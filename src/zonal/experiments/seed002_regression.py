@@ -226,12 +226,13 @@ def run_seed002_regression(config: dict[str, Any], run_dir: RunDirectory) -> dic
     done = {(r["dataset"], r["split"], r["model"]) for r in rows}
     pending = [(config, unit) for unit in todo if unit not in done]
     for (_, (dataset, split, model)), row in run_dir.map_units(
-        fit_unit, pending, total=len(todo), initial=len(todo) - len(pending), unit="fit"
+        fit_unit, pending, finished=len(todo) - len(pending), unit="fit"
     ):
         rows.append({"dataset": dataset, "split": split, "model": model, **row})
         run_dir.save_checkpoint({"rows": rows})
     # In the units' order, whatever order ``--jobs`` workers finished them in.
-    rows.sort(key=lambda r: todo.index((r["dataset"], r["split"], r["model"])))
+    order = {unit: position for position, unit in enumerate(todo)}
+    rows.sort(key=lambda r: order[r["dataset"], r["split"], r["model"]])
     summary = summarise(rows)
     run_dir.save_table("results.csv", rows)
     run_dir.save_table("summary.csv", summary)

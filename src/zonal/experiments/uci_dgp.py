@@ -604,7 +604,9 @@ def run_uci_dgp(config: dict[str, Any], run_dir: RunDirectory) -> dict[str, Any]
     pending = [
         (config, unit) for unit in sorted(units, key=lambda unit: unit[1]) if unit not in done
     ]
-    for (_, key_unit), (row, trace) in run_dir.map_units(fit_unit, pending, unit="fit"):
+    for (_, key_unit), (row, trace) in run_dir.map_units(
+        fit_unit, pending, finished=len(units) - len(pending), unit="fit"
+    ):
         dataset, split, model = key_unit
         key = {"dataset": dataset, "split": split, "model": model}
         rows.append({**key, **row})

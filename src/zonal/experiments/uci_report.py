@@ -284,13 +284,14 @@ def run_uci_report(config: dict[str, Any], run_dir: RunDirectory) -> dict[str, A
     todo = [(d, s) for d in config["datasets"] for s in range(config["num_splits"])]
     pending = [(config, unit) for unit in todo if unit not in done]
     for (_, (dataset, split)), found in run_dir.map_units(
-        split_unit, pending, total=len(todo), initial=len(todo) - len(pending), unit="split"
+        split_unit, pending, finished=len(todo) - len(pending), unit="split"
     ):
         for model, metrics in found.items():
             rows.append({"dataset": dataset, "split": split, "model": model, **metrics})
         run_dir.save_checkpoint({"rows": rows})
     # In the units' order, whatever order ``--jobs`` workers finished them in.
-    rows.sort(key=lambda r: (todo.index((r["dataset"], r["split"])), MODELS.index(r["model"])))
+    order = {unit: position for position, unit in enumerate(todo)}
+    rows.sort(key=lambda r: (order[r["dataset"], r["split"]], MODELS.index(r["model"])))
     summary = summarise(rows)
     run_dir.save_table("results.csv", rows)
     run_dir.save_table("summary.csv", summary)

@@ -352,7 +352,9 @@ def run_vish_flights(config: dict[str, Any], run_dir: RunDirectory) -> dict[str,
     rows: list[dict[str, Any]] = [] if state is None else list(state["rows"])
     done = {(r["split"], r["model"]) for r in rows}
     pending = [(config, unit) for unit in todo if unit not in done]
-    for (_, (split, model)), row in run_dir.map_units(fit_unit, pending, unit="fit"):
+    for (_, (split, model)), row in run_dir.map_units(
+        fit_unit, pending, finished=len(todo) - len(pending), unit="fit"
+    ):
         rows.append({"split": split, "model": model, **row})
         run_dir.save_checkpoint({"rows": rows})
     compared = compare(rows)

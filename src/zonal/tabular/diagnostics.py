@@ -5,8 +5,10 @@ runs the leave-one-table-out checks).
 ``fit_data(..., diagnostics=FitDiagnostics())`` fits as it always does, then trains the models
 two of ``auto``'s rules left out, each within the time the rule would have given it:
 
-* the refinement (``zonal.tabular.recipes.auto_refinement``: the harmonic ``svgp`` with ARD,
-  ``AUTO_REFINEMENT_SHARE`` of the budget), where the gap rule skipped it;
+* the refinement (``zonal.tabular.recipes.auto_refinement``: the harmonic ``svgp`` with ARD),
+  where the gap rule skipped it, within the time ``auto`` had left for it (at most
+  ``AUTO_REFINEMENT_SHARE`` of the budget; not at all where too little was left, as
+  ``train_refinement`` decides);
 * the one-pass ``sgpr`` with input scales (``sgpr-ard``), where ``auto_uses_ard`` turned them off
   because a deep candidate follows (the share of the budget the SGPR had).
 
@@ -47,22 +49,35 @@ class FitDiagnostics:
 
     ``fits``: every model kept, by name (``auto``'s candidates, its refinement if trained, and the
     counterfactuals); ``auto_models``: the names ``auto`` itself trained, in order;
+    ``candidates``: the recipes ``auto`` chose to train;
     ``validation_log_density``: per model, log p(y_i | x_i) of the validation rows [n_valid] before
     conditioning on them; ``validation_log_likelihood``: their means; ``seconds``: training time
     of each model; ``gap``: the activated DGP's validation log likelihood per row minus the
     SGPR's (what ``auto_refinement`` compares with ``AUTO_REFINEMENT_GAP``; NaN when not both);
+    ``refinement_seconds``: the time ``auto``'s refinement had (what was left of its share of
+    ``budget`` after the candidates; 0 when too little was left and it would have been skipped;
+    None without a budget), the time the counterfactual refinement gets;
     ``overhead_seconds``: wall-clock time ``fit_data`` spent on the diagnostics (subtract it from
     a fit's time to get ``auto``'s own).
     """
 
     fits: dict[str, Fit] = field(default_factory=dict)
     auto_models: list[str] = field(default_factory=list)
+    candidates: list[str] = field(default_factory=list)
     validation_log_density: dict[str, torch.Tensor] = field(default_factory=dict)
     validation_log_likelihood: dict[str, float] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
     gap: float = math.nan
+    refinement_seconds: float | None = None
+    budget: float | None = None
     overhead_seconds: float = 0.0
     target: Target | None = None
+
+    @property
+    def refinement_possible(self) -> bool:
+        """Whether ``auto`` had the time to train its refinement had the gap rule asked for it
+        (``train_refinement`` skips it when less than half its share of the budget is left)."""
+        return self.refinement_seconds is None or self.refinement_seconds > 0
 
     def record(
         self,
@@ -70,56 +85,63 @@ class FitDiagnostics:
         scores: dict[str, dict[str, float]],
         split: Split,
         target: Target,
+        *,
+        candidates: list[str],
+        budget: float | None,
+        time_left: float | None,
     ) -> None:
-        """Keep ``auto``'s trained models with their validation densities (before conditioning)."""
+        """Keep ``auto``'s trained models with their validation densities (before conditioning),
+        forgetting any earlier fit's. ``candidates``: the recipes ``auto`` chose to train (some may
+        have failed); ``time_left``: the budget's seconds left after them, when the refinement
+        would have started (None: no budget)."""
         started = time.perf_counter()
-        self.target = target
+        self.fits, self.seconds = {}, {}
+        self.validation_log_density, self.validation_log_likelihood = {}, {}
+        self.target, self.budget, self.candidates = target, budget, list(candidates)
         self.auto_models = list(fits)
+        self.refinement_seconds = None
+        if budget is not None and time_left is not None:
+            share = AUTO_REFINEMENT_SHARE * budget
+            self.refinement_seconds = min(share, time_left) if time_left >= share / 2 else 0.0
         for name, fit in fits.items():
             self._keep(name, fit, scores[name]["seconds"], split)
         sgpr = self.validation_log_likelihood.get("sgpr", math.nan)
         deep = self.validation_log_likelihood.get("adgp", math.nan)
         self.gap = deep - sgpr
-        self.overhead_seconds += time.perf_counter() - started
+        self.overhead_seconds = time.perf_counter() - started
 
-    def train_counterfactuals(
-        self,
-        split: Split,
-        budget: float | None,
-        seed: int,
-        options: dict[str, Any],
-    ) -> None:
+    def train_counterfactuals(self, split: Split, seed: int, options: dict[str, Any]) -> None:
         """Train the models ``auto``'s rules left out (module docstring) and keep them."""
         started = time.perf_counter()
         try:
-            self._train_counterfactuals(split, budget, seed, options)
+            self._train_counterfactuals(split, seed, options)
         finally:
             self.overhead_seconds += time.perf_counter() - started
 
-    def _train_counterfactuals(
-        self, split: Split, budget: float | None, seed: int, options: dict[str, Any]
-    ) -> None:
+    def _train_counterfactuals(self, split: Split, seed: int, options: dict[str, Any]) -> None:
         target = self.target
         if target is None or target.is_classification or "sgpr" not in self.fits:
             return
-        shares = len(self.auto_models) - (REFINEMENT in self.auto_models)
         trained = {name: self.fits[name] for name in self.auto_models}
         left_out: list[tuple[str, str, float | None, dict[str, Any], bool]] = []
-        if REFINEMENT not in self.auto_models:
+        if (REFINEMENT not in self.auto_models and "adgp" in self.auto_models
+                and self.refinement_possible):  # fmt: skip
             refinement_options = {**options, **start_options(REFINEMENT, trained, target)}
-            share = None if budget is None else AUTO_REFINEMENT_SHARE * budget
-            left_out.append((REFINEMENT, REFINEMENT, share, refinement_options, True))
-        if not auto_uses_ard("sgpr", self.auto_models) and options.get("ard") is not False:
-            share = None if budget is None else budget / shares
+            left_out.append((REFINEMENT, REFINEMENT, self.refinement_seconds, refinement_options,
+                             True))  # fmt: skip
+        if not auto_uses_ard("sgpr", self.candidates) and options.get("ard") is not False:
+            share = None if self.budget is None else self.budget / len(self.candidates)
             left_out.append((SGPR_ARD, "sgpr", share, {**options, "ard": True}, False))
         for name, recipe, share, recipe_options, automatic in left_out:
             deadline = None if share is None else time.monotonic() + share
             try:
-                fits, scores, _ = train_candidates([recipe], split, target, deadline, False,
-                                                   automatic=automatic, seed=seed,
-                                                   options=recipe_options)  # fmt: skip
+                fits, scores, interrupted = train_candidates(
+                    [recipe], split, target, deadline, False, automatic=automatic, seed=seed,
+                    options=recipe_options)  # fmt: skip
             except ValueError:  # a counterfactual that fails is left out of the record
                 continue
+            if interrupted:  # Ctrl-C: nothing half-trained is kept, and nothing more trained
+                return
             self._keep(name, fits[recipe], scores[recipe]["seconds"], split)
 
     def condition_all(self, split: Split) -> None:
@@ -148,12 +170,12 @@ class FitDiagnostics:
         self, x_test: torch.Tensor, y_test: torch.Tensor, seed: int = 0
     ) -> dict[str, dict[str, Any]]:
         """Test scores on standardised inputs x_test [T, D] and targets y_test [T] (standardised
-        values, or class indices): for regression, of every kept model and of every stack of two or
-        more of them (keys ``"a+b"`` in ``fits`` order), each ``{"mse", "tll", "weights"}`` with
-        the TLL of the Gaussian with the predictive moments (as ``zonal fit`` scores a stack); for
-        classification, of every model, ``{"accuracy", "tll"}``. Every entry also carries its
-        ``validation_log_likelihood`` (a stack's: of its mixture, the rows its weights were fitted
-        to)."""
+        values, or indices into ``target.classes``). Regression: of every kept model and every
+        stack of them (keys ``"a+b"`` in ``fits`` order), each ``{"mse", "tll", "weights"}``, the
+        TLL that of the Gaussian with the predictive moments (as ``zonal fit`` scores a stack).
+        Classification: of every model, ``{"accuracy", "tll"}``. Every entry also carries its
+        ``validation_log_likelihood`` (a stack's: of its mixture, on the rows its weights were
+        fitted to)."""
         assert self.target is not None
         names = list(self.fits)
         if self.target.is_classification:
@@ -187,18 +209,22 @@ class FitDiagnostics:
         moments: dict[str, tuple[torch.Tensor, torch.Tensor]],
         y_test: torch.Tensor,
     ) -> dict[str, Any]:
-        """The test scores of the stack of ``members`` with the weights stacking gives them."""
-        if len(members) == 1 or not self.validation_log_density:
-            weights = torch.ones(1, dtype=torch.float64) if len(members) == 1 else None
-        else:
+        """The test scores of the stack of ``members`` with the weights stacking gives them (the
+        members of weight 0 left out, as ``StackedModel`` leaves them)."""
+        if len(members) == 1:
+            weights: torch.Tensor | None = torch.ones(1, dtype=torch.float64)
+        elif self.validation_log_density:
             densities = torch.stack([self.validation_log_density[m] for m in members], 1)
             weights = validation_weights(densities)  # [K] or None
+        else:
+            weights = None
         if weights is None:
             return {"mse": math.nan, "tll": math.nan, "weights": [],
                     "validation_log_likelihood": math.nan}  # fmt: skip
-        means = torch.stack([moments[m][0] for m in members], 1)  # [T, K]
-        variances = torch.stack([moments[m][1] for m in members], 1)  # [T, K]
-        w = weights.to(means)  # [K]
+        kept = [m for m, w in zip(members, weights.tolist(), strict=True) if w > 0]
+        means = torch.stack([moments[m][0] for m in kept], 1)  # [T, K']
+        variances = torch.stack([moments[m][1] for m in kept], 1)  # [T, K']
+        w = weights[weights > 0].to(means)  # [K']
         mean = means @ w  # [T]
         variance = (variances + means.square()) @ w - mean.square()  # [T]
         variance = variance.clamp(min=torch.finfo(mean.dtype).tiny)
@@ -206,9 +232,8 @@ class FitDiagnostics:
         if len(members) == 1:
             valid = self.validation_log_likelihood.get(members[0], math.nan)
         else:
-            densities = torch.stack([self.validation_log_density[m] for m in members], 1)
-            mixture = torch.logsumexp(densities + w.clamp(min=1e-300).log(), dim=1)
-            valid = float(mixture.mean())
+            densities = torch.stack([self.validation_log_density[m] for m in kept], 1)
+            valid = float(torch.logsumexp(densities + w.log(), dim=1).mean())
         return {
             "mse": float((mean - y_test).square().mean()),
             "tll": float(tll.mean()),

@@ -197,6 +197,7 @@ def fit_data(
     fits, scores, interrupted = train_candidates(names, split, target, deadline, progress,
                                                   automatic=model == "auto", seed=seed,
                                                   options=options)  # fmt: skip
+    time_left = None if deadline is None else deadline - time.monotonic()
     refinement = auto_refinement(scores, target.likelihood) if model == "auto" else None
     if refinement is not None and not interrupted:
         interrupted = train_refinement(refinement, fits, scores, split, target, deadline,
@@ -211,8 +212,9 @@ def fit_data(
         except KeyboardInterrupt:  # while stacking: the chosen candidate is kept
             interrupted = True
     if diagnostics is not None and not interrupted:
-        diagnostics.record(fits, scores, split, target)
-        diagnostics.train_counterfactuals(split, budget, seed, options)
+        diagnostics.record(fits, scores, split, target, candidates=names, budget=budget,
+                           time_left=time_left)  # fmt: skip
+        diagnostics.train_counterfactuals(split, seed, options)
     if not target.is_classification and len(valid_rows) and not interrupted:
         condition_on_all_rows(fit.model, split)  # a stack, or the one model chosen or named
         if diagnostics is not None:
