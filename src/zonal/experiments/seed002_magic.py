@@ -60,6 +60,7 @@ QUICK: dict[str, Any] = {
     "complete_frequencies": 4,
     "kernel_degree": 10,
     "initial_beta": None,  # None: d, the ReLU NTK's decay
+    "input_scales": False,  # True: the GPs learn one scale per input (ARD; not the seed's)
     "steps": 400,
     "batch_size": 1024,
     "learning_rate": 0.01,
@@ -118,13 +119,19 @@ def build_gp(kind: str, input_dim: int, config: dict[str, Any], seed: int) -> SV
     from gpytorch.likelihoods import BernoulliLikelihood
 
     from zonal.experiments.seed002_common import continuous_depth_kernel, harmonic_features
+    from zonal.geometry import SphereEmbedding
     from zonal.models import SVGP
 
     ambient_dim = input_dim + 1
     kernel = continuous_depth_kernel(ambient_dim, config["kernel_degree"], config["initial_beta"])
     frequencies = config[f"{kind}_frequencies"]
     features = harmonic_features(kind, ambient_dim, frequencies, config["max_phases"], seed)
-    return SVGP(kernel, features, input_dim, likelihood=BernoulliLikelihood())
+    embedding = None
+    if config["input_scales"]:  # [s * x, 1] / ||.|| with one learned s per input
+        scales = torch.ones(input_dim, dtype=torch.float64)
+        embedding = SphereEmbedding(input_scales=scales, learn_input_scales=True)
+    return SVGP(kernel, features, input_dim, likelihood=BernoulliLikelihood(),
+                input_map=embedding)  # fmt: skip
 
 
 def build_network(input_dim: int, config: dict[str, Any]) -> torch.nn.Module:
@@ -244,10 +251,29 @@ def fit_unit(
     return fit_one(model, load_data(config), config, unit_seed(config, model, repeat))
 
 
+def steps_to_complete_auc(
+    rows: list[dict[str, Any]], traces: list[dict[str, Any]]
+) -> dict[tuple[str, int], int | None]:
+    """Per (GP model, repeat): the first traced step at which its test AUC reached the complete
+    features' final AUC of the same repeat (seed 002: the sparse features got there "in half the
+    iterations"); None where it never did."""
+    from zonal.experiments.seed002_common import first_step_reaching
+
+    found: dict[tuple[str, int], int | None] = {}
+    for row in rows:
+        if row["model"] != "complete":
+            continue
+        for model in ("sparse", "complete"):
+            trace = [t for t in traces if (t["model"], t["repeat"]) == (model, row["repeat"])]
+            if trace:
+                found[model, row["repeat"]] = first_step_reaching(trace, "auc", row["auc"])
+    return found
+
+
 def summarise(
     rows: list[dict[str, Any]], traces: list[dict[str, Any]], config: dict[str, Any]
 ) -> dict[str, Any]:
-    """Mean (std) AUC and TLL per model; steps for sparse to reach complete's final AUC."""
+    """Mean (std) AUC and TLL per model; steps for the GPs to reach complete's final AUC."""
     metrics: dict[str, Any] = {}
     for model in config["models"]:
         found = [r for r in rows if r["model"] == model]
@@ -259,18 +285,15 @@ def summarise(
             entry[key] = statistics.fmean(values)
             entry[f"{key}_std"] = statistics.stdev(values) if len(values) > 1 else 0.0
         metrics[model] = entry
-    reached = []
-    for repeat in range(config["repeats"]):
-        complete = [r for r in rows if (r["model"], r["repeat"]) == ("complete", repeat)]
-        sparse = [t for t in traces if (t["model"], t["repeat"]) == ("sparse", repeat)]
-        if complete and sparse:
-            from zonal.experiments.seed002_common import first_step_reaching
-
-            reached.append(first_step_reaching(sparse, "auc", complete[0]["auc"]))
-    if reached:
+    reached = steps_to_complete_auc(rows, traces)
+    if any(model == "sparse" for model, _ in reached):
         metrics["steps_to_complete_auc"] = {
-            "sparse": [step if step is not None else "not reached" for step in reached],
-            "complete": config["steps"],
+            model: [
+                reached[model, repeat] if reached[model, repeat] is not None else "not reached"
+                for repeat in range(config["repeats"])
+                if (model, repeat) in reached
+            ]
+            for model in ("sparse", "complete")
         }
     return metrics
 
@@ -314,6 +337,10 @@ def run_seed002_magic(config: dict[str, Any], run_dir: RunDirectory) -> dict[str
     order = {unit: position for position, unit in enumerate(todo)}
     rows.sort(key=lambda r: order[r["model"], r["repeat"]])
     traces.sort(key=lambda t: (order[t["model"], t["repeat"]], t["step"]))
+    reached = steps_to_complete_auc(rows, traces)
+    for row in rows:  # "" where never reached (or not a GP)
+        step = reached.get((row["model"], row["repeat"]))
+        row["steps_to_complete_auc"] = "" if step is None else step
     run_dir.save_table("results.csv", rows)
     if traces:
         run_dir.save_table("traces.csv", traces)
