@@ -390,8 +390,9 @@ CLAIMS: tuple[Claim, ...] = (
         ablations=(
             Ablation(
                 "the GPs with one learned scale per input (ARD; the seed's GPs have none)",
-                {"input_scales": True},
-                f"{_RUN} sparse-phases-magic --protocol converged --set input_scales=true",
+                {"input_scales": True, "models": ["sparse", "complete"]},
+                f"{_RUN} sparse-phases-magic --protocol converged --set input_scales=true "
+                '--set \'models=["sparse", "complete"]\'',
             ),
         ),
         notes="Steps to the complete AUC: the first traced step (every 250 Adam steps) at which "
