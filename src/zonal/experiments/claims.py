@@ -402,27 +402,31 @@ CLAIMS: tuple[Claim, ...] = (
     ),
     Claim(
         "6",
-        "15 frequencies x 100 phases against 5 complete frequencies: RMSE",
+        "15 frequencies x 100 phases against 5 complete frequencies: RMSE and NLL",
         "seed 002 fig. 2",
         "sparse-phases-regression",
         f"{_RUN} sparse-phases-regression --protocol converged",
         data="stand-in: protein and NYC flights for song, buzz and houseelectric",
         comparable=False,
-        statistics=(
+        statistics=tuple(
             Statistic(
-                "protein sparse RMSE",
-                {"dataset": "protein", "model": "sparse"},
-                "rmse",
+                f"{dataset} {model} {metric.upper()}",
+                {"dataset": dataset, "model": model},
+                metric,
                 better="lower",
-            ),
-            Statistic(
-                "protein complete RMSE",
-                {"dataset": "protein", "model": "complete"},
-                "rmse",
-                better="lower",
-            ),
+            )
+            for dataset in ("protein", "flights")
+            for metric in ("rmse", "nll")
+            for model in ("sparse", "complete")
         ),
-        orderings=(Ordering("protein sparse RMSE", "protein complete RMSE"),),
+        orderings=(
+            Ordering("protein sparse RMSE", "protein complete RMSE"),
+            Ordering("protein sparse NLL", "protein complete NLL"),
+        ),
+        notes="The seed's claim (sec. 6.2, fig. 2, no numbers printed): 'the sparse spherical "
+        "harmonic features outperform the full harmonics most of the time' in test NLL and RMSE "
+        "on song, buzz and houseelectric (not obtainable here). The orderings ask it on protein "
+        "in both metrics; flights (the full protocol only) is reported where run.",
     ),
     Claim(
         "7",
