@@ -12,6 +12,7 @@ import pytest
 
 from zonal.cli import main
 from zonal.experiments.claims import CLAIMS
+from zonal.experiments.reproduction_report import write_reproductions
 from zonal.experiments.reproductions import (
     LAST,
     Ablation,
@@ -21,7 +22,6 @@ from zonal.experiments.reproductions import (
     compute,
     evaluate_claim,
     find_runs,
-    write_reproductions,
 )
 
 ROWS = [

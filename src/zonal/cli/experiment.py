@@ -203,7 +203,7 @@ def experiment_reproduce(args: argparse.Namespace) -> int:
 
 
 def experiment_report(args: argparse.Namespace) -> int:
-    from zonal.experiments.reproductions import write_reproductions
+    from zonal.experiments.reproduction_report import write_reproductions
 
     try:
         results = write_reproductions(args.runs_dir, args.output)
