@@ -10,206 +10,22 @@ fix, or the protocol difference that explains the gap.
 
 from __future__ import annotations
 
+from zonal.experiments._claim_parts import (
+    CDKM_NOTES,
+    RESIDUAL_ABLATIONS,
+    RESIDUAL_NOTES,
+    RUN,
+    UCI_ABLATIONS,
+    cdkm_statistics,
+    final_regret,
+    residual_depth,
+    residual_vs_baseline,
+    shift_statistics,
+    uci_statistics,
+)
 from zonal.experiments.dataset_shift import level_means
-from zonal.experiments.reproductions import LAST, Ablation, Claim, Ordering, Statistic
+from zonal.experiments.reproductions import Ablation, Claim, Ordering, Statistic
 from zonal.experiments.vish_flights import compare as compare_with_sgpr
-
-_RUN = "zonal experiment run"
-
-
-def _uci_statistics() -> tuple[Statistic, ...]:
-    """Seed 000 table 1 (MSE and TLL on the standardised scale, mean and std over 5 splits)."""
-    from zonal.experiments.uci_dgp import TABLE_1
-
-    found = []
-    for dataset in ("yacht", "boston", "concrete", "power", "protein"):
-        for model in ("ADGP-3", "DGP-3"):
-            for metric, better in (("mse", "lower"), ("tll", "higher")):
-                mean, std = TABLE_1[dataset][metric][model]
-                found.append(
-                    Statistic(
-                        f"{dataset} {model} {metric.upper()}",
-                        {"dataset": dataset, "model": model},
-                        metric,
-                        seed_value=mean,
-                        better=better,
-                        tolerance=std,
-                    )
-                )
-    return tuple(found)
-
-
-def _cdkm_statistics() -> tuple[Statistic, ...]:
-    """Test accuracy (%) of the convolutional DKM per ablation, seed 003 table 1's MNIST column
-    (mean over seeds; the seed reports one number per setting)."""
-    rows = (
-        ("nu=1 accuracy", "nu", "1", 99.20),
-        ("nu=0.01 accuracy", "nu", "0.01", 99.16),
-        ("nu=inf (NNGP) accuracy", "nu", "inf", 72.19),
-        ("Batch/Batch accuracy", "normalisation", "batch/batch", 99.20),
-        ("Batch/Location accuracy", "normalisation", "batch/location", 99.05),
-        ("Local/Local accuracy", "normalisation", "local/local", 99.13),
-        ("None/None accuracy", "normalisation", "none/none", 99.16),
-        ("GAP top accuracy", "top", "gap", 99.20),
-        ("linear top accuracy", "top", "linear", 99.13),
-        ("categorical accuracy", "likelihood", "categorical", 99.20),
-        ("Gaussian accuracy", "likelihood", "gaussian", 99.05),
-    )
-    return tuple(
-        Statistic(label, {"sweep": sweep, "setting": setting}, "accuracy_percent", seed_value=seed)
-        for label, sweep, setting, seed in rows
-    )
-
-
-_CDKM_NOTES = (
-    "Why GAP, Local/Local and None/None stayed at chance in the quick preset (1,000 images): all "
-    "three collapse to a constant output (objective -log 10, test log likelihood -2.3025) as the "
-    "test/train scale Psi of the last normalisation layer (eq. 73), which no KL term holds, "
-    "shrinks to 0 (GAP: 1 -> 0.69 -> 0.47 -> 0.22 over 3 epochs of 500 images; the logits' "
-    "spread across images 0.0019 against the base's 0.72). The main cause is the preset's size: "
-    "eq. 76 divides the KL terms by P, so at P = 1,000 they weigh 60 times the seed's; at the "
-    "converged protocol's 60,000 images all three learn (400 steps: GAP 72.4%, None/None 87.5%, "
-    "Local/Local 93.5%, base 89.5%, NNGP 79.4% on 1,000 test images). Two bugs and one "
-    "initialisation were found and fixed on the way, each with a test that fails before the fix: "
-    "ZCA whitening left about 1e-13 at pixels constant over the training set, which the local "
-    "normaliser (eq. 71e) blew up to unit-norm features (NaN in float32); an initial inducing "
-    "patch could be blank border (first-layer K_ii condition number 5e28, patch gradients 1e11); "
-    "and the output mean started at 0 (the seed draws it at random), so no label gradient "
-    "reached the layers below at the start (Local/Local with mu = 0 collapses, 12.6%)."
-)
-
-
-def _shift_statistics() -> tuple[Statistic, ...]:
-    """Seed 001 sec. 4.2: per model, TLL, ECE and accuracy averaged over MNIST's rotations and
-    over Fashion-MNIST's corruptions (``level_means.csv``: one row per repeat)."""
-    names = {"adgp": "ADGP", "network": "network", "dropout": "dropout",
-             "ensemble": "ensemble", "dgp": "inducing-point DGP"}  # fmt: skip
-    shifts = (("MNIST rotations", "mnist", "rotation"),
-              ("Fashion corruptions", "fashion-mnist", "corruptions"))  # fmt: skip
-    found = []
-    for shift_label, dataset, shift in shifts:
-        for metric, label, better in (("tll", "TLL", "higher"), ("ece", "ECE", "lower"),
-                                      ("accuracy", "accuracy", "higher")):  # fmt: skip
-            for model, name in names.items():
-                found.append(
-                    Statistic(
-                        f"{name} {label}, {shift_label}",
-                        {"dataset": dataset, "shift": shift, "model": model},
-                        metric,
-                        better=better,
-                        table="level_means.csv",
-                    )
-                )
-    return tuple(found)
-
-
-def _final_regret(name: str, function: str, strategy: str) -> Statistic:
-    """Median regret after the last BO step of ``strategy`` on ``function`` (fig. 4.2)."""
-    where = {"function": function, "strategy": strategy, "step": LAST}
-    return Statistic(f"{name} {strategy}", where, "regret", "median", better="lower")
-
-
-def _residual_depth() -> tuple[Statistic, ...]:
-    """Median joint LPD per test point of the residual DGP per (N, hidden layers), fig. 3.4."""
-    seed = {(400, 0): 1.50, (400, 1): 1.80, (800, 0): 1.50, (800, 3): 2.03}
-    return tuple(
-        Statistic(
-            f"N={n} hidden={h} LPD",
-            {"model": "residual", "num_train": n, "hidden_layers": h},
-            "lpd",
-            summary="median",
-            seed_value=seed.get((n, h)),
-        )
-        for n in (100, 200, 400, 800)
-        for h in (0, 1, 2, 3)
-    )
-
-
-def _residual_vs_baseline() -> tuple[Statistic, ...]:
-    """Median TLL per test point at N = 800, residual DGP against the eq. 3.5 baseline (fig. 3.5)."""
-    return tuple(
-        Statistic(
-            f"{model} hidden={h} TLL",
-            {"model": model, "num_train": 800, "hidden_layers": h},
-            "tll",
-            summary="median",
-        )
-        for h in (1, 2, 3)
-        for model in ("residual", "baseline")
-    )
-
-
-_ONLY_800 = "--set 'num_train=[800]' --set 'baseline_hidden_layers=[1]' --set baseline_repeats=1"
-_RESIDUAL_ABLATIONS = (
-    Ablation(
-        "the seed's 1000 steps (short of the plateau)",
-        {"steps": 1000, "num_train": [800], "baseline_hidden_layers": [1], "baseline_repeats": 1},
-        f"{_RUN} residual-dgp-sphere --protocol converged --set steps=1000 {_ONLY_800}",
-    ),
-    Ablation(
-        "hidden-layer prior variance 10x (0.1)",
-        {"hidden_variance": 0.1, "num_train": [800], "baseline_hidden_layers": [1],
-         "baseline_repeats": 1},
-        f"{_RUN} residual-dgp-sphere --protocol converged --set hidden_variance=0.1 {_ONLY_800}",
-    ),
-    # Declared in session 10 after the converged run's first repeat showed depth neither helping
-    # nor hurting at N = 100 (LPD 2.208 / 2.212 / 2.210 / 2.207), where the seed's falls: does a
-    # looser hidden-layer prior let the deep models leave the identity and overfit?
-    Ablation(
-        "N = 100 with the hidden-layer prior variance 10x (0.1)",
-        {"hidden_variance": 0.1, "num_train": [100], "baseline_hidden_layers": [1],
-         "baseline_repeats": 1},
-        f"{_RUN} residual-dgp-sphere --protocol converged --set hidden_variance=0.1 "
-        "--set 'num_train=[100]' --set 'baseline_hidden_layers=[1]' --set baseline_repeats=1",
-    ),
-)  # fmt: skip
-_RESIDUAL_NOTES = (
-    "Training length. Earlier rounds trained 1000 steps (the seed's count) and found no gain from "
-    "depth at N = 800 (LPD 2.054 / 2.037 / 2.037 for 0 / 1 / 2 hidden layers, one repeat). A first "
-    "attempt at this protocol with 2000 steps was stopped after 4 fits because 3 of them failed "
-    "the plateau rule (their noise variance was still falling); their test LPDs had been printed "
-    "(shallow 2.354-2.357, one hidden layer 2.421), and the protocol was set to 4000 steps, the "
-    "same for every cell, before any other cell ran. The ablation with the seed's 1000 steps "
-    "below checks that the short training is what hid the gain (not run yet). "
-    "At 4000 steps (this run, 3 repeats): at N = 800 the median LPD rises with depth, 2.372 / "
-    "2.498 / 2.565 / 2.576 for 0-3 hidden layers (the seed: 1.50 to 2.03), every repeat in the "
-    "same order up to 2 hidden layers; at N = 400 one hidden layer is best (2.386 / 2.424 / 2.396 "
-    "/ 2.402; the seed's is too, 1.80 against 1.50); at N = 200 and 100 depth changes the LPD by "
-    "at most 0.008 (100: 2.208 / 2.212 / 2.205 / 2.204): the deep models stay at the identity "
-    "their prior starts them at and recover the shallow one, where the seed reports a fall it "
-    "calls an optimisation failure. The fall at N = 100 that the third ordering checks is "
-    "0.003-0.004 nats, within the repeats' spread (up to 0.007), so that ordering holds only "
-    "on the medians. With a 10 times looser hidden-layer prior (ablation below, declared "
-    "before it ran) the N = 100 LPD is still flat (2.208 / 2.208 / 2.212 / 2.209): the deep "
-    "models recover the shallow one here, so the seed's fall at small N is not reproduced by "
-    "either prior. 46 of 57 fits pass the plateau rule; the 11 that "
-    "do not are 2 residual fits at N = 800 (2 and 3 hidden layers) and all 9 baselines (their "
-    "loss still falling at 4000 steps)."
-)
-
-_BOSTON_ADGP = "--set 'datasets=[\"boston\"]' --set 'models=[\"ADGP-3\"]'"
-# Fixed before these ran, after the converged run showed boston's ADGP-3 behind the seed with its
-# network stage's test MSE at 0.23-0.34 and its ELBO stage failing the plateau rule.
-_UCI_ABLATIONS = (
-    Ablation(
-        "boston ADGP-3, ELBO stage 4x the seed's (20000 steps)",
-        {"datasets": ["boston"], "models": ["ADGP-3"], "elbo_steps": 20000},
-        f"{_RUN} uci-dgp --protocol converged {_BOSTON_ADGP} --set elbo_steps=20000",
-    ),
-    Ablation(
-        "boston ADGP-3, network stage a tenth of the seed's (2000 steps)",
-        {"datasets": ["boston"], "models": ["ADGP-3"], "network_steps": 2000},
-        f"{_RUN} uci-dgp --protocol converged {_BOSTON_ADGP} --set network_steps=2000",
-    ),
-    # Declared before it ran (session 10), to test the split-variance cause directly: the
-    # seed's 5 splits of boston, both models (splits 0-2 are the main run's: every fit seeds
-    # itself from its dataset, split and model).
-    Ablation(
-        "boston, the seed's 5 splits",
-        {"datasets": ["boston"], "num_splits": 5},
-        f"{_RUN} uci-dgp --protocol converged --set 'datasets=[\"boston\"]' --set num_splits=5",
-    ),
-)
 
 CLAIMS: tuple[Claim, ...] = (
     Claim(
@@ -217,9 +33,9 @@ CLAIMS: tuple[Claim, ...] = (
         "ADGP-3 and DGP-3 test MSE and TLL on five UCI sets",
         "seed 000 table 1",
         "uci-dgp",
-        f"{_RUN} uci-dgp --protocol converged",
-        statistics=_uci_statistics(),
-        ablations=_UCI_ABLATIONS,
+        f"{RUN} uci-dgp --protocol converged",
+        statistics=uci_statistics(),
+        ablations=UCI_ABLATIONS,
         cause="Boston's MSE is set by its split, not by the model: the two models agree split by "
         "split (ADGP-3 / DGP-3: 0.093 / 0.069, 0.134 / 0.133, 0.236 / 0.259), so their spread "
         "over our 3 random 90/10 splits (standard deviation 0.074 and 0.097, 51 test rows each) "
@@ -244,7 +60,7 @@ CLAIMS: tuple[Claim, ...] = (
         "ADGP-3 reaches the test MSE both models reach sooner than the inducing-point DGP-3",
         "seed 000 fig. 6",
         "uci-dgp",
-        f"{_RUN} uci-dgp --protocol converged",
+        f"{RUN} uci-dgp --protocol converged",
         statistics=tuple(
             Statistic(
                 f"{dataset} {model} s to target",
@@ -272,7 +88,7 @@ CLAIMS: tuple[Claim, ...] = (
         "one-pass harmonic SGPR against SVGPs trained to their plateau: time to equal test RMSE",
         "seed 001 ch. 3",
         "vish-flights",
-        f"{_RUN} vish-flights --protocol converged",
+        f"{RUN} vish-flights --protocol converged",
         data="stand-in: NYC flights 2013 (273,853 rows) for the 6-million-row airline data",
         comparable=False,
         derive=compare_with_sgpr,
@@ -301,7 +117,7 @@ CLAIMS: tuple[Claim, ...] = (
             Ablation(
                 "the SGPR with 6 complete frequencies (M = 1,782; the main run: 5, M = 660)",
                 {"frequencies": 6, "models": ["sgpr"]},
-                f"{_RUN} vish-flights --protocol converged --set frequencies=6 "
+                f"{RUN} vish-flights --protocol converged --set frequencies=6 "
                 "--set 'models=[\"sgpr\"]'",
             ),
         ),
@@ -335,11 +151,11 @@ CLAIMS: tuple[Claim, ...] = (
         "over the shift levels",
         "seed 001 sec. 4.2",
         "dataset-shift",
-        f"{_RUN} dataset-shift --protocol converged",
+        f"{RUN} dataset-shift --protocol converged",
         data="seed's for MNIST rotations; stand-in: Fashion-MNIST corruptions for CIFAR-10-C",
         comparable=False,
         derive=level_means,
-        statistics=_shift_statistics(),
+        statistics=shift_statistics(),
         orderings=(
             Ordering("ADGP TLL, MNIST rotations", "network TLL, MNIST rotations"),
             Ordering("ADGP TLL, MNIST rotations", "dropout TLL, MNIST rotations"),
@@ -360,7 +176,7 @@ CLAIMS: tuple[Claim, ...] = (
         "sparse phases against complete harmonics and a 5-layer network: AUC",
         "seed 002 table 1",
         "sparse-phases-magic",
-        f"{_RUN} sparse-phases-magic --protocol converged",
+        f"{RUN} sparse-phases-magic --protocol converged",
         data="stand-in: MAGIC gamma telescope for SUSY",
         comparable=False,
         statistics=(
@@ -391,7 +207,7 @@ CLAIMS: tuple[Claim, ...] = (
             Ablation(
                 "the GPs with one learned scale per input (ARD; the seed's GPs have none)",
                 {"input_scales": True, "models": ["sparse", "complete"]},
-                f"{_RUN} sparse-phases-magic --protocol converged --set input_scales=true "
+                f"{RUN} sparse-phases-magic --protocol converged --set input_scales=true "
                 '--set \'models=["sparse", "complete"]\'',
             ),
         ),
@@ -405,7 +221,7 @@ CLAIMS: tuple[Claim, ...] = (
         "15 frequencies x 100 phases against 5 complete frequencies: RMSE and NLL",
         "seed 002 fig. 2",
         "sparse-phases-regression",
-        f"{_RUN} sparse-phases-regression --protocol converged",
+        f"{RUN} sparse-phases-regression --protocol converged",
         data="stand-in: protein and NYC flights for song, buzz and houseelectric",
         comparable=False,
         statistics=tuple(
@@ -433,8 +249,8 @@ CLAIMS: tuple[Claim, ...] = (
         "convolutional DKM on MNIST: learned nu beats the NNGP limit; the ablations' order",
         "seed 003 tables 1-2",
         "cdkm-mnist",
-        f"{_RUN} cdkm-mnist --protocol converged",
-        statistics=_cdkm_statistics(),
+        f"{RUN} cdkm-mnist --protocol converged",
+        statistics=cdkm_statistics(),
         orderings=(
             Ordering("nu=1 accuracy", "nu=inf (NNGP) accuracy"),
             Ordering("nu=0.01 accuracy", "nu=inf (NNGP) accuracy"),
@@ -442,24 +258,24 @@ CLAIMS: tuple[Claim, ...] = (
             Ordering("categorical accuracy", "Gaussian accuracy"),
             Ordering("Batch/Batch accuracy", "Batch/Location accuracy"),
         ),
-        notes=_CDKM_NOTES,
+        notes=CDKM_NOTES,
     ),
     Claim(
         "8",
         "residual DGP: LPD rises with depth at 800 points, falls with depth at 100",
         "seed 004 fig. 3.4",
         "residual-dgp-sphere",
-        f"{_RUN} residual-dgp-sphere --protocol converged",
+        f"{RUN} residual-dgp-sphere --protocol converged",
         data="stand-in target (the seed does not give its function)",
         comparable=False,
-        statistics=_residual_depth(),
+        statistics=residual_depth(),
         orderings=(
             Ordering("N=800 hidden=3 LPD", "N=800 hidden=0 LPD"),
             Ordering("N=800 hidden=1 LPD", "N=800 hidden=0 LPD"),
             Ordering("N=100 hidden=0 LPD", "N=100 hidden=2 LPD"),
         ),
-        ablations=_RESIDUAL_ABLATIONS,
-        notes=_RESIDUAL_NOTES,
+        ablations=RESIDUAL_ABLATIONS,
+        notes=RESIDUAL_NOTES,
     ),
     Claim(
         "9",
@@ -467,9 +283,9 @@ CLAIMS: tuple[Claim, ...] = (
         "function, not on Ackley",
         "seed 004 fig. 4.2",
         "bo-sphere",
-        f"{_RUN} bo-sphere --protocol converged",
+        f"{RUN} bo-sphere --protocol converged",
         statistics=tuple(
-            _final_regret(name, function, strategy)
+            final_regret(name, function, strategy)
             for name, function in (("singular", "singular-s2"), ("ackley", "ackley-s3"))
             for strategy in ("shallow", "switch")
         ),
@@ -480,7 +296,7 @@ CLAIMS: tuple[Claim, ...] = (
         "residual DGPs of depth 1-3 on UCI sets against the Euclidean DGP of the same M: TLL",
         "seed 004 ch. 5 (fig. 5.1)",
         "residual-dgp-uci",
-        f"{_RUN} residual-dgp-uci --protocol converged",
+        f"{RUN} residual-dgp-uci --protocol converged",
         statistics=tuple(
             Statistic(
                 f"{dataset} {model} depth {depth} TLL",
@@ -515,10 +331,10 @@ CLAIMS: tuple[Claim, ...] = (
         "residual DGP against the eq. 3.5 baseline at 800 points: higher median TLL at every depth",
         "seed 004 fig. 3.5",
         "residual-dgp-sphere",
-        f"{_RUN} residual-dgp-sphere --protocol converged",
+        f"{RUN} residual-dgp-sphere --protocol converged",
         data="stand-in target (the seed does not give its function)",
         comparable=False,
-        statistics=_residual_vs_baseline(),
+        statistics=residual_vs_baseline(),
         orderings=tuple(
             Ordering(f"residual hidden={h} TLL", f"baseline hidden={h} TLL") for h in (1, 2, 3)
         ),
@@ -541,7 +357,7 @@ CLAIMS: tuple[Claim, ...] = (
                 "the baseline's inducing locations fixed at their k-means start (of the "
                 "residual DGP only the cheapest cell, N = 100 shallow)",
                 {"baseline_learn_inducing": False, "num_train": [100], "hidden_layers": [0]},
-                f"{_RUN} residual-dgp-sphere --protocol converged "
+                f"{RUN} residual-dgp-sphere --protocol converged "
                 "--set baseline_learn_inducing=false --set 'num_train=[100]' "
                 "--set 'hidden_layers=[0]'",
             ),
@@ -552,7 +368,7 @@ CLAIMS: tuple[Claim, ...] = (
         "ADGP against its own network, MC dropout and the inducing-point DGP on UCI sets",
         "seed 001 sec. 4.1",
         "uci-report",
-        f"{_RUN} uci-report --protocol converged",
+        f"{RUN} uci-report --protocol converged",
         statistics=tuple(
             Statistic(
                 f"{dataset} {label} {metric.upper()}",

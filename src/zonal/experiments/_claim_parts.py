@@ -1,0 +1,204 @@
+"""The statistics, ablations and notes that several claims of ``zonal.experiments.claims`` share
+or that are long enough to read on their own.
+"""
+
+from __future__ import annotations
+
+from zonal.experiments.reproductions import LAST, Ablation, Statistic
+
+RUN = "zonal experiment run"
+
+
+def uci_statistics() -> tuple[Statistic, ...]:
+    """Seed 000 table 1 (MSE and TLL on the standardised scale, mean and std over 5 splits)."""
+    from zonal.experiments.uci_dgp import TABLE_1
+
+    found = []
+    for dataset in ("yacht", "boston", "concrete", "power", "protein"):
+        for model in ("ADGP-3", "DGP-3"):
+            for metric, better in (("mse", "lower"), ("tll", "higher")):
+                mean, std = TABLE_1[dataset][metric][model]
+                found.append(
+                    Statistic(
+                        f"{dataset} {model} {metric.upper()}",
+                        {"dataset": dataset, "model": model},
+                        metric,
+                        seed_value=mean,
+                        better=better,
+                        tolerance=std,
+                    )
+                )
+    return tuple(found)
+
+
+def cdkm_statistics() -> tuple[Statistic, ...]:
+    """Test accuracy (%) of the convolutional DKM per ablation, seed 003 table 1's MNIST column
+    (mean over seeds; the seed reports one number per setting)."""
+    rows = (
+        ("nu=1 accuracy", "nu", "1", 99.20),
+        ("nu=0.01 accuracy", "nu", "0.01", 99.16),
+        ("nu=inf (NNGP) accuracy", "nu", "inf", 72.19),
+        ("Batch/Batch accuracy", "normalisation", "batch/batch", 99.20),
+        ("Batch/Location accuracy", "normalisation", "batch/location", 99.05),
+        ("Local/Local accuracy", "normalisation", "local/local", 99.13),
+        ("None/None accuracy", "normalisation", "none/none", 99.16),
+        ("GAP top accuracy", "top", "gap", 99.20),
+        ("linear top accuracy", "top", "linear", 99.13),
+        ("categorical accuracy", "likelihood", "categorical", 99.20),
+        ("Gaussian accuracy", "likelihood", "gaussian", 99.05),
+    )
+    return tuple(
+        Statistic(label, {"sweep": sweep, "setting": setting}, "accuracy_percent", seed_value=seed)
+        for label, sweep, setting, seed in rows
+    )
+
+
+CDKM_NOTES = (
+    "Why GAP, Local/Local and None/None stayed at chance in the quick preset (1,000 images): all "
+    "three collapse to a constant output (objective -log 10, test log likelihood -2.3025) as the "
+    "test/train scale Psi of the last normalisation layer (eq. 73), which no KL term holds, "
+    "shrinks to 0 (GAP: 1 -> 0.69 -> 0.47 -> 0.22 over 3 epochs of 500 images; the logits' "
+    "spread across images 0.0019 against the base's 0.72). The main cause is the preset's size: "
+    "eq. 76 divides the KL terms by P, so at P = 1,000 they weigh 60 times the seed's; at the "
+    "converged protocol's 60,000 images all three learn (400 steps: GAP 72.4%, None/None 87.5%, "
+    "Local/Local 93.5%, base 89.5%, NNGP 79.4% on 1,000 test images). Two bugs and one "
+    "initialisation were found and fixed on the way, each with a test that fails before the fix: "
+    "ZCA whitening left about 1e-13 at pixels constant over the training set, which the local "
+    "normaliser (eq. 71e) blew up to unit-norm features (NaN in float32); an initial inducing "
+    "patch could be blank border (first-layer K_ii condition number 5e28, patch gradients 1e11); "
+    "and the output mean started at 0 (the seed draws it at random), so no label gradient "
+    "reached the layers below at the start (Local/Local with mu = 0 collapses, 12.6%)."
+)
+
+
+def shift_statistics() -> tuple[Statistic, ...]:
+    """Seed 001 sec. 4.2: per model, TLL, ECE and accuracy averaged over MNIST's rotations and
+    over Fashion-MNIST's corruptions (``level_means.csv``: one row per repeat)."""
+    names = {"adgp": "ADGP", "network": "network", "dropout": "dropout",
+             "ensemble": "ensemble", "dgp": "inducing-point DGP"}  # fmt: skip
+    shifts = (("MNIST rotations", "mnist", "rotation"),
+              ("Fashion corruptions", "fashion-mnist", "corruptions"))  # fmt: skip
+    found = []
+    for shift_label, dataset, shift in shifts:
+        for metric, label, better in (("tll", "TLL", "higher"), ("ece", "ECE", "lower"),
+                                      ("accuracy", "accuracy", "higher")):  # fmt: skip
+            for model, name in names.items():
+                found.append(
+                    Statistic(
+                        f"{name} {label}, {shift_label}",
+                        {"dataset": dataset, "shift": shift, "model": model},
+                        metric,
+                        better=better,
+                        table="level_means.csv",
+                    )
+                )
+    return tuple(found)
+
+
+def final_regret(name: str, function: str, strategy: str) -> Statistic:
+    """Median regret after the last BO step of ``strategy`` on ``function`` (fig. 4.2)."""
+    where = {"function": function, "strategy": strategy, "step": LAST}
+    return Statistic(f"{name} {strategy}", where, "regret", "median", better="lower")
+
+
+def residual_depth() -> tuple[Statistic, ...]:
+    """Median joint LPD per test point of the residual DGP per (N, hidden layers), fig. 3.4."""
+    seed = {(400, 0): 1.50, (400, 1): 1.80, (800, 0): 1.50, (800, 3): 2.03}
+    return tuple(
+        Statistic(
+            f"N={n} hidden={h} LPD",
+            {"model": "residual", "num_train": n, "hidden_layers": h},
+            "lpd",
+            summary="median",
+            seed_value=seed.get((n, h)),
+        )
+        for n in (100, 200, 400, 800)
+        for h in (0, 1, 2, 3)
+    )
+
+
+def residual_vs_baseline() -> tuple[Statistic, ...]:
+    """Median TLL per test point at N = 800, residual DGP against the eq. 3.5 baseline (fig. 3.5)."""
+    return tuple(
+        Statistic(
+            f"{model} hidden={h} TLL",
+            {"model": model, "num_train": 800, "hidden_layers": h},
+            "tll",
+            summary="median",
+        )
+        for h in (1, 2, 3)
+        for model in ("residual", "baseline")
+    )
+
+
+_ONLY_800 = "--set 'num_train=[800]' --set 'baseline_hidden_layers=[1]' --set baseline_repeats=1"
+RESIDUAL_ABLATIONS = (
+    Ablation(
+        "the seed's 1000 steps (short of the plateau)",
+        {"steps": 1000, "num_train": [800], "baseline_hidden_layers": [1], "baseline_repeats": 1},
+        f"{RUN} residual-dgp-sphere --protocol converged --set steps=1000 {_ONLY_800}",
+    ),
+    Ablation(
+        "hidden-layer prior variance 10x (0.1)",
+        {"hidden_variance": 0.1, "num_train": [800], "baseline_hidden_layers": [1],
+         "baseline_repeats": 1},
+        f"{RUN} residual-dgp-sphere --protocol converged --set hidden_variance=0.1 {_ONLY_800}",
+    ),
+    # Declared in session 10 after the converged run's first repeat showed depth neither helping
+    # nor hurting at N = 100 (LPD 2.208 / 2.212 / 2.210 / 2.207), where the seed's falls: does a
+    # looser hidden-layer prior let the deep models leave the identity and overfit?
+    Ablation(
+        "N = 100 with the hidden-layer prior variance 10x (0.1)",
+        {"hidden_variance": 0.1, "num_train": [100], "baseline_hidden_layers": [1],
+         "baseline_repeats": 1},
+        f"{RUN} residual-dgp-sphere --protocol converged --set hidden_variance=0.1 "
+        "--set 'num_train=[100]' --set 'baseline_hidden_layers=[1]' --set baseline_repeats=1",
+    ),
+)  # fmt: skip
+RESIDUAL_NOTES = (
+    "Training length. Earlier rounds trained 1000 steps (the seed's count) and found no gain from "
+    "depth at N = 800 (LPD 2.054 / 2.037 / 2.037 for 0 / 1 / 2 hidden layers, one repeat). A first "
+    "attempt at this protocol with 2000 steps was stopped after 4 fits because 3 of them failed "
+    "the plateau rule (their noise variance was still falling); their test LPDs had been printed "
+    "(shallow 2.354-2.357, one hidden layer 2.421), and the protocol was set to 4000 steps, the "
+    "same for every cell, before any other cell ran. The ablation with the seed's 1000 steps "
+    "below checks that the short training is what hid the gain (not run yet). "
+    "At 4000 steps (this run, 3 repeats): at N = 800 the median LPD rises with depth, 2.372 / "
+    "2.498 / 2.565 / 2.576 for 0-3 hidden layers (the seed: 1.50 to 2.03), every repeat in the "
+    "same order up to 2 hidden layers; at N = 400 one hidden layer is best (2.386 / 2.424 / 2.396 "
+    "/ 2.402; the seed's is too, 1.80 against 1.50); at N = 200 and 100 depth changes the LPD by "
+    "at most 0.008 (100: 2.208 / 2.212 / 2.205 / 2.204): the deep models stay at the identity "
+    "their prior starts them at and recover the shallow one, where the seed reports a fall it "
+    "calls an optimisation failure. The fall at N = 100 that the third ordering checks is "
+    "0.003-0.004 nats, within the repeats' spread (up to 0.007), so that ordering holds only "
+    "on the medians. With a 10 times looser hidden-layer prior (ablation below, declared "
+    "before it ran) the N = 100 LPD is still flat (2.208 / 2.208 / 2.212 / 2.209): the deep "
+    "models recover the shallow one here, so the seed's fall at small N is not reproduced by "
+    "either prior. 46 of 57 fits pass the plateau rule; the 11 that "
+    "do not are 2 residual fits at N = 800 (2 and 3 hidden layers) and all 9 baselines (their "
+    "loss still falling at 4000 steps)."
+)
+
+BOSTON_ADGP = "--set 'datasets=[\"boston\"]' --set 'models=[\"ADGP-3\"]'"
+# Fixed before these ran, after the converged run showed boston's ADGP-3 behind the seed with its
+# network stage's test MSE at 0.23-0.34 and its ELBO stage failing the plateau rule.
+UCI_ABLATIONS = (
+    Ablation(
+        "boston ADGP-3, ELBO stage 4x the seed's (20000 steps)",
+        {"datasets": ["boston"], "models": ["ADGP-3"], "elbo_steps": 20000},
+        f"{RUN} uci-dgp --protocol converged {BOSTON_ADGP} --set elbo_steps=20000",
+    ),
+    Ablation(
+        "boston ADGP-3, network stage a tenth of the seed's (2000 steps)",
+        {"datasets": ["boston"], "models": ["ADGP-3"], "network_steps": 2000},
+        f"{RUN} uci-dgp --protocol converged {BOSTON_ADGP} --set network_steps=2000",
+    ),
+    # Declared before it ran (session 10), to test the split-variance cause directly: the
+    # seed's 5 splits of boston, both models (splits 0-2 are the main run's: every fit seeds
+    # itself from its dataset, split and model).
+    Ablation(
+        "boston, the seed's 5 splits",
+        {"datasets": ["boston"], "num_splits": 5},
+        f"{RUN} uci-dgp --protocol converged --set 'datasets=[\"boston\"]' --set num_splits=5",
+    ),
+)
