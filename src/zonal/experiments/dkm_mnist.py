@@ -65,32 +65,30 @@ likelihoods beside the seed's table.
 
 from __future__ import annotations
 
-import math
 import statistics
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
+from zonal.experiments._dkm_mnist_data import (
+    augmentation,
+    load_images,
+    prepare_inputs,
+    targets_for,
+)
+from zonal.experiments._dkm_mnist_models import build_model, evaluate
+from zonal.experiments._dkm_mnist_paper import plot_accuracy, seed_paper
+from zonal.experiments._dkm_mnist_sweeps import (
+    DTYPES,
+    SWEEPS,
+    Configuration,
+    check_config,
+    inducing_label,
+    sweep_configurations,
+)
 from zonal.experiments.registry import register_experiment
 from zonal.experiments.run_directory import RunDirectory
-
-if TYPE_CHECKING:
-    from zonal.dkm import DeepKernelMachine
-
-DTYPES = {"float64": torch.float64, "float32": torch.float32}
-SWEEPS = ("nu", "normalisation", "rescaling", "top", "likelihood", "inducing")
-#: the sweeps of the convolutional DKM's choices (the fully connected DKM has none of them)
-CONV_SWEEPS = ("normalisation", "rescaling", "top", "inducing")
-#: seed 003 sec. 5: the base model's nu, and the nu of the inducing-count runs (table 2)
-BASE_NU, INDUCING_NU = "1", "0.01"
-#: (inducing, train-test) normalisations and rescalings of seed 003 table 1 (app. C, F.2)
-NORMALISATIONS = (("batch", "batch"), ("batch", "location"), ("local", "image"),
-                  ("local", "local"), ("none", "none"))  # fmt: skip
-RESCALINGS = (("batch", "batch"), ("batch", "location"), ("local", "batch"),
-              ("local", "location"), ("local", "none"), ("none", "none"))  # fmt: skip
 
 QUICK: dict[str, Any] = {
     "seed": 0,
@@ -129,343 +127,6 @@ FULL: dict[str, Any] = {
     "conv_inducing": [128, 256, 512],
     "crop_padding": 2,
 }
-
-#: Seed 003's MNIST column per sweep: setting -> (test accuracy %, test log likelihood), with the
-#: tables they come from. Accuracies: table 1 (table 2 for the inducing counts); log likelihoods:
-#: tables 4 (nu), 5 (normalisation), 6 (rescaling), 7 (top), 9 (inducing counts); the likelihood
-#: sweep's log likelihoods are not comparable (sec. F.4), the categorical one is the base model's.
-SEED_MNIST: dict[str, tuple[str, dict[str, tuple[float | None, float | None]]]] = {
-    "nu": ("tables 1 and 4", {
-        "inf": (72.19, -0.9026), "10000": (80.79, -0.6393), "100": (96.96, -0.0942),
-        "1": (99.20, -0.0263), "0.01": (99.16, -0.0344), "0.0001": (99.14, -0.0371),
-        "0": (99.16, -0.0359)}),
-    "normalisation": ("tables 1 and 5", {
-        "batch/batch": (99.20, -0.0263), "batch/location": (99.05, -0.0284),
-        "local/image": (99.14, -0.0277), "local/local": (99.13, -0.0270),
-        "none/none": (99.16, -0.0276)}),
-    "rescaling": ("tables 1 and 6", {
-        "batch/batch": (99.20, -0.0263), "batch/location": (99.07, -0.0276),
-        "local/batch": (99.19, -0.0257), "local/location": (99.03, -0.0287),
-        "local/none": (99.13, -0.0261), "none/none": (99.13, -0.0275)}),
-    "top": ("tables 1 and 7", {"gap": (99.20, -0.0263), "linear": (99.13, -0.0275)}),
-    "likelihood": ("table 1", {"gaussian": (99.05, None), "categorical": (99.20, -0.0263)}),
-    "inducing": ("tables 2 and 9", {
-        "16/32/64": (98.99, -0.0312), "32/64/128": (99.09, -0.0365),
-        "64/128/256": (99.12, -0.0443), "128/256/512": (99.10, -0.0603),
-        "256/512/1024": (99.16, -0.0659), "512/1024/2048": (99.26, -0.0676)}),
-}  # fmt: skip
-#: the seed's test accuracy per nu (table 1), for the figure
-SEED_ACCURACY = {nu: values[0] for nu, values in SEED_MNIST["nu"][1].items()}
-
-
-def seed_paper(sweeps: tuple[str, ...], extra: dict[str, list[str]] | None = None) -> dict:
-    """The ``paper`` of an experiment: one report table per sweep, our accuracy and test log
-    likelihood (``accuracy_percent.<sweep>=<setting>``) beside seed 003's MNIST column; ``extra``
-    settings of a sweep (those of a quick preset) are listed with no seed value."""
-    paper: dict[str, dict[str, Any]] = {}
-    for sweep in sweeps:
-        tables, values = SEED_MNIST[sweep]
-        settings = {**values, **dict.fromkeys((extra or {}).get(sweep, []), (None, None))}
-        paper[f"seed 003 {tables} (MNIST, convolutional DKM): {sweep} sweep"] = {
-            f"{metric}.{sweep}={setting}": pair[index]
-            for index, metric in enumerate(("accuracy_percent", "test_log_likelihood"))
-            for setting, pair in settings.items()
-        }
-    return paper
-
-
-@dataclass(frozen=True)
-class Configuration:
-    """One trained model of a sweep: nu (text) in every layer, the (inducing, train-test)
-    normalisation and rescaling, the top, the likelihood and the inducing counts per stage."""
-
-    nu: str
-    normalisation: tuple[str, str]
-    rescaling: tuple[str, str]
-    top: str
-    likelihood: str
-    inducing: tuple[int, ...]
-    repeat: int = 0  # trained with the random seed ``seed + repeat``
-
-    @property
-    def key(self) -> str:
-        """A name unique to the configuration (its checkpoint entry)."""
-        key = (
-            f"nu={self.nu} norm={'/'.join(self.normalisation)} "
-            f"scale={'/'.join(self.rescaling)} top={self.top} likelihood={self.likelihood} "
-            f"M={'/'.join(map(str, self.inducing))}"
-        )
-        return f"{key} repeat={self.repeat}" if self.repeat else key
-
-
-def inducing_label(counts: Sequence[int]) -> str:
-    """16/32/64 for the counts (16, 32, 64)."""
-    return "/".join(str(int(count)) for count in counts)
-
-
-def check_config(config: dict[str, Any]) -> tuple[str, ...]:
-    """The sweeps to run, after checking ``sweep``, ``nus`` and the architecture's choices."""
-    sweep = config["sweep"]
-    if sweep != "all" and sweep not in SWEEPS:
-        raise ValueError(f"unknown sweep {sweep!r}; choose one of {SWEEPS} or 'all'")
-    if config["architecture"] not in ("fc", "conv"):
-        raise ValueError(f"architecture must be 'fc' or 'conv', got {config['architecture']!r}")
-    if config["likelihood"] not in ("categorical", "gaussian"):
-        raise ValueError(
-            f"likelihood must be 'categorical' or 'gaussian', got {config['likelihood']!r}"
-        )
-    for text in config["nus"]:
-        parse_nu(text)
-    convolutional = config["architecture"] == "conv"
-    if sweep in CONV_SWEEPS and not convolutional:
-        raise ValueError(f"the {sweep} sweep needs architecture 'conv' (the convolutional DKM)")
-    if isinstance(config["repeats"], bool) or not isinstance(config["repeats"], int):
-        raise ValueError(f"repeats must be an integer >= 1, got {config['repeats']!r}")
-    if config["repeats"] < 1:
-        raise ValueError(f"repeats must be an integer >= 1, got {config['repeats']!r}")
-    if config["dtype"] not in DTYPES:
-        raise ValueError(f"dtype must be one of {tuple(DTYPES)}, got {config['dtype']!r}")
-    if any(len(counts) != 3 for counts in config["inducing_sweep"]) or not config["inducing_sweep"]:
-        raise ValueError(
-            f"inducing_sweep must list inducing counts of the three stages, e.g. [[16, 32, 64]], "
-            f"got {config['inducing_sweep']!r}"
-        )
-    if sweep != "all":
-        return (sweep,)
-    return tuple(name for name in SWEEPS if convolutional or name not in CONV_SWEEPS)
-
-
-def sweep_configurations(config: dict[str, Any]) -> list[tuple[str, str, Configuration]]:
-    """(sweep, setting, configuration) of every sweep the config asks for (``check_config``), each
-    setting ``repeats`` times (repeat r trains with the seed ``seed + r``)."""
-    base = Configuration(
-        BASE_NU,
-        ("batch", "batch"),
-        ("batch", "batch"),
-        config["top"],
-        config["likelihood"],
-        tuple(config["conv_inducing"]),
-    )
-    settings = {
-        "nu": [(text, {"nu": text}) for text in config["nus"]],
-        "normalisation": [("/".join(pair), {"normalisation": pair}) for pair in NORMALISATIONS],
-        "rescaling": [("/".join(pair), {"rescaling": pair}) for pair in RESCALINGS],
-        "top": [(top, {"top": top}) for top in ("gap", "linear")],
-        "likelihood": [(name, {"likelihood": name}) for name in ("gaussian", "categorical")],
-        "inducing": [
-            (inducing_label(counts), {"inducing": tuple(counts), "nu": INDUCING_NU})
-            for counts in config["inducing_sweep"]
-        ],
-    }
-    return [
-        (sweep, setting, replace(base, **changes, repeat=repeat))
-        for sweep in check_config(config)
-        for setting, changes in settings[sweep]
-        for repeat in range(config["repeats"])
-    ]
-
-
-def parse_nu(text: str) -> float:
-    """A regularisation strength from its text ("inf", "1", "0.01"); >= 0."""
-    try:
-        value = float(text)
-    except ValueError as error:
-        raise ValueError(f"nu must be a number >= 0 or 'inf', got {text!r}") from error
-    if math.isnan(value) or value < 0:
-        raise ValueError(f"nu must be a number >= 0 or 'inf', got {text!r}")
-    return value
-
-
-def load_images(config: dict[str, Any]) -> tuple[Any, ...]:
-    """(x_train [N, D], y_train [N], x_test [T, D], y_test [T], image (H, W)): pixels in [0, 1]."""
-    if config["dataset"] == "digits":
-        from sklearn.datasets import load_digits
-
-        digits = load_digits()
-        pixels = torch.as_tensor(digits.data, dtype=torch.float64) / 16
-        labels = torch.as_tensor(digits.target)
-        order = torch.randperm(len(pixels), generator=torch.Generator().manual_seed(config["seed"]))
-        train, test = order[: len(order) // 2], order[len(order) // 2 :]
-        image_shape: tuple[int, ...] = (8, 8)
-    elif config["dataset"] in ("mnist", "fashion-mnist"):
-        from zonal.datasets import load_dataset
-
-        data = load_dataset(config["dataset"])
-        pixels = torch.as_tensor(data.X)
-        labels = torch.as_tensor(data.y)
-        train = torch.as_tensor(data.splits["train"])
-        test = torch.as_tensor(data.splits["test"])
-        if data.image_shape is None:
-            raise ValueError(f"{config['dataset']!r} is not an image dataset")
-        image_shape = data.image_shape
-        if config["num_train"] > len(train) and "validation" in data.splits:
-            # MNIST's full protocol: training and validation splits
-            train = torch.cat([train, torch.as_tensor(data.splits["validation"])])
-    else:
-        raise ValueError(
-            f"dataset must be 'mnist', 'fashion-mnist' or 'digits', got {config['dataset']!r}"
-        )
-    if config["num_train"] > len(train) or config["num_test"] > len(test):
-        raise ValueError(
-            f"{config['dataset']} has {len(train)} training and {len(test)} test images; asked for "
-            f"{config['num_train']} and {config['num_test']}"
-        )
-    train, test = train[: config["num_train"]], test[: config["num_test"]]
-    return pixels[train], labels[train], pixels[test], labels[test], image_shape
-
-
-def prepare_inputs(
-    config: dict[str, Any], train: torch.Tensor, test: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """The model's rows: [x, 1] (fully connected) or ZCA-whitened pixels (convolutional)."""
-    if config["architecture"] == "fc":
-        train, test = (
-            torch.cat([x, torch.ones(len(x), 1, dtype=x.dtype, device=x.device)], 1)
-            for x in (train, test)
-        )
-        return train, test
-    if config["architecture"] != "conv":
-        raise ValueError(f"architecture must be 'fc' or 'conv', got {config['architecture']!r}")
-    mean = train.mean(0)
-    values, vectors = torch.linalg.eigh((train - mean).mT @ (train - mean) / len(train))
-    scale = (values.clamp_min(0) + config["zca_epsilon"] * values.clamp_min(0).mean()).rsqrt()
-    whitening = vectors @ torch.diag(scale) @ vectors.mT  # [D, D]
-    # a pixel constant over the training set (MNIST's blank border) is 0 after centring, but eigh
-    # leaves ~1e-13 of the other pixels in it; local normalisation (seed 003 eq. 71e) would scale
-    # that noise up to unit norm (in float32 Local/Local gives NaN within its first steps), so such
-    # pixels neither give nor take anything
-    constant = (train == train[:1]).all(0)  # [D]
-    whitening[constant] = 0
-    whitening[:, constant] = 0
-    return (train - mean) @ whitening, (test - mean) @ whitening
-
-
-def random_patches(
-    images: torch.Tensor, count: int, generator: torch.Generator, candidates: int = 20
-) -> torch.Tensor:
-    """``count`` random 3x3 patches [M_0, C, 3, 3] of images [N, C, H, W] (seed 003 sec. 5), drawn
-    among ``candidates * count`` random ones with at least 1% of their mean energy (sum of squares).
-
-    A blank patch (MNIST's empty border, 0 after whitening) would make the first layer's K_ii
-    singular: condition numbers of 1e28 and gradients of 1e11 for the patches when that layer's
-    Gram is learned (nu_1 < inf), and a unit-norm noise direction under local normalisation."""
-    draws = candidates * count
-    chosen = torch.randint(len(images), (draws,), generator=generator)
-    rows = torch.randint(images.shape[-2] - 2, (draws,), generator=generator)
-    cols = torch.randint(images.shape[-1] - 2, (draws,), generator=generator)
-    patches = torch.stack(
-        [images[i, :, r : r + 3, c : c + 3] for i, r, c in zip(chosen, rows, cols, strict=True)]
-    )  # [count * candidates, C, 3, 3]
-    energy = patches.square().sum((1, 2, 3))  # [count * candidates]
-    kept = patches[energy >= 0.01 * energy.mean()]
-    if len(kept) < count:
-        raise ValueError(f"fewer than {count} of {draws} random patches are not blank")
-    return kept[:count]
-
-
-def build_model(
-    x_train: torch.Tensor,
-    configuration: Configuration,
-    config: dict[str, Any],
-    image_shape: tuple,
-) -> DeepKernelMachine:
-    """The sparse DKM (fully connected or convolutional) of ``configuration``, its inducing inputs
-    at random training images (fully connected) or random 3x3 patches of them (convolutional)."""
-    from gpytorch.likelihoods import MultitaskGaussianLikelihood, SoftmaxLikelihood
-
-    from zonal.dkm import ConvDKM, SparseDKM, resnet_layers
-
-    if configuration.likelihood == "categorical":
-        likelihood = SoftmaxLikelihood(num_classes=10, mixing_weights=False)
-    else:
-        likelihood = MultitaskGaussianLikelihood(num_tasks=10, rank=0, has_task_noise=False)
-    nu = parse_nu(configuration.nu)
-    generator = torch.Generator().manual_seed(config["seed"])
-    if config["architecture"] == "conv":
-        layers = resnet_layers(configuration.inducing, config["conv_blocks"])
-        count = layers[0].num_inducing
-        patches = random_patches(x_train.reshape(-1, 1, *image_shape), count, generator)
-        first = math.inf if count > 9 else nu
-        inducing_norm, train_test_norm = configuration.normalisation
-        inducing_scale, train_test_scale = configuration.rescaling
-        return ConvDKM(
-            (1, *image_shape),
-            layers,
-            likelihood,
-            inducing_patches=patches,
-            nu=[first] + [nu] * (len(layers) - 1),
-            top=configuration.top,
-            normalisation={
-                "inducing": inducing_norm,
-                "train_test": train_test_norm,
-                "inducing_scale": inducing_scale,
-                "train_test_scale": train_test_scale,
-            },
-            likelihood_samples=config["train_samples"],
-            seed=config["seed"],
-        )
-    if config["num_inducing"] > len(x_train):
-        raise ValueError(f"num_inducing {config['num_inducing']} exceeds num_train {len(x_train)}")
-    chosen = torch.randperm(len(x_train), generator=generator)[: config["num_inducing"]]
-    return SparseDKM(
-        x_train[chosen],
-        config["num_layers"],
-        likelihood,
-        nu=nu,
-        likelihood_samples=config["train_samples"],
-        seed=config["seed"],
-    )
-
-
-def evaluate(
-    model: DeepKernelMachine, x_test: torch.Tensor, y_test: torch.Tensor, config: dict[str, Any]
-) -> dict[str, float]:
-    """Test accuracy (%) and mean test log likelihood log p(y | x) of the labels."""
-    from zonal.dkm.likelihoods import categorical_log_probabilities, is_categorical
-
-    model.likelihood_samples = config["eval_samples"]
-    chunk = config["batch_size"]  # batch statistics of the convolutional normalisation
-    if is_categorical(model.likelihood):
-        log_probabilities = model.class_log_probabilities(x_test, chunk_size=chunk)
-        predicted = log_probabilities.argmax(-1)
-        log_likelihood = log_probabilities.gather(-1, y_test.reshape(-1, 1)).mean()
-    else:  # Gaussian on one-hot labels: classify by the mean, score the softmax of the outputs
-        mean, variance = model.marginals(x_test, chunk_size=chunk)
-        predicted = mean.argmax(-1)
-        generator = torch.Generator().manual_seed(config["seed"])
-        log_probabilities = categorical_log_probabilities(
-            mean, variance, config["eval_samples"], generator
-        )
-        log_likelihood = log_probabilities.gather(-1, y_test.reshape(-1, 1)).mean()
-    model.likelihood_samples = config["train_samples"]
-    return {
-        "accuracy_percent": 100 * float((predicted == y_test).double().mean()),
-        "test_log_likelihood": float(log_likelihood),
-    }
-
-
-def augmentation(
-    config: dict[str, Any], image_shape: tuple[int, ...]
-) -> Callable[[torch.Tensor, torch.Generator], torch.Tensor] | None:
-    """Random crops of the (whitened) image rows for the convolutional DKM, or None."""
-    if config["architecture"] != "conv" or config["crop_padding"] == 0:
-        return None
-    from zonal.dkm.augmentation import random_crops
-
-    def crop(rows: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-        images = rows.reshape(-1, 1, *image_shape)
-        return random_crops(images, config["crop_padding"], generator).flatten(1)
-
-    return crop
-
-
-def targets_for(y: torch.Tensor, likelihood: str) -> torch.Tensor:
-    """Labels (categorical) or one-hot rows (Gaussian)."""
-    if likelihood == "gaussian":
-        return torch.nn.functional.one_hot(y, 10).to(torch.float64)
-    return y
-
-
 #: the 8x8 digits end to end in minutes (half the set for training, half for testing)
 DIGITS = {
     "dataset": "digits",
@@ -640,7 +301,7 @@ def run_dkm_mnist(config: dict[str, Any], run_dir: RunDirectory) -> dict[str, An
     )
     nu_rows = [row for row in rows if row["sweep"] == "nu"]
     if nu_rows:
-        _plot_accuracy(run_dir, nu_rows, f"{config['architecture']} DKM (zonal)")
+        plot_accuracy(run_dir, nu_rows, f"{config['architecture']} DKM (zonal)")
     metrics: dict[str, Any] = {
         "accuracy_percent": {},
         "test_log_likelihood": {},
@@ -726,21 +387,16 @@ def train_configuration(
     run_dir.save_checkpoint(state)
 
 
-def _plot_accuracy(run_dir: RunDirectory, rows: list[dict[str, Any]], label: str) -> None:
-    """``accuracy_by_nu.png``: ours and the seed's test accuracy per nu (needs matplotlib)."""
-    try:
-        from matplotlib.figure import Figure
-    except ImportError:
-        return
-    figure = Figure(figsize=(5, 3.2))
-    axes = figure.add_subplot()
-    labels = [row["nu"] for row in rows]
-    positions = range(len(rows))
-    axes.plot(positions, [row["accuracy_percent"] for row in rows], "C0o-", label=label)
-    seed = [math.nan if (value := SEED_ACCURACY.get(label)) is None else value for label in labels]
-    axes.plot(positions, seed, "C1s--", label="conv DKM (seed 003)")
-    axes.set_xticks(list(positions), labels)
-    axes.set_xlabel("nu")
-    axes.set_ylabel("test accuracy (%)")
-    axes.legend(frameon=False)
-    run_dir.save_figure("accuracy_by_nu.png", figure)
+__all__ = [
+    "CONV_CONVERGED",
+    "CONV_FULL",
+    "CONV_QUICK",
+    "DIGITS",
+    "FULL",
+    "QUICK",
+    "Configuration",
+    "build_model",
+    "prepare_inputs",
+    "run_dkm_mnist",
+    "train_configuration",
+]
