@@ -73,7 +73,8 @@ CDKM_NOTES = (
 
 def shift_statistics() -> tuple[Statistic, ...]:
     """Seed 001 sec. 4.2: per model, TLL, ECE and accuracy averaged over MNIST's rotations and
-    over Fashion-MNIST's corruptions (``level_means.csv``: one row per repeat)."""
+    over Fashion-MNIST's corruptions (``level_means.csv``: one row per repeat); and the ADGP's and
+    MC dropout's TLL per corruption family."""
     names = {"adgp": "ADGP", "network": "network", "dropout": "dropout",
              "ensemble": "ensemble", "dgp": "inducing-point DGP"}  # fmt: skip
     shifts = (("MNIST rotations", "mnist", "rotation"),
@@ -92,6 +93,16 @@ def shift_statistics() -> tuple[Statistic, ...]:
                         table="level_means.csv",
                     )
                 )
+    for family in ("contrast", "gaussian-blur", "gaussian-noise", "impulse-noise"):
+        for model in ("adgp", "dropout"):  # where the corruptions' average comes from
+            found.append(
+                Statistic(
+                    f"{names[model]} TLL, Fashion {family}",
+                    {"dataset": "fashion-mnist", "shift": family, "model": model},
+                    "tll",
+                    table="level_means.csv",
+                )
+            )
     return tuple(found)
 
 
