@@ -212,7 +212,7 @@ class FitDiagnostics:
         """The test scores of the stack of ``members`` with the weights stacking gives them (the
         members of weight 0 left out, as ``StackedModel`` leaves them)."""
         if len(members) == 1:
-            weights: torch.Tensor | None = torch.ones(1, dtype=torch.float64)
+            weights: torch.Tensor | None = torch.ones(1, dtype=torch.float64, device=y_test.device)
         elif self.validation_log_density:
             densities = torch.stack([self.validation_log_density[m] for m in members], 1)
             weights = validation_weights(densities)  # [K] or None
