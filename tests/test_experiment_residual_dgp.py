@@ -151,8 +151,44 @@ def test_uci_experiment_fits_both_models_at_every_depth(tmp_path):
     assert all(math.isfinite(float(r["tll"])) for r in rows)
     with pytest.raises(ValueError, match="energy and kin8nm"):
         run_experiment("residual-dgp-uci", overrides={"datasets": ["energy"]}, runs_root=tmp_path)
+    assert {"hidden_kl", "output_kl", "plateau_drop", "converged"} <= set(rows[0])
+    curves = _read_csv(result.path / "curves.csv")
+    assert {(c["model"], c["depth"]) for c in curves} == {(r["model"], r["depth"]) for r in rows}
     pytest.importorskip("matplotlib")
     assert (result.path / "figure_5_1.png").exists()
+    assert (result.path / "training_curves.png").exists()
+
+
+def test_layer_diagnostics_of_hidden_fields_at_their_prior_are_the_closed_form():
+    """With every hidden q(u) equal to the prior (whitened N(0, I)) the hidden KL is 0, the mean
+    fields vanish (shift 0), and each projected field's spread is E|v(h)|^2 = (d - 1) sigma_l^2
+    exactly (trace of the tangent projection times the prior variance sigma_l^2 =
+    hidden_variance / (L - 1))."""
+    from zonal.experiments.residual_dgp_uci import layer_diagnostics
+    from zonal.models.residual_dgp import residual_dgp
+
+    torch.manual_seed(0)
+    input_dim, hidden_layers, hidden_variance = 3, 2, 0.3
+    model = residual_dgp(
+        input_dim, hidden_layers, 20, hidden_variance=hidden_variance, hidden_scale=1.0
+    )
+    found = layer_diagnostics(model, torch.randn(30, input_dim, dtype=torch.float64))
+    ambient_dim = input_dim + 1
+    assert found["hidden_kl"] == pytest.approx(0.0, abs=1e-9)
+    assert found["hidden_shift"] == pytest.approx(0.0, abs=1e-12)
+    expected = math.sqrt((ambient_dim - 1) * hidden_variance / hidden_layers)
+    assert found["hidden_spread"] == pytest.approx(expected, rel=1e-6)
+
+    scale, points = 0.1, 30
+    model = residual_dgp(input_dim, hidden_layers, 20, hidden_scale=scale)
+    found = layer_diagnostics(model, torch.randn(points, input_dim, dtype=torch.float64))
+    # whitened KL(N(0, s^2 I) || N(0, I)) = (s^2 - 1 - log s^2) / 2 per inducing variable
+    variables = sum(
+        field.variational_strategy._variational_distribution.variational_mean.numel()
+        for field in model.fields
+    )
+    per_variable = (scale**2 - 1 - math.log(scale**2)) / 2
+    assert found["hidden_kl"] == pytest.approx(variables * per_variable / points, rel=1e-9)
 
 
 def test_two_worker_processes_give_the_rows_of_one(sphere_reference, tmp_path):

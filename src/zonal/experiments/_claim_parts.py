@@ -190,6 +190,29 @@ RESIDUAL_NOTES = (
     "loss still falling at 4000 steps)."
 )
 
+_UCI_RESIDUAL = "residual-dgp-uci --protocol converged --set 'models=[\"residual\"]'"
+# Declared in session 12, before any of them ran, after the converged run (no curves then) showed
+# the residual DGP's TLL falling with depth on concrete with its training loss per point rising
+# (0.541 / 0.549 / 0.560): do the hidden layers move points at all, is their prior too tight, or
+# are 1000 full-batch steps too few for them?
+RESIDUAL_UCI_ABLATIONS = (
+    Ablation(
+        "residual only, the main settings again (training curves and layer diagnostics)",
+        {"models": ["residual"]},
+        f"{RUN} {_UCI_RESIDUAL}",
+    ),
+    Ablation(
+        "residual, hidden-layer prior variance 10x (0.1)",
+        {"models": ["residual"], "hidden_variance": 0.1},
+        f"{RUN} {_UCI_RESIDUAL} --set hidden_variance=0.1",
+    ),
+    Ablation(
+        "residual on concrete, 3x the seed's epochs (3000)",
+        {"models": ["residual"], "datasets": ["concrete"], "epochs": 3000},
+        f"{RUN} {_UCI_RESIDUAL} --set 'datasets=[\"concrete\"]' --set epochs=3000",
+    ),
+)
+
 BOSTON_ADGP = "--set 'datasets=[\"boston\"]' --set 'models=[\"ADGP-3\"]'"
 # Fixed before these ran, after the converged run showed boston's ADGP-3 behind the seed with its
 # network stage's test MSE at 0.23-0.34 and its ELBO stage failing the plateau rule.

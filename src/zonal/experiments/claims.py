@@ -14,6 +14,7 @@ from zonal.experiments._claim_parts import (
     CDKM_NOTES,
     RESIDUAL_ABLATIONS,
     RESIDUAL_NOTES,
+    RESIDUAL_UCI_ABLATIONS,
     RUN,
     UCI_ABLATIONS,
     cdkm_statistics,
@@ -342,6 +343,7 @@ CLAIMS: tuple[Claim, ...] = (
                 for depth in (1, 2, 3)
             ),
         ),
+        ablations=RESIDUAL_UCI_ABLATIONS,
         notes="The seed's claims (sec. 5.2, fig. 5.1; box plots, no numbers): the residual DGP's "
         "TLL improves with depth on concrete (and kin8nm and power, not run here) and "
         "deteriorates with depth on yacht, the smallest set; 'the Euclidean models boast superior "

@@ -23,7 +23,9 @@ better at 1-3 layers and collapse at 4-5 (except on power).
 
 Outputs: ``results.csv`` (one row per dataset, split, model, depth), ``summary.csv`` (median and
 quartiles over splits), ``figure_5_1.png`` (TLL box plots against depth, one panel per dataset),
-a checkpoint after every fit.
+``curves.csv`` and ``training_curves.png`` (the loss per point of every fit, judged by the plateau
+rule of ``zonal.experiments._convergence``), a checkpoint after every fit. Each row also says how
+much the model uses its hidden layers (``layer_diagnostics``).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from zonal.experiments._convergence import curve_rows, without_curve
 from zonal.experiments.registry import register_experiment
 from zonal.experiments.run_directory import RunDirectory
 
@@ -64,6 +67,7 @@ QUICK: dict[str, Any] = {
     "hidden_variance": 0.01,
     "hidden_scale": 0.01,
     "euclidean_inner_scale": 0.01,
+    "curve_points": 50,  # points of each fit's saved training curve
 }
 # yacht and concrete, depths 1-3, 3 splits, 1000 epochs (the seed's): estimated 2-3 CPU-hours.
 CONVERGED: dict[str, Any] = {
@@ -149,6 +153,7 @@ def fit_one(
     """Train one model on one split; its test metrics."""
     import time
 
+    from zonal.experiments._convergence import curve_summary, thin_curve
     from zonal.experiments._dgp_common import regression_metrics
     from zonal.models import fit_dgp
 
@@ -178,7 +183,47 @@ def fit_one(
         "num_inducing": budget,
         "steps": steps,
         "train_seconds": seconds,
+        **layer_diagnostics(model, x_train),
+        **curve_summary(losses),
+        "curve": thin_curve(losses, config["curve_points"]),
     }
+
+
+def layer_diagnostics(model: DGP, x_train: torch.Tensor) -> dict[str, float]:
+    """How much a trained model uses its hidden layers, at the training inputs x_train [N, D].
+
+    ``hidden_kl`` and ``output_kl``: KL(q(u) || p(u)) per training point of the hidden layers
+    (summed) and of the output layer, the ELBO's price for each. For a residual DGP also
+    ``hidden_shift``, the RMS geodesic length |E v^l(h)| of the hidden fields' mean vectors along
+    the mean path h_{l+1} = exp_{h_l}(E v^l(h_l)) (how far the layers move points from the
+    identity), and ``hidden_spread``, the RMS of sqrt(E|v^l(h) - E v^l(h)|^2) =
+    sqrt(sum_p sigma_p^2(h) |A_p(h)|^2) (the noise they add), both averaged over layers
+    (0 without hidden layers)."""
+    from zonal.geometry import exp_map
+    from zonal.models.residual_dgp import ResidualDGP
+
+    count = len(x_train)
+    with torch.no_grad():
+        kls = [
+            float(layer.variational_strategy.kl_divergence().sum()) / count
+            for layer in model.layers
+        ]
+        found = {"hidden_kl": sum(kls[:-1]), "output_kl": kls[-1]}
+        if not isinstance(model, ResidualDGP):
+            return found
+        h, _ = model.to_sphere(x_train)  # [N, d]
+        shifts, spreads = [], []
+        for field in model.fields:
+            components = field.component_distribution(h)  # [N, P]
+            basis = field.tangent_basis(h)  # [N, d, P]
+            mean = (basis @ components.mean.unsqueeze(-1)).squeeze(-1)  # [N, d]
+            spread = (basis.pow(2).sum(-2) * components.variance).sum(-1)  # [N]
+            shifts.append(float(mean.pow(2).sum(-1).mean().sqrt()))
+            spreads.append(float(spread.mean().sqrt()))
+            h = exp_map(h, mean)
+    found["hidden_shift"] = statistics.fmean(shifts) if shifts else 0.0
+    found["hidden_spread"] = statistics.fmean(spreads) if spreads else 0.0
+    return found
 
 
 def summarise(rows: list[dict[str, Any]], config: dict[str, Any]) -> list[dict[str, Any]]:
@@ -266,9 +311,12 @@ def run_residual_dgp_uci(config: dict[str, Any], run_dir: RunDirectory) -> dict[
     rows.sort(key=lambda r: order[r["dataset"], r["split"], r["model"], r["depth"]])
 
     summary = summarise(rows, config)
-    run_dir.save_table("results.csv", rows)
+    run_dir.save_table("results.csv", [without_curve(r) for r in rows])
     run_dir.save_table("summary.csv", summary)
+    keys = ("dataset", "split", "model", "depth")
+    run_dir.save_table("curves.csv", curve_rows(rows, keys))
     _plot(run_dir, rows, config)
+    _plot_curves(run_dir, rows)
     metrics: dict[str, Any] = {}
     for entry in summary:
         cell = metrics.setdefault(entry["dataset"], {}).setdefault(entry["model"], {})
@@ -277,7 +325,33 @@ def run_residual_dgp_uci(config: dict[str, Any], run_dir: RunDirectory) -> dict[
             "mse_median": entry["mse_median"],
         }
     metrics["num_fits"] = len(rows)
+    metrics["converged_fits"] = sum(bool(r.get("converged", False)) for r in rows)
     return metrics
+
+
+def _plot_curves(run_dir: RunDirectory, rows: list[dict[str, Any]]) -> None:
+    """``training_curves.png``: the loss per point against step, one panel per (dataset, model)."""
+    try:
+        from matplotlib.figure import Figure
+    except ImportError:
+        return
+    from zonal.experiments._convergence import plot_curves
+
+    panels = sorted({(r["dataset"], r["model"]) for r in rows if r.get("curve")})
+    if not panels:
+        return
+    figure = Figure(figsize=(3.2 * len(panels), 3.0))
+    axes = figure.subplots(1, len(panels), squeeze=False)[0]
+    for axis, (dataset, model) in zip(axes, panels, strict=True):
+        curves = [
+            (f"depth {r['depth']}, split {r['split']}", r["curve"])
+            for r in rows
+            if (r["dataset"], r["model"]) == (dataset, model)
+        ]
+        plot_curves(axis, curves)
+        axis.set_title(f"{dataset}, {model}", fontsize=8)
+    axes[0].legend(frameon=False, fontsize=5)
+    run_dir.save_figure("training_curves.png", figure)
 
 
 def _plot(run_dir: RunDirectory, rows: list[dict[str, Any]], config: dict[str, Any]) -> None:
