@@ -17,6 +17,11 @@ SGPR was two orders of magnitude faster than SVGP at the same accuracy. For each
   reach the SVGP's best RMSE (its whole fit, if its RMSE is at most that; else never). The ratio
   SVGP time / SGPR time is a lower bound (printed ``>=``) when the SVGP never reached the SGPR.
 
+``--frequencies F`` sets the complete harmonics (degrees 0..F-1) of the SGPR and of zonal's SVGP
+(5, M = 660, by default; 6 gives M = 1,782 in d = 9); ``--input-scales`` lets the SGPR learn one
+scale per input on the bound of a random subsample of the training rows before its pass, as
+``zonal fit``'s ARD does (``SGPR.fit_input_scales``; its seconds are on the clock).
+
 The SGPR's statistics pass runs in each dtype of ``--sgpr-dtypes`` (float64, the default;
 float32: per-chunk work in float32, float64 totals), the first the reference of the ratios; with
 ``--before SRC`` (the ``src`` folder of an older zonal, e.g. ``git archive``) the same SGPR fit runs
@@ -53,6 +58,7 @@ the workers). JSON goes to ``benchmarks/results/sgpr_large_n.json``.
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/sgpr_large_n.py [--quick] [--no-flights]
         [--synthetic 100000 1000000] [--target pairs] [--sgpr-dtypes float64 float32]
         [--before /tmp/zonal_before/src] [--dask-workers 1 2] [--max-seconds 300]
+        [--frequencies 6] [--input-scales]
 """
 
 from __future__ import annotations
@@ -81,9 +87,11 @@ from zonal.datasets import Standardizer, load_dataset, train_test_split
 from zonal.experiments._baselines import InducingPointSVGP
 from zonal.experiments.seed002_common import continuous_depth_kernel, harmonic_features
 from zonal.experiments.vish_flights import plateau_callback
+from zonal.geometry import SphereEmbedding
 from zonal.models import SGPR, SVGP
 from zonal.models.training import adam_on_minibatches, fit_svgp
 from zonal.tabular.recipes import gaussian_likelihood
+from zonal.tabular.recipes.sgpr import ARD_ITERATIONS, ARD_SUBSAMPLE
 
 FREQUENCIES = 5  # complete harmonics of degrees 0..4: 660 features in d = 9
 KERNEL_DEGREE = 8
@@ -109,10 +117,20 @@ def rmse(model, x: torch.Tensor, y: torch.Tensor) -> float:
     return float(((mean - y) ** 2).mean().sqrt())
 
 
-def zonal_parts(input_dim: int):
+def zonal_parts(input_dim: int, frequencies: int = FREQUENCIES):
+    """The polynomial-decay kernel and the complete harmonics of degrees 0..frequencies - 1."""
     kernel = continuous_depth_kernel(input_dim + 1, KERNEL_DEGREE, INITIAL_BETA)
-    features = harmonic_features("complete", input_dim + 1, FREQUENCIES, 0, seed=0)
+    features = harmonic_features("complete", input_dim + 1, frequencies, 0, seed=0)
     return kernel, features
+
+
+def ard_subsample(count: int, seed: int = 3) -> np.ndarray:
+    """Sorted row numbers of the ``ARD_SUBSAMPLE`` training rows (of ``count``) the SGPR learns
+    its input scales on with ``--input-scales``, as ``zonal fit --ard`` does (all rows when there
+    are fewer)."""
+    if count <= ARD_SUBSAMPLE:
+        return np.arange(count)
+    return np.sort(np.random.default_rng(seed).choice(count, size=ARD_SUBSAMPLE, replace=False))
 
 
 def memory_mib(field: str) -> float:
@@ -148,20 +166,34 @@ def run_sgpr(
     steps: int,
     dtype: str | None = None,
     reference: dict[str, list] | None = None,
+    frequencies: int = FREQUENCIES,
+    ard_rows: tuple[torch.Tensor, torch.Tensor] | None = None,
     **data,
 ) -> dict:
     """One statistics pass (``data``: the arguments of ``SGPR.fit_statistics``; ``dtype`` its
     per-chunk dtype, None: the version's default, for an older zonal), then ``steps`` L-BFGS
-    iterations on the collapsed bound. With ``reference`` (another fit's ``hyperparameters``) the
-    bound of these statistics at those hyperparameters too (off the clock)."""
-    kernel, features = zonal_parts(x_test.shape[1])
-    model = SGPR(kernel, features, x_test.shape[1])
+    iterations on the collapsed bound. With ``ard_rows`` (x [n, D], y [n]: a subsample of the
+    training rows) the input scales are learnt first on their bound (``SGPR.fit_input_scales``,
+    ``ARD_ITERATIONS`` L-BFGS iterations, on the clock: ``scales_s``) and the pass runs at them.
+    With ``reference`` (another fit's ``hyperparameters``) the bound of these statistics at those
+    hyperparameters too (off the clock)."""
+    input_dim = x_test.shape[1]
+    kernel, features = zonal_parts(input_dim, frequencies)
+    embedding = None
+    if ard_rows is not None:
+        embedding = SphereEmbedding(1.0, input_scales=1.0, input_dim=input_dim)
+    model = SGPR(kernel, features, input_dim, input_map=embedding)
     options = {} if dtype is None else {"dtype": getattr(torch, dtype)}
     start = time.process_time()
+    if ard_rows is not None:
+        model.fit_input_scales(
+            *ard_rows, subsample_size=len(ard_rows[0]), max_iter=ARD_ITERATIONS, seed=0
+        )
+    scales = time.process_time() - start
     model.fit_statistics(**data, **options)
-    data_pass = time.process_time() - start
+    data_pass = time.process_time() - start - scales
     at_reference = None if reference is None else bound_at(model, reference)
-    start += time.process_time() - start - data_pass  # the clock stops for bound_at
+    start += time.process_time() - start - scales - data_pass  # the clock stops for bound_at
     model.fit(max_iter=steps)
     seconds = time.process_time() - start
     with torch.no_grad():
@@ -169,6 +201,7 @@ def run_sgpr(
     value = rmse(model, x_test, y_test)
     return {
         "M": features.num_inducing,
+        "scales_s": scales,
         "data_pass_s": data_pass,
         "seconds": seconds,
         "test_rmse": value,
@@ -245,7 +278,9 @@ def print_row(size: int, name: str, result: dict, sgpr: dict) -> float:
     elif "bound_per_row" in result:
         extra = (
             f" | pass {result['data_pass_s']:.1f} s ({result['data_pass_s'] / size * 1e6:.1f} us "
-            f"per row), fit {result['seconds'] - result['data_pass_s']:.1f} s, bound/N "
+            f"per row), fit {result['seconds'] - result['data_pass_s']:.1f} s"
+            + (f" (input scales {result['scales_s']:.1f} s)" if result.get("scales_s") else "")
+            + f", bound/N "
             f"{result['bound_per_row']:.6f} ({result['statistics_dtype']})"
         )
         if result["bound_per_row_at_reference"] is not None:
@@ -281,7 +316,7 @@ def run_flights(args: argparse.Namespace) -> list[dict]:
         y_test = torch.as_tensor(y_scaler.transform(data.y[test]))
         results = sgpr_fits(args, x_test, y_test, x=x, y=y, chunk_size=args.chunk_size)
         sgpr = next(iter(results.values()))
-        kernel, features = zonal_parts(x.shape[1])
+        kernel, features = zonal_parts(x.shape[1], args.frequencies)
         first = torch.randperm(size, generator=torch.Generator().manual_seed(0))
         models = {
             "zonal SVGP": (
@@ -309,20 +344,26 @@ def run_flights(args: argparse.Namespace) -> list[dict]:
 
 
 def sgpr_fits(args: argparse.Namespace, x_test: torch.Tensor, y_test: torch.Tensor, **data) -> dict:
-    """The SGPR in each of ``--sgpr-dtypes`` (in memory), and with ``--before`` the older
-    version's in a fresh process; keyed by the table's model name."""
+    """The SGPR in each of ``--sgpr-dtypes`` (in memory; ``data`` holds its x and y), and with
+    ``--before`` the older version's in a fresh process; keyed by the table's model name."""
     results: dict[str, dict] = {}
     reference = None
+    rows = ard_subsample(len(data["x"]))
+    options = {
+        "frequencies": args.frequencies,
+        "ard_rows": (data["x"][rows], data["y"][rows]) if args.input_scales else None,
+    }
     for dtype in args.sgpr_dtypes:
         torch.manual_seed(0)
         results[f"zonal SGPR {dtype}"] = run_sgpr(
-            x_test, y_test, args.lbfgs_steps, dtype, reference, **data
+            x_test, y_test, args.lbfgs_steps, dtype, reference, **options, **data
         )
         reference = reference or results[f"zonal SGPR {dtype}"]["hyperparameters"]
     if args.before is not None:
         results["zonal SGPR before"] = in_older_zonal(
-            args.before, run_sgpr, x_test, y_test, args.lbfgs_steps, None, reference, **data
-        )
+            args.before, run_sgpr, x_test, y_test, args.lbfgs_steps, None, reference,
+            **options, **data,
+        )  # fmt: skip
     return results
 
 
@@ -411,8 +452,15 @@ def synthetic_sgpr(
     x_test, y_test = synthetic_test_set(paths, num_train, args.test_rows)
     rss_before = memory_mib("VmRSS")
     chunks = stream_chunks(paths, num_train, args.chunk_size)
+    ard_rows = None
+    if args.input_scales:
+        rows = ard_subsample(num_train)
+        ard_rows = tuple(torch.from_numpy(read_rows_at(path, rows)) for path in paths)
     torch.manual_seed(0)
-    result = run_sgpr(x_test, y_test, args.lbfgs_steps, dtype, reference, chunks=chunks)
+    result = run_sgpr(
+        x_test, y_test, args.lbfgs_steps, dtype, reference, args.frequencies, ard_rows,
+        chunks=chunks,
+    )  # fmt: skip
     return with_memory(result, num_train, rss_before)
 
 
@@ -423,7 +471,7 @@ def synthetic_svgp(
     torch.manual_seed(0)
     x_test, y_test = synthetic_test_set(paths, num_train, args.test_rows)
     if name == "zonal SVGP":
-        kernel, features = zonal_parts(SYNTHETIC_INPUT_DIM)
+        kernel, features = zonal_parts(SYNTHETIC_INPUT_DIM, args.frequencies)
         model = SVGP(kernel, features, SYNTHETIC_INPUT_DIM, likelihood=gaussian_likelihood())
         num_inducing = features.num_inducing
     else:  # the first training rows are a random sample of them
@@ -658,6 +706,17 @@ def main() -> None:
     parser.add_argument("--target", choices=("sin", "pairs"), default="sin", help="synthetic f")
     parser.add_argument("--svgp-stop", choices=("plateau", "match"), default="plateau")
     parser.add_argument(
+        "--frequencies",
+        type=int,
+        default=FREQUENCIES,
+        help="complete harmonics of degrees 0..F-1 for the SGPR and zonal's SVGP (5: M = 660)",
+    )
+    parser.add_argument(
+        "--input-scales",
+        action="store_true",
+        help="the SGPR learns per-input scales on a subsample's bound before its pass (ARD)",
+    )
+    parser.add_argument(
         "--sgpr-dtypes", nargs="+", choices=("float64", "float32"), default=["float64"]
     )
     parser.add_argument(
@@ -670,6 +729,8 @@ def main() -> None:
     parser.add_argument("--before", type=Path, default=None, help="src folder of an older zonal")
     parser.add_argument("--output", type=Path, default=Path("benchmarks/results/sgpr_large_n.json"))
     args = parser.parse_args()
+    if args.input_scales and args.before is not None:
+        parser.error("--input-scales cannot be combined with --before (an older zonal's SGPR)")
     if args.quick:
         args.max_seconds = min(args.max_seconds, 60.0)
     threads = torch.get_num_threads()
