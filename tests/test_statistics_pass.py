@@ -116,6 +116,31 @@ def test_float64_pass_equals_the_dense_statistics(features, homogeneous):
     assert torch.allclose(single[0], rows[:200].mT @ rows[:200], rtol=0, atol=1e-10 * scale)
 
 
+@pytest.mark.parametrize("num_points", [1000, 700, 512])
+def test_blocks_shared_among_threads_give_the_rows_of_one_thread(num_points):
+    """With two torch threads the zonal columns' blocks are finished by two Python threads (a
+    partial last block, an uneven share): every row equals the one-thread result, and the thread
+    count is put back."""
+    from zonal.features.zonal_basis import zonal_columns
+
+    features = make_model().features
+    x, _ = data(num_points=num_points)
+    unit = x / x.norm(dim=-1, keepdim=True)
+    unit = torch.cat([unit, torch.ones(len(x), 1, dtype=x.dtype)], -1) / 2**0.5  # [n, d]
+    directions = features.harmonics.points[features.columns]  # [M, d]
+    scale = torch.rand(len(x), dtype=x.dtype) + 0.5
+    previous = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        serial = zonal_columns(unit, directions, features.level_sizes, 4, row_scale=scale)
+        torch.set_num_threads(2)
+        shared = zonal_columns(unit, directions, features.level_sizes, 4, row_scale=scale)
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(previous)
+    assert torch.allclose(shared, serial, rtol=1e-14, atol=1e-14)
+
+
 def test_float32_pass_is_within_its_stated_tolerance_and_keeps_float64_totals():
     """Per-chunk work in float32, float64 sums: every statistic within 1e-5 relative to its scale
     (float32 rounding, amplified by the level factors' conditioning), bound within 1e-4 per row."""

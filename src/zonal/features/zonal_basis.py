@@ -18,7 +18,9 @@ which is what the SGPR's statistics pass does (``zonal.models.sgpr_statistics``)
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import itertools
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
@@ -43,7 +45,8 @@ def zonal_columns(
     Differentiable when x or eta need gradients. Otherwise, blocks of ``RECURRENCE_ROWS`` rows are
     finished one at a time while they are in cache (the cosines by one matrix product, the fused
     in-place recurrence, the row scale), written into ``out`` ([N, M], e.g. a buffer reused from
-    chunk to chunk: a fresh N x M tensor costs about as much in page faults as the work itself).
+    chunk to chunk: a fresh N x M tensor costs about as much in page faults as the work itself);
+    on a CPU with several torch threads, the blocks are shared out among them.
     """
     directions = directions.to(x.dtype)  # [M, d]
     sizes = list(level_sizes)
@@ -56,13 +59,44 @@ def zonal_columns(
             out = flat_x.new_empty(len(flat_x), len(directions))  # [B N, M]
         transposed = directions.mT.contiguous()  # [d, M]
         scales = None if row_scale is None else row_scale.reshape(-1, 1).to(x.dtype)  # [B N, 1]
-        for start in range(0, len(flat_x), RECURRENCE_ROWS):
-            rows = slice(start, start + RECURRENCE_ROWS)
-            block = torch.mm(flat_x[rows], transposed, out=out[rows]).clamp_(-1, 1)  # [n, M]
-            zonal_by_level_(block, sizes, ambient_dim)
-            if scales is not None:
-                block.mul_(scales[rows])
+
+        def finish_rows(first: int, stop: int) -> None:
+            for start in range(first, stop, RECURRENCE_ROWS):
+                rows = slice(start, min(start + RECURRENCE_ROWS, stop))
+                block = torch.mm(flat_x[rows], transposed, out=out[rows]).clamp_(-1, 1)  # [n, M]
+                zonal_by_level_(block, sizes, ambient_dim)
+                if scales is not None:
+                    block.mul_(scales[rows])
+
+        threads = torch.get_num_threads()
+        if flat_x.device.type != "cpu" or threads == 1 or len(flat_x) < 2 * RECURRENCE_ROWS:
+            finish_rows(0, len(flat_x))
+        else:
+            _finish_in_threads(finish_rows, len(flat_x), threads)
         return out.reshape(*x.shape[:-1], len(directions))
+
+
+def _finish_in_threads(finish_rows: Callable[[int, int], None], count: int, threads: int) -> None:
+    """``finish_rows(first, stop)`` over ``threads`` contiguous ranges of whole blocks of the
+    ``count`` rows, one Python thread each (torch ops release the GIL), each thread's ops on one
+    intra-op thread: the blocks are too small for OpenMP to split them cheaply (a fork and join per
+    operation, about 20 per block), but independent of each other. The intra-op thread count is
+    process-wide in MKL, so it is put back afterwards."""
+    blocks = -(-count // RECURRENCE_ROWS)
+    workers = min(threads, blocks)
+    edges = [min(count, (blocks * k // workers) * RECURRENCE_ROWS) for k in range(workers + 1)]
+
+    def serially(first: int, stop: int) -> None:
+        torch.set_num_threads(1)
+        finish_rows(first, stop)
+
+    try:
+        with ThreadPoolExecutor(workers) as pool:
+            done = [pool.submit(serially, a, b) for a, b in itertools.pairwise(edges) if b > a]
+            for future in done:
+                future.result()
+    finally:
+        torch.set_num_threads(threads)
 
 
 def apply_level_factors(zonal: torch.Tensor, factors: Sequence[torch.Tensor]) -> torch.Tensor:
