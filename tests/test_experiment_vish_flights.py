@@ -75,6 +75,25 @@ def test_a_subset_of_models_fits_only_those(tmp_path):
         run_experiment("vish-flights", overrides={**TINY, "models": ["gp"]}, runs_root=tmp_path)
 
 
+def test_the_sgpr_with_input_scales_learns_them_before_its_pass(tmp_path, monkeypatch):
+    """``input_scales``: the SGPR's embedding has learnable scales, fitted (away from 1) on a
+    subsample's bound before the statistics pass, which then runs at them."""
+    from zonal.models import SGPR
+
+    fitted = []
+    original = SGPR.fit_statistics
+
+    def spy(self, *args, **kwargs):
+        fitted.append(self.input_map.input_scales.detach().clone())
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(SGPR, "fit_statistics", spy)
+    settings = {**TINY, "models": ["sgpr"], "input_scales": True}
+    result = run_experiment("vish-flights", overrides=settings, runs_root=tmp_path)
+    assert len(fitted) == 1 and not torch.allclose(fitted[0], torch.ones_like(fitted[0]))
+    assert math.isfinite(float(_read(result.path / "results.csv")[0]["rmse"]))
+
+
 def test_compare_flags_an_svgp_that_never_reaches_the_sgpr_as_a_lower_bound():
     rows = [
         {"split": 0, "model": "sgpr", "rmse": 0.5, "seconds": 2.0},

@@ -121,6 +121,20 @@ CLAIMS: tuple[Claim, ...] = (
                 f"{RUN} vish-flights --protocol converged --set frequencies=6 "
                 "--set 'models=[\"sgpr\"]'",
             ),
+            # Declared in session 12, before they ran: does ARD (one scale per input, as the RBF
+            # SVGP has) close the SGPR's accuracy gap at M = 660, and does it add to M = 1,782?
+            Ablation(
+                "the SGPR with input scales (ARD; 5 frequencies, M = 660)",
+                {"input_scales": True, "models": ["sgpr"]},
+                f"{RUN} vish-flights --protocol converged --set input_scales=true "
+                "--set 'models=[\"sgpr\"]'",
+            ),
+            Ablation(
+                "the SGPR with input scales and 6 complete frequencies (M = 1,782)",
+                {"input_scales": True, "frequencies": 6, "models": ["sgpr"]},
+                f"{RUN} vish-flights --protocol converged --set input_scales=true "
+                "--set frequencies=6 --set 'models=[\"sgpr\"]'",
+            ),
         ),
         cause="Speed: the stand-in has 219,082 training rows against the seed's 6 million; the "
         "SGPR's cost grows linearly in N while an SVGP's time to a given RMSE grows more slowly, "

@@ -16,7 +16,10 @@ its test part, all when None), inputs and target standardised with the training 
   on [x, 1] / ||[x, 1]|| (660 features for d = 9 at 5 frequencies) under the polynomial-decay
   kernel (seed 002 eq. 15, truncated at ``kernel_degree``); one pass over the training rows for the
   sufficient statistics (chunks of ``chunk_size``), then ``lbfgs_steps`` L-BFGS iterations on the
-  collapsed bound (seed 000 sec. 3.3). Its test RMSE is the accuracy the SVGPs must reach.
+  collapsed bound (seed 000 sec. 3.3). Its test RMSE is the accuracy the SVGPs must reach. With
+  ``input_scales`` it first learns one scale per input, [s * x, 1], on the bound of a random
+  subsample of the training rows, as ``zonal fit --ard`` does (``SGPR.fit_input_scales``; on the
+  clock), and the pass runs at those scales.
 - **SVGPs**, each trained by Adam (``learning_rate``, minibatches of ``batch_size``, epochs of a
   permutation) from its default initialisation until its test RMSE has not improved by a relative
   ``plateau_tolerance`` for ``patience`` evaluations (one every ``eval_every`` steps, off the clock),
@@ -62,6 +65,7 @@ QUICK: dict[str, Any] = {
     "test_fraction": 0.2,
     "test_rows": 5000,  # None: every test row of the split
     "frequencies": 5,
+    "input_scales": False,  # the SGPR learns one scale per input first (ARD)
     "kernel_degree": 8,
     "initial_noise": 0.1,
     "lbfgs_steps": 50,
@@ -162,12 +166,21 @@ def held_out_metrics(model: Any, x: torch.Tensor, y: torch.Tensor) -> tuple[floa
 
 def fit_sgpr(data: tuple[torch.Tensor, ...], config: dict[str, Any]) -> dict[str, Any]:
     """One statistics pass and ``lbfgs_steps`` L-BFGS iterations; CPU seconds of both."""
+    from zonal.geometry import SphereEmbedding
     from zonal.models import SGPR
+    from zonal.tabular.recipes.sgpr import ARD_ITERATIONS, ARD_SUBSAMPLE
 
     x, y, x_test, y_test = data
     kernel, features = harmonic_parts(x.shape[1], config)
-    model = SGPR(kernel, features, x.shape[1])
+    embedding = None
+    if config["input_scales"]:
+        embedding = SphereEmbedding(1.0, input_scales=1.0, input_dim=x.shape[1])
+    model = SGPR(kernel, features, x.shape[1], input_map=embedding)
     started = time.process_time()
+    if config["input_scales"]:
+        model.fit_input_scales(
+            x, y, subsample_size=ARD_SUBSAMPLE, max_iter=ARD_ITERATIONS, seed=config["seed"]
+        )
     model.fit_statistics(x, y, chunk_size=config["chunk_size"])
     data_pass = time.process_time() - started
     model.fit(max_iter=config["lbfgs_steps"])
