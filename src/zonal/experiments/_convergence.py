@@ -15,7 +15,7 @@ per point. The rule reads the curve only; it never looks at test metrics.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 PLATEAU_TOLERANCE = 0.005
@@ -120,6 +120,39 @@ def plot_curves(axis: Any, curves: Sequence[tuple[str, Sequence[tuple[int, float
     axis.set_ylabel("training loss per point")
 
 
+def save_curve_panels(
+    run_dir: Any,
+    rows: Sequence[dict[str, Any]],
+    panel_keys: Sequence[str],
+    label: Callable[[dict[str, Any]], str],
+    *,
+    symlog: bool = False,
+) -> None:
+    """``training_curves.png`` in ``run_dir`` (a ``RunDirectory``): the saved curves of ``rows``,
+    one panel per value of ``panel_keys`` (titled by it), each curve named by ``label(row)``;
+    nothing without matplotlib or curves."""
+    try:
+        from matplotlib.figure import Figure
+    except ImportError:
+        return
+    panels = sorted({tuple(r[key] for key in panel_keys) for r in rows if r.get("curve")})
+    if not panels:
+        return
+    figure = Figure(figsize=(3.2 * len(panels), 3.0))
+    axes = figure.subplots(1, len(panels), squeeze=False)[0]
+    for axis, panel in zip(axes, panels, strict=True):
+        found = [r for r in rows if tuple(r[key] for key in panel_keys) == panel]
+        plot_curves(axis, [(label(r), r["curve"]) for r in found])
+        axis.set_title(
+            ", ".join(f"{key} {value}" for key, value in zip(panel_keys, panel, strict=True)),
+            fontsize=8,
+        )
+        if symlog:
+            axis.set_yscale("symlog", linthresh=0.1)
+    axes[0].legend(frameon=False, fontsize=5)
+    run_dir.save_figure("training_curves.png", figure)
+
+
 __all__ = [
     "PLATEAU_TOLERANCE",
     "StopAtPlateau",
@@ -128,6 +161,7 @@ __all__ = [
     "is_converged",
     "plateau_drop",
     "plot_curves",
+    "save_curve_panels",
     "thin_curve",
     "without_curve",
 ]

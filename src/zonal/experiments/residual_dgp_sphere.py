@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from zonal.experiments._convergence import curve_rows, without_curve
+from zonal.experiments._convergence import curve_rows, save_curve_panels, without_curve
 from zonal.experiments.registry import register_experiment
 from zonal.experiments.run_directory import RunDirectory
 
@@ -365,7 +365,13 @@ def run_residual_dgp_sphere(config: dict[str, Any], run_dir: RunDirectory) -> di
     keys = ("model", "num_train", "hidden_layers", "repeat")
     run_dir.save_table("curves.csv", curve_rows(rows, keys))
     _plot(run_dir, rows, config)
-    _plot_curves(run_dir, rows)
+    save_curve_panels(
+        run_dir,
+        rows,
+        ("model", "num_train"),
+        lambda r: f"{r['hidden_layers']} hidden, rep {r['repeat']}",
+        symlog=True,
+    )
     metrics: dict[str, Any] = {}
     for entry in summary:
         cell = metrics.setdefault(entry["model"], {}).setdefault(f"n{entry['num_train']}", {})
@@ -378,32 +384,6 @@ def run_residual_dgp_sphere(config: dict[str, Any], run_dir: RunDirectory) -> di
     metrics["num_fits"] = len(rows)
     metrics["converged_fits"] = sum(bool(r.get("converged", False)) for r in rows)
     return metrics
-
-
-def _plot_curves(run_dir: RunDirectory, rows: list[dict[str, Any]]) -> None:
-    """``training_curves.png``: the loss per point against step, one panel per (model, N)."""
-    try:
-        from matplotlib.figure import Figure
-    except ImportError:
-        return
-    from zonal.experiments._convergence import plot_curves
-
-    panels = sorted({(r["model"], r["num_train"]) for r in rows if r.get("curve")})
-    if not panels:
-        return
-    figure = Figure(figsize=(3.2 * len(panels), 3.0))
-    axes = figure.subplots(1, len(panels), squeeze=False)[0]
-    for axis, (model, size) in zip(axes, panels, strict=True):
-        curves = [
-            (f"{r['hidden_layers']} hidden, rep {r['repeat']}", r["curve"])
-            for r in rows
-            if (r["model"], r["num_train"]) == (model, size)
-        ]
-        plot_curves(axis, curves)
-        axis.set_title(f"{model}, N = {size}", fontsize=8)
-        axis.set_yscale("symlog", linthresh=0.1)
-    axes[0].legend(frameon=False, fontsize=5)
-    run_dir.save_figure("training_curves.png", figure)
 
 
 # ---------------------------------------------------------------------------------------- figures

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from zonal.experiments._convergence import curve_rows, without_curve
+from zonal.experiments._convergence import curve_rows, save_curve_panels, without_curve
 from zonal.experiments.registry import register_experiment
 from zonal.experiments.run_directory import RunDirectory
 
@@ -316,7 +316,9 @@ def run_residual_dgp_uci(config: dict[str, Any], run_dir: RunDirectory) -> dict[
     keys = ("dataset", "split", "model", "depth")
     run_dir.save_table("curves.csv", curve_rows(rows, keys))
     _plot(run_dir, rows, config)
-    _plot_curves(run_dir, rows)
+    save_curve_panels(
+        run_dir, rows, ("dataset", "model"), lambda r: f"depth {r['depth']}, split {r['split']}"
+    )
     metrics: dict[str, Any] = {}
     for entry in summary:
         cell = metrics.setdefault(entry["dataset"], {}).setdefault(entry["model"], {})
@@ -327,31 +329,6 @@ def run_residual_dgp_uci(config: dict[str, Any], run_dir: RunDirectory) -> dict[
     metrics["num_fits"] = len(rows)
     metrics["converged_fits"] = sum(bool(r.get("converged", False)) for r in rows)
     return metrics
-
-
-def _plot_curves(run_dir: RunDirectory, rows: list[dict[str, Any]]) -> None:
-    """``training_curves.png``: the loss per point against step, one panel per (dataset, model)."""
-    try:
-        from matplotlib.figure import Figure
-    except ImportError:
-        return
-    from zonal.experiments._convergence import plot_curves
-
-    panels = sorted({(r["dataset"], r["model"]) for r in rows if r.get("curve")})
-    if not panels:
-        return
-    figure = Figure(figsize=(3.2 * len(panels), 3.0))
-    axes = figure.subplots(1, len(panels), squeeze=False)[0]
-    for axis, (dataset, model) in zip(axes, panels, strict=True):
-        curves = [
-            (f"depth {r['depth']}, split {r['split']}", r["curve"])
-            for r in rows
-            if (r["dataset"], r["model"]) == (dataset, model)
-        ]
-        plot_curves(axis, curves)
-        axis.set_title(f"{dataset}, {model}", fontsize=8)
-    axes[0].legend(frameon=False, fontsize=5)
-    run_dir.save_figure("training_curves.png", figure)
 
 
 def _plot(run_dir: RunDirectory, rows: list[dict[str, Any]], config: dict[str, Any]) -> None:
