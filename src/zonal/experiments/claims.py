@@ -276,6 +276,16 @@ CLAIMS: tuple[Claim, ...] = (
             Ordering("protein sparse RMSE", "protein complete RMSE"),
             Ordering("protein sparse NLL", "protein complete NLL"),
         ),
+        # Declared in session 12 while the converged run was in flight, after its first fit
+        # (complete harmonics, split 0) failed the plateau rule at 2000 steps (plateau drop
+        # -0.0076 nats per point) and before any sparse fit had finished.
+        ablations=(
+            Ablation(
+                "twice the steps (4000, about 110 epochs)",
+                {"steps": 4000},
+                f"{RUN} sparse-phases-regression --protocol converged --set steps=4000",
+            ),
+        ),
         notes="The seed's claim (sec. 6.2, fig. 2, no numbers printed): 'the sparse spherical "
         "harmonic features outperform the full harmonics most of the time' in test NLL and RMSE "
         "on song, buzz and houseelectric (not obtainable here). The orderings ask it on protein "
