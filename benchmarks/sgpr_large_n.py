@@ -185,11 +185,12 @@ def run_sgpr(
     model = SGPR(kernel, features, input_dim, input_map=embedding)
     options = {} if dtype is None else {"dtype": getattr(torch, dtype)}
     start = time.process_time()
+    scales = 0.0
     if ard_rows is not None:
         model.fit_input_scales(
             *ard_rows, subsample_size=len(ard_rows[0]), max_iter=ARD_ITERATIONS, seed=0
         )
-    scales = time.process_time() - start
+        scales = time.process_time() - start
     model.fit_statistics(**data, **options)
     data_pass = time.process_time() - start - scales
     at_reference = None if reference is None else bound_at(model, reference)
@@ -278,7 +279,7 @@ def print_row(size: int, name: str, result: dict, sgpr: dict) -> float:
     elif "bound_per_row" in result:
         extra = (
             f" | pass {result['data_pass_s']:.1f} s ({result['data_pass_s'] / size * 1e6:.1f} us "
-            f"per row), fit {result['seconds'] - result['data_pass_s']:.1f} s"
+            f"per row), fit {result['seconds'] - result['data_pass_s'] - result.get('scales_s', 0):.1f} s"
             + (f" (input scales {result['scales_s']:.1f} s)" if result.get("scales_s") else "")
             + f", bound/N "
             f"{result['bound_per_row']:.6f} ({result['statistics_dtype']})"

@@ -191,6 +191,41 @@ def test_layer_diagnostics_of_hidden_fields_at_their_prior_are_the_closed_form()
     assert found["hidden_kl"] == pytest.approx(variables * per_variable / points, rel=1e-9)
 
 
+def test_layer_diagnostics_follow_the_mean_path_of_trained_looking_fields():
+    """Fields with random variational means and scales (the frame construction, whose components
+    differ): the shift is the RMS of each field's mean vector along the composed mean path and
+    the spread the RMS trace of each point's dense 3x3 covariance block of q(v(X)), both averaged
+    over the layers (an independent path: ``mean`` and ``joint_distribution``)."""
+    from zonal.experiments.residual_dgp_uci import layer_diagnostics
+    from zonal.geometry import exp_map
+    from zonal.models.residual_dgp import residual_dgp
+
+    torch.manual_seed(3)
+    model = residual_dgp(2, 2, 9, construction="frame", hidden_variance=0.5, hidden_scale=0.3)
+    with torch.no_grad():
+        for field in model.fields:
+            distribution = field.variational_strategy._variational_distribution
+            distribution.variational_mean.normal_(0.0, 0.5)
+            distribution.chol_variational_covar.mul_(
+                torch.rand_like(distribution.chol_variational_covar) + 0.5
+            )
+    x = torch.randn(25, 2, dtype=torch.float64)
+    found = layer_diagnostics(model, x)
+    h, _ = model.to_sphere(x)
+    shifts, spreads = [], []
+    with torch.no_grad():
+        for field in model.fields:
+            mean = field.mean(h)  # [N, 3]
+            covariance = field.joint_distribution(h).covariance_matrix  # [3 N, 3 N]
+            blocks = covariance.reshape(len(h), 3, len(h), 3).diagonal(dim1=0, dim2=2)  # [3, 3, N]
+            spreads.append(float(blocks.diagonal(dim1=0, dim2=1).sum(-1).mean().sqrt()))
+            shifts.append(float(mean.pow(2).sum(-1).mean().sqrt()))
+            h = exp_map(h, mean)
+    assert found["hidden_shift"] == pytest.approx(sum(shifts) / 2, rel=1e-9)
+    assert found["hidden_spread"] == pytest.approx(sum(spreads) / 2, rel=1e-6)
+    assert found["hidden_shift"] > 0.01
+
+
 def test_two_worker_processes_give_the_rows_of_one(sphere_reference, tmp_path):
     """--jobs 2 runs the fits in two spawned processes, finishing in any order; every fit seeds
     itself, so the rows (sorted) and the metrics are those of the one-process run."""

@@ -139,6 +139,13 @@ def test_blocks_shared_among_threads_give_the_rows_of_one_thread(num_points):
     finally:
         torch.set_num_threads(previous)
     assert torch.allclose(shared, serial, rtol=1e-14, atol=1e-14)
+    with torch.inference_mode():  # the workers run in the caller's inference mode
+        torch.set_num_threads(2)
+        try:
+            inferred = zonal_columns(unit, directions, features.level_sizes, 4, row_scale=scale)
+        finally:
+            torch.set_num_threads(previous)
+    assert torch.allclose(inferred, serial, rtol=1e-14, atol=1e-14)
 
 
 def test_float32_pass_is_within_its_stated_tolerance_and_keeps_float64_totals():

@@ -142,7 +142,7 @@ def save_curve_panels(
     axes = figure.subplots(1, len(panels), squeeze=False)[0]
     for axis, panel in zip(axes, panels, strict=True):
         found = [r for r in rows if tuple(r[key] for key in panel_keys) == panel]
-        plot_curves(axis, [(label(r), r["curve"]) for r in found])
+        plot_curves(axis, [(label(r), r.get("curve", [])) for r in found])
         axis.set_title(
             ", ".join(f"{key} {value}" for key, value in zip(panel_keys, panel, strict=True)),
             fontsize=8,

@@ -211,7 +211,7 @@ def layer_diagnostics(model: DGP, x_train: torch.Tensor) -> dict[str, float]:
         found = {"hidden_kl": sum(kls[:-1]), "output_kl": kls[-1]}
         if not isinstance(model, ResidualDGP):
             return found
-        h, _ = model.to_sphere(x_train)  # [N, d]
+        h, _ = model.to_sphere(model.check_inputs(x_train))  # [N, d]
         shifts, spreads = [], []
         for field in model.fields:
             components = field.component_distribution(h)  # [N, P]

@@ -79,16 +79,19 @@ def zonal_columns(
 def _finish_in_threads(finish_rows: Callable[[int, int], None], count: int, threads: int) -> None:
     """``finish_rows(first, stop)`` over ``threads`` contiguous ranges of whole blocks of the
     ``count`` rows, one Python thread each (torch ops release the GIL), each thread's ops on one
-    intra-op thread: the blocks are too small for OpenMP to split them cheaply (a fork and join per
-    operation, about 20 per block), but independent of each other. The intra-op thread count is
-    process-wide in MKL, so it is put back afterwards."""
+    intra-op thread: the blocks are too small for OpenMP to split them cheaply (a fork and a join
+    per operation, about 20 per block), but independent of each other. The workers run in the
+    caller's grad and inference modes (both are per thread in torch); their thread counts (per
+    thread in OpenMP and MKL) end with them, and torch's stored count is put back afterwards."""
     blocks = -(-count // RECURRENCE_ROWS)
     workers = min(threads, blocks)
     edges = [min(count, (blocks * k // workers) * RECURRENCE_ROWS) for k in range(workers + 1)]
+    inference = torch.is_inference_mode_enabled()
 
     def serially(first: int, stop: int) -> None:
         torch.set_num_threads(1)
-        finish_rows(first, stop)
+        with torch.inference_mode(inference), torch.no_grad():
+            finish_rows(first, stop)
 
     try:
         with ThreadPoolExecutor(workers) as pool:
