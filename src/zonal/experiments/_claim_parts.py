@@ -207,6 +207,11 @@ RESIDUAL_UCI_ABLATIONS = (
         f"{RUN} {_UCI_RESIDUAL} --set hidden_variance=0.1",
     ),
     Ablation(
+        "residual, hidden-layer prior variance 100x (1.0, the output layer's)",
+        {"models": ["residual"], "hidden_variance": 1.0},
+        f"{RUN} {_UCI_RESIDUAL} --set hidden_variance=1.0",
+    ),
+    Ablation(
         "residual on concrete, 3x the seed's epochs (3000)",
         {"models": ["residual"], "datasets": ["concrete"], "epochs": 3000},
         f"{RUN} {_UCI_RESIDUAL} --set 'datasets=[\"concrete\"]' --set epochs=3000",
