@@ -244,10 +244,11 @@ def test_the_reproduce_queue_resumes_runs_in_flight_first_and_skips_finished_one
     flight = _fake_run(tmp_path, "flight", finished=False)
     _fake_run(tmp_path, "bo", experiment="bo-sphere")
     queue = reproduction_queue(tmp_path, claims)
-    assert queue == [
+    assert [(item.experiment, item.protocol, item.folder) for item in queue] == [
         ("residual-dgp-sphere", "converged", flight),
         ("uci-dgp", "converged", None),
     ]
+    assert all(not item.settings and not item.label for item in queue)
 
 
 def test_the_reproduce_queue_runs_the_cheapest_new_run_first(tmp_path, monkeypatch):
@@ -266,7 +267,39 @@ def test_the_reproduce_queue_runs_the_cheapest_new_run_first(tmp_path, monkeypat
     unestimated = dataclasses.replace(get_experiment("uci-report"), cpu_hours={})
     monkeypatch.setitem(registry._EXPERIMENTS, "uci-report", unestimated)
     queue = reproduction_queue(tmp_path, claims)
-    assert [name for name, _, _ in queue] == ["vish-flights", "bo-sphere", "uci-report"]
+    assert [item.experiment for item in queue] == ["vish-flights", "bo-sphere", "uci-report"]
+
+
+def test_the_reproduce_queue_adds_the_unfinished_ablations_after_the_protocols(tmp_path):
+    """--ablations: each declared ablation without a finished run, after the claims' own runs,
+    the one in flight first (to resume), a finished one skipped, one two claims share once."""
+    from zonal.experiments.reproductions import reproduction_queue
+
+    done = Ablation("done", {"steps": 10}, "cmd")
+    flying = Ablation("flying", {"steps": 20}, "cmd")
+    new = Ablation("new", {"hidden_variance": 0.1}, "cmd")
+    claims = [
+        _claim(number="8", ablations=(new, done)),
+        _claim(number="8b", ablations=(flying, new)),
+    ]
+    _fake_run(tmp_path, "main")
+    _fake_run(tmp_path, "done", overridden=("steps",), config={"steps": 10})
+    flight = _fake_run(tmp_path, "flight", overridden=("steps",), config={"steps": 20},
+                       finished=False)  # fmt: skip
+    assert reproduction_queue(tmp_path, claims) == []
+    queue = reproduction_queue(tmp_path, claims, ablations=True)
+    assert [(item.folder, dict(item.settings), item.label) for item in queue] == [
+        (flight, {"steps": 20}, "claim 8b ablation: flying"),
+        (None, {"hidden_variance": 0.1}, "claim 8 ablation: new"),
+    ]
+
+
+def test_cli_reproduce_lists_its_ablations_as_commands(tmp_path, capsys):
+    assert main(["experiment", "reproduce", "--runs-dir", str(tmp_path), "--list",
+                 "--ablations"]) == 0  # fmt: skip
+    err = capsys.readouterr().err
+    assert "--set 'models=[\"residual\"]' --set hidden_variance=0.1 (new run; cost not " in err
+    assert "claim 10a ablation: residual, hidden-layer prior variance 10x (0.1)" in err
 
 
 def test_cli_reproduce_lists_its_queue_with_its_cost(tmp_path, capsys):

@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import argparse
+import json
+import shlex
 import sys
 import traceback
 from pathlib import Path
@@ -75,10 +77,14 @@ def add_experiment_parser(commands: Any) -> None:
         description="Run, one after another, the experiments of the reproduction report whose "
         "protocol has no finished run under --runs-dir: an unfinished run folder is resumed, a "
         "missing one started. Ctrl-C stops; run the same command to go on. --list only prints "
-        "the queue.",
+        "the queue; --ablations then runs the claims' declared ablations the same way.",
     )
     add_runs_dir(reproduce)
     reproduce.add_argument("--list", action="store_true", help="print the queue and stop")
+    reproduce.add_argument(
+        "--ablations", action="store_true",
+        help="then the claims' declared ablations that have no finished run",
+    )  # fmt: skip
     reproduce.add_argument("--jobs", type=positive_int, default=1, metavar="N",
                            help=JOBS_HELP)  # fmt: skip
     reproduce.set_defaults(handler=experiment_reproduce)
@@ -164,17 +170,25 @@ def experiment_reproduce(args: argparse.Namespace) -> int:
     from zonal.experiments.reproductions import reproduction_queue
     from zonal.experiments.run import create_run, execute_run, open_run
 
-    queue = reproduction_queue(args.runs_dir)
+    queue = reproduction_queue(args.runs_dir, ablations=args.ablations)
     total, unknown = 0.0, 0
-    for name, protocol, folder in queue:
-        action = f"resume {folder}" if folder else "new run"
-        hours = get_experiment(name).cpu_hours.get(protocol)
+    for item in queue:
+        action = f"resume {item.folder}" if item.folder else "new run"
+        hours = (
+            None if item.settings else get_experiment(item.experiment).cpu_hours.get(item.protocol)
+        )
         if hours is None:
             unknown += 1
         else:
             total += hours
         cost = "cost not estimated" if hours is None else f"about {hours:g} CPU-hours"
-        print(f"zonal: queued {name} --protocol {protocol} ({action}; {cost})", file=sys.stderr)
+        settings = "".join(
+            f" --set {shlex.quote(f'{key}={json.dumps(value)}')}"
+            for key, value in item.settings.items()
+        )
+        purpose = f"; {item.label}" if item.label else ""
+        print(f"zonal: queued {item.experiment} --protocol {item.protocol}{settings} ({action}; "
+              f"{cost}{purpose})", file=sys.stderr)  # fmt: skip
     if queue:
         rest = f", {unknown} not estimated" if unknown else ""
         print(f"zonal: about {total:g} CPU-hours in all{rest} (a run in flight counts whole; "
@@ -183,10 +197,11 @@ def experiment_reproduce(args: argparse.Namespace) -> int:
         if not queue:
             print("zonal: every claim's protocol has a finished run", file=sys.stderr)
         return 0
-    for name, protocol, folder in queue:
+    for name, protocol, folder, settings, _ in queue:
         try:
             if folder is None:
-                run = create_run(name, protocol=protocol, runs_root=args.runs_dir, jobs=args.jobs)
+                run = create_run(name, protocol=protocol, overrides=dict(settings),
+                                 runs_root=args.runs_dir, jobs=args.jobs)  # fmt: skip
             else:
                 run = open_run(folder, experiment=name, jobs=args.jobs)
         except ExperimentError as error:

@@ -34,7 +34,7 @@ import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 VERDICTS = ("reproduced", "reproduced in direction only", "not reproduced", "not run")
 LAST = "last"
@@ -445,14 +445,31 @@ def format_number(value: float | None) -> str:
     return f"{value:.4g}"
 
 
+class QueuedRun(NamedTuple):
+    """One run ``zonal experiment reproduce`` still has to do."""
+
+    experiment: str
+    protocol: str
+    #: an unfinished run folder to resume, or None for a new run
+    folder: Path | None
+    #: the settings of an ablation (empty: the claim's protocol itself)
+    settings: Mapping[str, Any] = {}
+    #: what the run is for, e.g. "claim 10a ablation: ..." (empty for a claim's protocol)
+    label: str = ""
+
+
 def reproduction_queue(
-    runs_root: str | os.PathLike[str], claims: Sequence[Claim] | None = None
-) -> list[tuple[str, str, Path | None]]:
-    """What ``zonal experiment reproduce`` still has to run: one (experiment, protocol, folder to
-    resume or None for a new run) per experiment whose claim protocol has no finished run under
-    ``runs_root`` (claims without an experiment, or whose experiment does not offer the protocol
-    yet, are left out); runs in flight first, then the cheapest by the experiment's
-    ``cpu_hours`` (those without an estimate last), ties in the claims' order."""
+    runs_root: str | os.PathLike[str],
+    claims: Sequence[Claim] | None = None,
+    *,
+    ablations: bool = False,
+) -> list[QueuedRun]:
+    """What ``zonal experiment reproduce`` still has to run: one ``QueuedRun`` per experiment
+    whose claim protocol has no finished run under ``runs_root`` (claims without an experiment,
+    or whose experiment does not offer the protocol yet, are left out); runs in flight first, then
+    the cheapest by the experiment's ``cpu_hours`` (those without an estimate last), ties in the
+    claims' order. With ``ablations``, then every declared ablation without a finished run (in
+    flight first, then in the claims' order; an ablation two claims share is queued once)."""
     from zonal.experiments.registry import get_experiment
 
     if claims is None:
@@ -460,21 +477,35 @@ def reproduction_queue(
 
         claims = CLAIMS
     runs = find_runs(runs_root)
-    queue: list[tuple[str, str, Path | None]] = []
+    queue: list[QueuedRun] = []
+    extra: list[QueuedRun] = []
     for claim in claims:
-        if claim.experiment is None or any(item[0] == claim.experiment for item in queue):
+        if claim.experiment is None:
             continue
         if claim.protocol not in get_experiment(claim.experiment).protocols:
             continue
-        matching = _matching(runs, claim, {})
-        if any(run.finished for run in matching):
-            continue
-        queue.append((claim.experiment, claim.protocol, matching[0].path if matching else None))
+        if not any(item.experiment == claim.experiment for item in queue):
+            matching = _matching(runs, claim, {})
+            if not any(run.finished for run in matching):
+                folder = matching[0].path if matching else None
+                queue.append(QueuedRun(claim.experiment, claim.protocol, folder))
+        for ablation in claim.ablations if ablations else ():
+            known = (claim.experiment, claim.protocol, dict(ablation.settings))
+            if any((i.experiment, i.protocol, dict(i.settings)) == known for i in extra):
+                continue
+            matching = _matching(runs, claim, ablation.settings)
+            if any(run.finished for run in matching):
+                continue
+            folder = matching[0].path if matching else None
+            label = f"claim {claim.number} ablation: {ablation.label}"
+            extra.append(QueuedRun(*known[:2], folder, known[2], label))
 
-    def cost(item: tuple[str, str, Path | None]) -> float:
-        return get_experiment(item[0]).cpu_hours.get(item[1], math.inf)
+    def cost(item: QueuedRun) -> float:
+        return get_experiment(item.experiment).cpu_hours.get(item.protocol, math.inf)
 
-    return sorted(queue, key=lambda item: (item[2] is None, cost(item)))
+    queue.sort(key=lambda item: (item.folder is None, cost(item)))
+    extra.sort(key=lambda item: item.folder is None)  # stable: the claims' order otherwise
+    return queue + extra
 
 
 __all__ = [
@@ -485,6 +516,7 @@ __all__ = [
     "Claim",
     "ClaimResult",
     "Ordering",
+    "QueuedRun",
     "RunFolder",
     "Statistic",
     "Value",
