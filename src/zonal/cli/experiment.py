@@ -182,12 +182,12 @@ def experiment_reproduce(args: argparse.Namespace) -> int:
         else:
             total += hours
         cost = "cost not estimated" if hours is None else f"about {hours:g} CPU-hours"
-        settings = "".join(
+        flags = "".join(
             f" --set {shlex.quote(f'{key}={json.dumps(value)}')}"
             for key, value in item.settings.items()
         )
         purpose = f"; {item.label}" if item.label else ""
-        print(f"zonal: queued {item.experiment} --protocol {item.protocol}{settings} ({action}; "
+        print(f"zonal: queued {item.experiment} --protocol {item.protocol}{flags} ({action}; "
               f"{cost}{purpose})", file=sys.stderr)  # fmt: skip
     if queue:
         rest = f", {unknown} not estimated" if unknown else ""

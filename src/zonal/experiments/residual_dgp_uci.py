@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 import statistics
 import zlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
@@ -205,7 +205,7 @@ def layer_diagnostics(model: DGP, x_train: torch.Tensor) -> dict[str, float]:
     count = len(x_train)
     with torch.no_grad():
         kls = [
-            float(layer.variational_strategy.kl_divergence().sum()) / count
+            float(cast(Any, layer.variational_strategy).kl_divergence().sum()) / count
             for layer in model.layers
         ]
         found = {"hidden_kl": sum(kls[:-1]), "output_kl": kls[-1]}
