@@ -12,6 +12,7 @@ import json
 
 import numpy as np
 import pytest
+import torch
 
 from zonal.experiments import create_run, execute_run, resume_experiment, run_experiment
 from zonal.experiments import seed002_magic as magic_module
@@ -242,3 +243,29 @@ def test_regression_run_writes_rows_summary_and_resumes(tmp_path, monkeypatch) -
     (run_path,) = list((tmp_path / "run").iterdir())
     resumed = resume_experiment(run_path)
     assert _without_times(resumed.metrics) == _without_times(reference.metrics)
+
+
+@pytest.mark.parametrize("kind", ["complete", "sparse"])
+def test_prior_variance_share_is_the_mean_of_the_features_q_over_the_sphere(kind):
+    """The share of k(x, x) the features hold, Q(x, x) = k_u(x)^T K_uu^{-1} k_u(x), averaged over
+    20,000 uniform points on S^3: exact for complete levels (Q is constant), within 4 Monte Carlo
+    standard errors for 3 phases per degree (degrees 2 and 3 truncated)."""
+    from zonal.experiments.seed002_common import prior_variance_share
+    from zonal.kernels import PolynomialDecayKernel
+
+    ambient_dim, frequencies, phases, degree, beta = 4, 4, 3, 8, 2.0
+    kernel = PolynomialDecayKernel(ambient_dim, max_degree=degree, beta=beta).double()
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(20000, ambient_dim, dtype=torch.float64, generator=generator)
+    x = torch.nn.functional.normalize(x, dim=-1)  # uniform on S^3
+    features = harmonic_features(kind, ambient_dim, frequencies, phases, seed=0)
+    with torch.no_grad():
+        kuf = features.kuf(kernel, x)  # [M, N]
+        kuu = features.kuu(kernel).diagonal()  # [M]
+        share = (kuf**2 / kuu[:, None]).sum(0) / kernel(x[:1], x[:1]).to_dense().reshape(())
+    expected = prior_variance_share(kind, ambient_dim, beta, frequencies, phases, degree)
+    error = float(share.std()) / len(share) ** 0.5
+    assert abs(float(share.mean()) - expected) <= max(4 * error, 1e-12)
+    if kind == "sparse":  # 3 of 9 and of 16 harmonics at degrees 2 and 3: strictly less
+        complete = prior_variance_share("complete", ambient_dim, beta, frequencies, phases, degree)
+        assert expected < complete - 0.1

@@ -55,6 +55,43 @@ def harmonic_features(
     raise ValueError(f"unknown feature kind {kind!r}; use one of {FEATURE_KINDS}")
 
 
+def prior_variance_share(
+    kind: str,
+    ambient_dim: int,
+    beta: float,
+    frequencies: int,
+    max_phases: int,
+    max_degree: int,
+) -> float:
+    """The share of the continuous-depth kernel's prior variance that a feature set holds,
+    averaged over the sphere: with lambda_n = n^{-beta} per harmonic (eq. 15) and N_n the
+    harmonics of degree n on S^{d-1},
+
+        complete: sum_{n < F} lambda_n N_n / sum_{n <= L} lambda_n N_n,
+        sparse:   sum_{n < F} lambda_n min(P, N_n) / sum_{n <= L} lambda_n N_n,
+
+    since P orthonormal functions of degree n hold lambda_n P of that degree's lambda_n N_n on
+    average over the sphere (the mean of Q(x, x) = k_u(x)^T K_uu^{-1} k_u(x) under the uniform
+    measure). F = ``frequencies``, P = ``max_phases``, L = ``max_degree`` (the kernel's
+    truncation). Where nearly all the variance sits in degrees both sets hold whole, the sparse
+    set's higher degrees add almost nothing and its missing phases at middle degrees cost it."""
+    from zonal.harmonics.counts import num_harmonics
+    from zonal.kernels import PolynomialDecayKernel
+
+    if kind not in FEATURE_KINDS:
+        raise ValueError(f"unknown feature kind {kind!r}; use one of {FEATURE_KINDS}")
+    kernel = PolynomialDecayKernel(ambient_dim, max_degree=max_degree, beta=beta).double()
+    with torch.no_grad():
+        eigenvalues = kernel.eigenvalues(max_degree).tolist()  # per harmonic, degrees 0..L
+    counts = [num_harmonics(ambient_dim, n) for n in range(max_degree + 1)]
+    total = sum(value * count for value, count in zip(eigenvalues, counts, strict=True))
+    held = [
+        min(max_phases, count) if kind == "sparse" else count
+        for count in counts[: min(frequencies, max_degree + 1)]
+    ]
+    return sum(value * count for value, count in zip(eigenvalues, held, strict=False)) / total
+
+
 def roc_auc(scores: np.ndarray | torch.Tensor, labels: np.ndarray | torch.Tensor) -> float:
     """Area under the ROC curve: the probability that a random positive scores above a random
     negative, ties counting one half (the Mann-Whitney U statistic over n_1 n_0, with mid-ranks)."""
@@ -80,5 +117,6 @@ __all__ = [
     "continuous_depth_kernel",
     "first_step_reaching",
     "harmonic_features",
+    "prior_variance_share",
     "roc_auc",
 ]

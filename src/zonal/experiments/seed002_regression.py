@@ -19,7 +19,8 @@ for protein: 1 + 10 + 54 + 12 x 100 = 1,265 features; d = 9 for flights: 1 + 9 +
 for the initial hyperparameters computed on ``init_rows`` training rows, then Adam
 (``learning_rate``, minibatches of ``batch_size``) for ``steps`` steps. Test RMSE and NLL (mean of
 -log N(y | mu, var + noise)) are in the target's own units (minutes of arrival delay for flights,
-RMSD in angstrom for protein).
+RMSD in angstrom for protein). Each row also gives the learned decay ``beta`` and ``prior_share``, the
+share of the kernel's prior variance the features hold at it (``seed002_common.prior_variance_share``).
 
 The quick config runs protein alone, one split, smaller budgets (15 frequencies x 40 phases
 against 4 frequencies complete) and a few hundred steps: a check of the machinery and of the
@@ -120,6 +121,7 @@ def fit_one(
 
     from zonal.datasets import Standardizer
     from zonal.experiments._convergence import curve_summary
+    from zonal.experiments.seed002_common import prior_variance_share
     from zonal.models import fit_svgp
 
     x_train, y_train, x_test, y_test = arrays
@@ -142,6 +144,7 @@ def fit_one(
         seed=seed,
     )
     seconds = time.perf_counter() - started
+    beta = float(model.covar_module.base_kernel.beta.detach().reshape(()))
     x_eval = torch.as_tensor(x_scaler.transform(x_test))
     with torch.no_grad():
         mean_z, variance_z = model.predict(x_eval, include_noise=True)  # standardised [T]
@@ -153,7 +156,15 @@ def fit_one(
         "rmse": float(np.sqrt(np.mean((y_test - mean) ** 2))),
         "nll": float(nll.mean()),
         "num_inducing": model.features.num_inducing,
-        "beta": float(model.covar_module.base_kernel.beta.detach().reshape(())),
+        "beta": beta,
+        "prior_share": prior_variance_share(
+            kind,
+            x.shape[1] + 1,
+            beta,
+            config[f"{kind}_frequencies"],
+            config["max_phases"],
+            config["kernel_degree"],
+        ),
         "final_loss": losses[-1],
         "train_seconds": seconds,
         **curve_summary(losses),
