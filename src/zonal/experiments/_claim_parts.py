@@ -216,6 +216,13 @@ RESIDUAL_UCI_ABLATIONS = (
         {"models": ["residual"], "datasets": ["concrete"], "epochs": 3000},
         f"{RUN} {_UCI_RESIDUAL} --set 'datasets=[\"concrete\"]' --set epochs=3000",
     ),
+    # Declared after the first ablation showed 15 of its 18 fits (every yacht fit) failing the
+    # plateau rule at 1000 steps, before any 3000-step fit had run.
+    Ablation(
+        "residual on yacht, 3x the seed's epochs (3000)",
+        {"models": ["residual"], "datasets": ["yacht"], "epochs": 3000},
+        f"{RUN} {_UCI_RESIDUAL} --set 'datasets=[\"yacht\"]' --set epochs=3000",
+    ),
 )
 
 BOSTON_ADGP = "--set 'datasets=[\"boston\"]' --set 'models=[\"ADGP-3\"]'"
