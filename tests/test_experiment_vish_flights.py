@@ -91,6 +91,10 @@ def test_the_sgpr_with_input_scales_learns_them_before_its_pass(tmp_path, monkey
     settings = {**TINY, "models": ["sgpr"], "input_scales": True}
     result = run_experiment("vish-flights", overrides=settings, runs_root=tmp_path)
     assert len(fitted) == 1 and not torch.allclose(fitted[0], torch.ones_like(fitted[0]))
+    from zonal.experiments.vish_flights import QUICK
+    from zonal.tabular.recipes.sgpr import ARD_SUBSAMPLE
+
+    assert QUICK["input_scale_rows"] == ARD_SUBSAMPLE  # the default is zonal fit's
     assert math.isfinite(float(_read(result.path / "results.csv")[0]["rmse"]))
 
 

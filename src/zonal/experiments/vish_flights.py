@@ -17,9 +17,10 @@ its test part, all when None), inputs and target standardised with the training 
   kernel (seed 002 eq. 15, truncated at ``kernel_degree``); one pass over the training rows for the
   sufficient statistics (chunks of ``chunk_size``), then ``lbfgs_steps`` L-BFGS iterations on the
   collapsed bound (seed 000 sec. 3.3). Its test RMSE is the accuracy the SVGPs must reach. With
-  ``input_scales`` it first learns one scale per input, [s * x, 1], on the bound of a random
-  subsample of the training rows, as ``zonal fit --ard`` does (``SGPR.fit_input_scales``; on the
-  clock, ``scales_seconds`` of its ``seconds``), and the pass runs at those scales.
+  ``input_scales`` it first learns one scale per input, [s * x, 1], on the bound of
+  ``input_scale_rows`` random training rows (default 1,024, as ``zonal fit --ard``;
+  ``SGPR.fit_input_scales``, on the clock: ``scales_seconds`` of its ``seconds``), and the pass
+  runs at those scales.
 - **SVGPs**, each trained by Adam (``learning_rate``, minibatches of ``batch_size``, epochs of a
   permutation) from its default initialisation until its test RMSE has not improved by a relative
   ``plateau_tolerance`` for ``patience`` evaluations (one every ``eval_every`` steps, off the clock),
@@ -65,7 +66,8 @@ QUICK: dict[str, Any] = {
     "test_fraction": 0.2,
     "test_rows": 5000,  # None: every test row of the split
     "frequencies": 5,
-    "input_scales": False,  # the SGPR learns one scale per input first (ARD)
+    "input_scales": False,  # the SGPR learns one scale per input first (ARD) ...
+    "input_scale_rows": 1024,  # ... on the bound of this many random training rows
     "kernel_degree": 8,
     "initial_noise": 0.1,
     "lbfgs_steps": 50,
@@ -168,7 +170,7 @@ def fit_sgpr(data: tuple[torch.Tensor, ...], config: dict[str, Any]) -> dict[str
     """One statistics pass and ``lbfgs_steps`` L-BFGS iterations; CPU seconds of both."""
     from zonal.geometry import SphereEmbedding
     from zonal.models import SGPR
-    from zonal.tabular.recipes.sgpr import ARD_ITERATIONS, ARD_SUBSAMPLE
+    from zonal.tabular.recipes.sgpr import ARD_ITERATIONS
 
     x, y, x_test, y_test = data
     kernel, features = harmonic_parts(x.shape[1], config)
@@ -179,8 +181,9 @@ def fit_sgpr(data: tuple[torch.Tensor, ...], config: dict[str, Any]) -> dict[str
     started = time.process_time()
     if config["input_scales"]:
         model.fit_input_scales(
-            x, y, subsample_size=ARD_SUBSAMPLE, max_iter=ARD_ITERATIONS, seed=config["seed"]
-        )
+            x, y, subsample_size=config["input_scale_rows"], max_iter=ARD_ITERATIONS,
+            seed=config["seed"],
+        )  # fmt: skip
     scales = time.process_time() - started
     model.fit_statistics(x, y, chunk_size=config["chunk_size"])
     data_pass = time.process_time() - started - scales
