@@ -15,6 +15,7 @@ from zonal.experiments._claim_parts import (
     RESIDUAL_ABLATIONS,
     RESIDUAL_NOTES,
     RESIDUAL_UCI_ABLATIONS,
+    RESIDUAL_UCI_CAUSE,
     RUN,
     UCI_ABLATIONS,
     cdkm_statistics,
@@ -397,6 +398,7 @@ CLAIMS: tuple[Claim, ...] = (
             ),
         ),
         ablations=RESIDUAL_UCI_ABLATIONS,
+        cause=RESIDUAL_UCI_CAUSE,
         notes="The seed's claims (sec. 5.2, fig. 5.1; box plots, no numbers): the residual DGP's "
         "TLL improves with depth on concrete (and kin8nm and power, not run here) and "
         "deteriorates with depth on yacht, the smallest set; 'the Euclidean models boast superior "
