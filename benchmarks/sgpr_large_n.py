@@ -94,6 +94,7 @@ from zonal.tabular.recipes import gaussian_likelihood
 from zonal.tabular.recipes.sgpr import ARD_ITERATIONS, ARD_SUBSAMPLE
 
 FREQUENCIES = 5  # complete harmonics of degrees 0..4: 660 features in d = 9
+ARD_SEED = 3  # the subsample of --input-scales
 KERNEL_DEGREE = 8
 INITIAL_BETA = None  # d, the ReLU NTK's decay (seed002_common.continuous_depth_kernel)
 BATCH_SIZE = 1024
@@ -122,15 +123,6 @@ def zonal_parts(input_dim: int, frequencies: int = FREQUENCIES):
     kernel = continuous_depth_kernel(input_dim + 1, KERNEL_DEGREE, INITIAL_BETA)
     features = harmonic_features("complete", input_dim + 1, frequencies, 0, seed=0)
     return kernel, features
-
-
-def ard_subsample(count: int, seed: int = 3) -> np.ndarray:
-    """Sorted row numbers of the ``ARD_SUBSAMPLE`` training rows (of ``count``) the SGPR learns
-    its input scales on with ``--input-scales``, as ``zonal fit --ard`` does (all rows when there
-    are fewer)."""
-    if count <= ARD_SUBSAMPLE:
-        return np.arange(count)
-    return np.sort(np.random.default_rng(seed).choice(count, size=ARD_SUBSAMPLE, replace=False))
 
 
 def memory_mib(field: str) -> float:
@@ -167,28 +159,29 @@ def run_sgpr(
     dtype: str | None = None,
     reference: dict[str, list] | None = None,
     frequencies: int = FREQUENCIES,
-    ard_rows: tuple[torch.Tensor, torch.Tensor] | None = None,
+    ard_data: tuple[torch.Tensor | np.ndarray, torch.Tensor | np.ndarray] | None = None,
     **data,
 ) -> dict:
     """One statistics pass (``data``: the arguments of ``SGPR.fit_statistics``; ``dtype`` its
     per-chunk dtype, None: the version's default, for an older zonal), then ``steps`` L-BFGS
-    iterations on the collapsed bound. With ``ard_rows`` (x [n, D], y [n]: a subsample of the
-    training rows) the input scales are learnt first on their bound (``SGPR.fit_input_scales``,
-    ``ARD_ITERATIONS`` L-BFGS iterations, on the clock: ``scales_s``) and the pass runs at them.
+    iterations on the collapsed bound. With ``ard_data`` (the training x [N, D] and y [N], tensors
+    or memmaps) the input scales are learnt first on the bound of ``ARD_SUBSAMPLE`` random rows of
+    them, as ``zonal fit --ard`` does (``SGPR.fit_input_scales``, ``ARD_ITERATIONS`` L-BFGS
+    iterations, on the clock: ``scales_s``), and the pass runs at them.
     With ``reference`` (another fit's ``hyperparameters``) the bound of these statistics at those
     hyperparameters too (off the clock)."""
     input_dim = x_test.shape[1]
     kernel, features = zonal_parts(input_dim, frequencies)
     embedding = None
-    if ard_rows is not None:
+    if ard_data is not None:
         embedding = SphereEmbedding(1.0, input_scales=1.0, input_dim=input_dim)
     model = SGPR(kernel, features, input_dim, input_map=embedding)
     options = {} if dtype is None else {"dtype": getattr(torch, dtype)}
     start = time.process_time()
     scales = 0.0
-    if ard_rows is not None:
+    if ard_data is not None:
         model.fit_input_scales(
-            *ard_rows, subsample_size=len(ard_rows[0]), max_iter=ARD_ITERATIONS, seed=0
+            *ard_data, subsample_size=ARD_SUBSAMPLE, max_iter=ARD_ITERATIONS, seed=ARD_SEED
         )
         scales = time.process_time() - start
     model.fit_statistics(**data, **options)
@@ -349,10 +342,9 @@ def sgpr_fits(args: argparse.Namespace, x_test: torch.Tensor, y_test: torch.Tens
     ``--before`` the older version's in a fresh process; keyed by the table's model name."""
     results: dict[str, dict] = {}
     reference = None
-    rows = ard_subsample(len(data["x"]))
     options = {
         "frequencies": args.frequencies,
-        "ard_rows": (data["x"][rows], data["y"][rows]) if args.input_scales else None,
+        "ard_data": (data["x"], data["y"]) if args.input_scales else None,
     }
     for dtype in args.sgpr_dtypes:
         torch.manual_seed(0)
@@ -453,13 +445,12 @@ def synthetic_sgpr(
     x_test, y_test = synthetic_test_set(paths, num_train, args.test_rows)
     rss_before = memory_mib("VmRSS")
     chunks = stream_chunks(paths, num_train, args.chunk_size)
-    ard_rows = None
-    if args.input_scales:
-        rows = ard_subsample(num_train)
-        ard_rows = tuple(torch.from_numpy(read_rows_at(path, rows)) for path in paths)
+    ard_data = None
+    if args.input_scales:  # the training rows, mapped (fit_input_scales reads its subsample)
+        ard_data = tuple(np.load(path, mmap_mode="r")[:num_train] for path in paths)
     torch.manual_seed(0)
     result = run_sgpr(
-        x_test, y_test, args.lbfgs_steps, dtype, reference, args.frequencies, ard_rows,
+        x_test, y_test, args.lbfgs_steps, dtype, reference, args.frequencies, ard_data,
         chunks=chunks,
     )  # fmt: skip
     return with_memory(result, num_train, rss_before)

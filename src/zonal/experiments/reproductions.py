@@ -490,15 +490,15 @@ def reproduction_queue(
                 folder = matching[0].path if matching else None
                 queue.append(QueuedRun(claim.experiment, claim.protocol, folder))
         for ablation in claim.ablations if ablations else ():
-            known = (claim.experiment, claim.protocol, dict(ablation.settings))
-            if any((i.experiment, i.protocol, dict(i.settings)) == known for i in extra):
+            settings = dict(ablation.settings)
+            if any(item[:2] == (claim.experiment, claim.protocol) and item.settings == settings
+                   for item in extra):  # fmt: skip
                 continue
-            matching = _matching(runs, claim, ablation.settings)
-            if any(run.finished for run in matching):
-                continue
-            folder = matching[0].path if matching else None
-            label = f"claim {claim.number} ablation: {ablation.label}"
-            extra.append(QueuedRun(*known[:2], folder, known[2], label))
+            matching = _matching(runs, claim, settings)
+            if not any(run.finished for run in matching):
+                folder = matching[0].path if matching else None
+                label = f"claim {claim.number} ablation: {ablation.label}"
+                extra.append(QueuedRun(claim.experiment, claim.protocol, folder, settings, label))
 
     def cost(item: QueuedRun) -> float:
         return get_experiment(item.experiment).cpu_hours.get(item.protocol, math.inf)

@@ -179,12 +179,13 @@ def fit_sgpr(data: tuple[torch.Tensor, ...], config: dict[str, Any]) -> dict[str
         embedding = SphereEmbedding(1.0, input_scales=1.0, input_dim=x.shape[1])
     model = SGPR(kernel, features, x.shape[1], input_map=embedding)
     started = time.process_time()
+    scales = 0.0
     if config["input_scales"]:
         model.fit_input_scales(
             x, y, subsample_size=config["input_scale_rows"], max_iter=ARD_ITERATIONS,
             seed=config["seed"],
         )  # fmt: skip
-    scales = time.process_time() - started
+        scales = time.process_time() - started
     model.fit_statistics(x, y, chunk_size=config["chunk_size"])
     data_pass = time.process_time() - started - scales
     model.fit(max_iter=config["lbfgs_steps"])
