@@ -107,7 +107,7 @@ def evaluate(
     else:  # Gaussian on one-hot labels: classify by the mean, score the softmax of the outputs
         mean, variance = model.marginals(x_test, chunk_size=chunk)
         predicted = mean.argmax(-1)
-        generator = torch.Generator().manual_seed(config["seed"])
+        generator = torch.Generator(device=mean.device).manual_seed(config["seed"])
         log_probabilities = categorical_log_probabilities(
             mean, variance, config["eval_samples"], generator
         )

@@ -39,10 +39,12 @@ Every setting is trained ``repeats`` times, with the seeds ``seed``, ``seed + 1`
 ``results.csv`` per seed, the metrics are the means over the seeds (with the standard error of the
 mean accuracy when there are several). ``dtype`` is that of the model and the data (``float32``
 about halves a step on a CPU; the seed uses float64). A configuration that several sweeps share (the
-base) is trained once per seed. Each finished configuration
-is kept in the run's checkpoint (and every epoch of the one in progress), so a resumed run skips
-it. The fully connected DKM has no normalisation, top or convolutional inducing counts: it runs
-the ``nu`` and ``likelihood`` sweeps only.
+base) is trained once per seed. ``--jobs N`` trains N configurations at once (processes), on
+``device`` (``"cuda"``: several processes share the GPU; TF32 is switched off). Each finished
+configuration is kept in the run's checkpoint, and after every epoch the training state of each in
+progress in ``in_progress/`` of the run folder, so a resumed run skips the finished ones and
+continues the others. The fully connected DKM has no normalisation, top or convolutional inducing
+counts: it runs the ``nu`` and ``likelihood`` sweeps only.
 
 Protocol (fully connected). Pixels in [0, 1] with a constant feature 1 appended (a bias: the ReLU
 Gram kernel of [x, 1]); ``num_train`` training images (the first of MNIST's training split),
@@ -65,12 +67,17 @@ likelihoods beside the seed's table.
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import json
 import statistics
 import time
-from typing import Any
+from pathlib import Path
+from typing import Any, NamedTuple
 
 import torch
 
+from zonal._files import atomic_writer
 from zonal.experiments._dkm_mnist_data import (
     augmentation,
     load_images,
@@ -89,6 +96,9 @@ from zonal.experiments._dkm_mnist_sweeps import (
 )
 from zonal.experiments.registry import register_experiment
 from zonal.experiments.run_directory import RunDirectory
+
+#: the run folder's subfolder of the training states of the configurations in progress
+IN_PROGRESS_DIR = "in_progress"
 
 QUICK: dict[str, Any] = {
     "seed": 0,
@@ -115,6 +125,7 @@ QUICK: dict[str, Any] = {
     "eval_samples": 1000,
     "repeats": 1,  # seeds per configuration: seed, seed + 1, ...
     "dtype": "float64",  # of the model and the data; "float32" halves a step on a CPU
+    "device": "cpu",  # of the model and the data: "cpu", "cuda", "cuda:1", ...
 }
 FULL: dict[str, Any] = {
     "num_train": 60000,
@@ -263,17 +274,24 @@ QUICK_INDUCING = {"inducing": [inducing_label(counts) for counts in CONV_QUICK["
     validate=check_config,
 )
 def run_dkm_mnist(config: dict[str, Any], run_dir: RunDirectory) -> dict[str, Any]:
-    """Train and evaluate every configuration of the sweeps (each kept in the checkpoint when it
-    is done, the one in progress after every epoch), then tabulate them per sweep."""
+    """Train and evaluate every configuration of the sweeps (``--jobs`` of them at once, each kept
+    in the checkpoint when it is done, the ones in progress in files of their own after every
+    epoch), then tabulate them per sweep."""
     planned = sweep_configurations(config)  # refuse bad settings before any work
-    pixels_train, y_train, pixels_test, y_test, image_shape = load_images(config)
-    x_train, x_test = prepare_inputs(config, pixels_train, pixels_test)
-    data = (x_train, y_train, x_test, y_test)
-    state = run_dir.load_checkpoint() or {"done": {}, "epochs": {}, "current": None}
+    state = run_dir.load_checkpoint() or {"done": {}, "epochs": {}}
     configurations = list({conf.key: conf for *_, conf in planned}.values())
-    for configuration in configurations:
-        if configuration.key not in state["done"]:
-            train_configuration(configuration, config, state, run_dir, data, image_shape)
+    pending = [
+        TrainingUnit(config, configuration, str(run_dir.path))
+        for configuration in configurations
+        if configuration.key not in state["done"]
+    ]
+    for unit, (result, epochs) in run_dir.map_units(
+        train_unit, pending, finished=len(configurations) - len(pending), unit="model"
+    ):
+        state["done"][unit.configuration.key] = result
+        state["epochs"][unit.configuration.key] = epochs
+        run_dir.save_checkpoint(state)
+        in_progress_path(unit).unlink(missing_ok=True)
 
     rows = [
         {
@@ -326,34 +344,76 @@ def run_dkm_mnist(config: dict[str, Any], run_dir: RunDirectory) -> dict[str, An
     return metrics
 
 
-def train_configuration(
-    configuration: Configuration,
-    config: dict[str, Any],
-    state: dict[str, Any],
-    run_dir: RunDirectory,
-    data: tuple[torch.Tensor, ...],
-    image_shape: tuple,
-) -> None:
-    """Train one configuration (resuming it from ``state["current"]`` if it was in progress),
-    evaluate it on the test set and record it in ``state["done"]`` and the checkpoint."""
+class TrainingUnit(NamedTuple):
+    """One configuration to train in a worker: the run's config, the configuration and the run
+    folder (where its training state is kept while it is in progress)."""
+
+    config: dict[str, Any]
+    configuration: Configuration
+    run_path: str
+
+
+def in_progress_path(unit: TrainingUnit) -> Path:
+    """The file that holds a configuration's training state between its epochs."""
+    digest = hashlib.sha256(unit.configuration.key.encode()).hexdigest()[:16]
+    return Path(unit.run_path) / IN_PROGRESS_DIR / f"{digest}.pt"
+
+
+@functools.lru_cache(maxsize=1)
+def _images(config_json: str) -> tuple[Any, ...]:
+    """The training and test rows of a run's config (one copy per worker process)."""
+    config = json.loads(config_json)
+    pixels_train, y_train, pixels_test, y_test, image_shape = load_images(config)
+    x_train, x_test = prepare_inputs(config, pixels_train, pixels_test)
+    return x_train, y_train, x_test, y_test, tuple(image_shape)
+
+
+def training_device(config: dict[str, Any]) -> torch.device:
+    """The torch device of ``config["device"]``, refused with the reason if this machine lacks it.
+
+    On CUDA, TF32 is switched off so that float32 means float32 (cuDNN convolutions default to
+    TF32, ten mantissa bits)."""
+    device = torch.device(config["device"])
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(
+                f"device {config['device']!r}: this machine has no CUDA device; set device to "
+                "'cpu' in the run folder's config.json to resume it here"
+            )
+        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cuda.matmul.allow_tf32 = False
+    return device
+
+
+def train_unit(unit: TrainingUnit) -> tuple[dict[str, float], list[dict[str, Any]]]:
+    """Train one configuration on ``config["device"]`` (resuming its training state if it was in
+    progress), evaluate it on the test set: (test metrics and seconds per epoch, epoch log)."""
     from zonal.dkm import fit_dkm
 
-    config = {**config, "seed": config["seed"] + configuration.repeat}
-    dtype = DTYPES[config["dtype"]]
+    configuration = unit.configuration
+    config = {**unit.config, "seed": unit.config["seed"] + configuration.repeat}
+    device, dtype = training_device(config), DTYPES[config["dtype"]]
+    *data, image_shape = _images(json.dumps(unit.config, sort_keys=True))
     x_train, y_train, x_test, y_test = (
-        tensor.to(dtype) if tensor.is_floating_point() else tensor for tensor in data
+        tensor.to(device, dtype) if tensor.is_floating_point() else tensor.to(device)
+        for tensor in data
     )
-    key = configuration.key
-    model = build_model(x_train, configuration, config, image_shape).to(dtype)
-    resume = state["current"][1] if state["current"] and state["current"][0] == key else None
-    epoch_log: list[dict[str, Any]] = list(state["epochs"].get(key, []))
+    model = build_model(x_train, configuration, config, image_shape).to(device, dtype)
+    state_path = in_progress_path(unit)
+    progress = (
+        torch.load(state_path, map_location="cpu", weights_only=True)
+        if state_path.exists()
+        else {"training": None, "epochs": []}
+    )
+    resume = progress["training"]
+    epoch_log: list[dict[str, Any]] = list(progress["epochs"])
     monitor_rows = config["batch_size"]
     started = time.monotonic()
 
     def save(training: dict[str, Any]) -> None:
-        state["current"] = (key, training)
-        state["epochs"][key] = epoch_log
-        run_dir.save_checkpoint(state)
+        state_path.parent.mkdir(exist_ok=True)
+        with atomic_writer(state_path, "wb") as handle:
+            torch.save({"training": training, "epochs": epoch_log}, handle)
 
     def record(epoch: int, objective: float) -> dict[str, float]:
         """Log the epoch; the progress bar shows the accuracy on one batch of training images
@@ -382,9 +442,7 @@ def train_configuration(
     )
     trained_epochs = config["epochs"] - (0 if resume is None else resume["epoch"])
     seconds = (time.monotonic() - started) / max(trained_epochs, 1)  # training, not evaluation
-    state["done"][key] = {**evaluate(model, x_test, y_test, config), "seconds_per_epoch": seconds}
-    state["current"] = None
-    run_dir.save_checkpoint(state)
+    return {**evaluate(model, x_test, y_test, config), "seconds_per_epoch": seconds}, epoch_log
 
 
 __all__ = [
@@ -395,8 +453,9 @@ __all__ = [
     "FULL",
     "QUICK",
     "Configuration",
+    "TrainingUnit",
     "build_model",
     "prepare_inputs",
     "run_dkm_mnist",
-    "train_configuration",
+    "train_unit",
 ]
