@@ -343,6 +343,22 @@ def test_eigenvalue_cache_reuse_invalidation_and_repeated_backward():
         assert not torch.equal(kernel.eigenvalues(), after)
 
 
+@pytest.mark.parametrize("name", ["PolynomialDecayKernel", "ArcCosineKernel"])
+def test_eigenvalues_cached_on_one_device_are_recomputed_on_the_device_moved_to(name):
+    """A kernel moved by ``.to(device)`` after its eigenvalues were cached recomputes them there:
+    the cache's snapshot is on the old device (comparing across devices raised on a GPU, and a
+    model moved to CUDA could not evaluate its bound), and a kernel without hyperparameters (the
+    arc-cosine kernel) computes them on its anchor's device (they stayed on the CPU). The meta
+    device stands in for a GPU."""
+    import zonal.kernels
+
+    kernel = getattr(zonal.kernels, name)(9, max_degree=8, homogeneous=True).double()
+    assert kernel.eigenvalues().device.type == "cpu"
+    kernel.to(device="meta", dtype=torch.float32)
+    moved = kernel.eigenvalues()
+    assert moved.device.type == "meta" and moved.dtype == torch.float32 and moved.shape == (9,)
+
+
 def test_copy_pickle_and_expand_batch_with_cached_graph():
     kernel = PolynomialDecayKernel(3, max_degree=6)
     values = kernel.eigenvalues()

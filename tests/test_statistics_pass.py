@@ -148,6 +148,34 @@ def test_blocks_shared_among_threads_give_the_rows_of_one_thread(num_points):
     assert torch.allclose(inferred, serial, rtol=1e-14, atol=1e-14)
 
 
+def test_accelerators_finish_the_recurrence_in_blocks_of_their_own_size():
+    """A CPU finishes cache-sized blocks of 256 rows; a GPU (any device not the CPU) blocks of
+    65,536 rows, so that a chunk costs a few kernel launches instead of thousands."""
+    from zonal.features.zonal_basis import recurrence_rows
+
+    assert recurrence_rows(torch.device("cpu")) == 256
+    assert recurrence_rows(torch.device("meta")) == 65536
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_columns_equal_the_cpu_columns():
+    """The zonal columns of 70,000 rows (two GPU blocks, the second partial) on a GPU equal the
+    CPU's to float64 rounding."""
+    from zonal.features.zonal_basis import zonal_columns
+
+    features = make_model().features
+    x, _ = data(num_points=70000)
+    unit = x / x.norm(dim=-1, keepdim=True)
+    unit = torch.cat([unit, torch.ones(len(x), 1, dtype=x.dtype)], -1) / 2**0.5  # [n, d]
+    directions = features.harmonics.points[features.columns]  # [M, d]
+    scale = torch.rand(len(x), dtype=x.dtype) + 0.5
+    on_cpu = zonal_columns(unit, directions, features.level_sizes, 4, row_scale=scale)
+    on_gpu = zonal_columns(
+        unit.cuda(), directions.cuda(), features.level_sizes, 4, row_scale=scale.cuda()
+    )
+    assert torch.allclose(on_gpu.cpu(), on_cpu, rtol=1e-12, atol=1e-12)
+
+
 def test_float32_pass_is_within_its_stated_tolerance_and_keeps_float64_totals():
     """Per-chunk work in float32, float64 sums: every statistic within 1e-5 relative to its scale
     (float32 rounding, amplified by the level factors' conditioning), bound within 1e-4 per row."""

@@ -26,8 +26,18 @@ import torch
 
 from zonal.harmonics.recurrence import zonal_by_level, zonal_by_level_
 
-#: rows per block of the in-place recurrence: its three buffers stay in a core's L2 cache
+#: rows per block of the in-place recurrence on a CPU: its three buffers stay in a core's L2 cache
 RECURRENCE_ROWS = 256
+#: rows per block on an accelerator, which has no core's cache to fit and pays a dozen kernel
+#: launches per block: blocks of 256 rows made a 10^7-row statistics pass 20x slower on an H200
+#: (``benchmarks/statistics_pass.py --recurrence-rows 256``); this many bound the buffers (three
+#: of rows x M) while the launches cost nothing beside the work
+ACCELERATOR_RECURRENCE_ROWS = 65536
+
+
+def recurrence_rows(device: torch.device) -> int:
+    """Rows per block of the in-place recurrence on ``device`` (CPU: cache-sized blocks)."""
+    return RECURRENCE_ROWS if device.type == "cpu" else ACCELERATOR_RECURRENCE_ROWS
 
 
 def zonal_columns(
@@ -42,10 +52,11 @@ def zonal_columns(
     """Z_{n(m)}(eta_m . x) [..., N, M] for x [..., N, d] and directions eta [M, d] grouped by degree
     (``level_sizes[n]`` of degree n), in x's dtype, each row times ``row_scale`` [..., N] if given.
 
-    Differentiable when x or eta need gradients. Otherwise, blocks of ``RECURRENCE_ROWS`` rows are
-    finished one at a time while they are in cache (the cosines by one matrix product, the fused
-    in-place recurrence, the row scale), written into ``out`` ([N, M], e.g. a buffer reused from
-    chunk to chunk: a fresh N x M tensor costs about as much in page faults as the work itself);
+    Differentiable when x or eta need gradients. Otherwise, blocks of ``recurrence_rows(device)``
+    rows are finished one at a time (on a CPU while they are in cache): the cosines by one matrix
+    product, the fused in-place recurrence, the row scale, written into ``out`` ([N, M], e.g. a
+    buffer reused from chunk to chunk: a fresh N x M tensor costs about as much in page faults as
+    the work itself);
     on a CPU with several torch threads, the blocks are shared out among them.
     """
     directions = directions.to(x.dtype)  # [M, d]
@@ -60,9 +71,11 @@ def zonal_columns(
         transposed = directions.mT.contiguous()  # [d, M]
         scales = None if row_scale is None else row_scale.reshape(-1, 1).to(x.dtype)  # [B N, 1]
 
+        block_rows = recurrence_rows(flat_x.device)
+
         def finish_rows(first: int, stop: int) -> None:
-            for start in range(first, stop, RECURRENCE_ROWS):
-                rows = slice(start, min(start + RECURRENCE_ROWS, stop))
+            for start in range(first, stop, block_rows):
+                rows = slice(start, min(start + block_rows, stop))
                 block = torch.mm(flat_x[rows], transposed, out=out[rows]).clamp_(-1, 1)  # [n, M]
                 zonal_by_level_(block, sizes, ambient_dim)
                 if scales is not None:

@@ -234,5 +234,5 @@ class ArcCosineKernel(ZonalKernel):
     def _compute_eigenvalues(self, max_degree: int) -> torch.Tensor:
         values = arccos_kernel_eigenvalues(
             self.ambient_dim, max_degree, self.order, dtype=self.dtype
-        )  # [L + 1]
+        ).to(self.device)  # [L + 1]: on the anchor's device (the kernel has no hyperparameters)
         return values.expand(*self.batch_shape, max_degree + 1)

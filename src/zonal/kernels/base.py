@@ -194,9 +194,10 @@ class ZonalKernel(Kernel):
         """lambda_0..lambda_L on S^{d-1}, shape [*batch_shape, L + 1] (L defaults to max_degree).
 
         Cached per truncation; an entry is reused only while every parameter and buffer holds the
-        value it had when the entry was made and the settings (``spectrum_settings``) agree. An
-        entry that carries an autograd graph is dropped once a backward pass has gone through it
-        (its graph is then freed), so the eigenvalues stay differentiable in the hyperparameters.
+        value it had when the entry was made, on the same device, and the settings
+        (``spectrum_settings``) agree. An entry that carries an autograd graph is dropped once a
+        backward pass has gone through it (its graph is then freed), so the eigenvalues stay
+        differentiable in the hyperparameters.
         """
         max_degree = self.max_degree if max_degree is None else check_degree(max_degree)
         cache = self._cache()
@@ -207,7 +208,10 @@ class ZonalKernel(Kernel):
         if entry is not None:
             old_snapshot, values, has_graph = entry
             same = len(old_snapshot) == len(snapshot) and all(
-                a.shape == b.shape and a.dtype == b.dtype and torch.equal(a, b)
+                a.shape == b.shape
+                and a.dtype == b.dtype
+                and a.device == b.device  # moved by .to(device): recompute there
+                and torch.equal(a, b)
                 for a, b in zip(old_snapshot, snapshot, strict=True)
             )
             if same and (has_graph or not needs_graph):
