@@ -185,10 +185,21 @@ class RunDirectory:
         from concurrent.futures import ProcessPoolExecutor, as_completed
 
         context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(min(self.jobs, len(units)), mp_context=context) as pool:
+        pool = ProcessPoolExecutor(min(self.jobs, len(units)), mp_context=context)
+        try:
             futures = {pool.submit(function, unit): unit for unit in units}
             for future in self.progress(as_completed(futures), **tqdm_kwargs):
                 yield futures[future], future.result()
+        except BaseException:
+            # Ctrl-C, a failed unit or a caller that stops early: a worker that survives its own
+            # KeyboardInterrupt (the executor sends it back as the unit's result) would go on to
+            # the next unit and the shutdown below would wait for every unit; stop them instead.
+            # Their units' progress is what they last checkpointed.
+            for process in list((pool._processes or {}).values()):  # no public way before 3.14
+                process.terminate()
+            raise
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
 
     # Checkpoints ---------------------------------------------------------------------------------
 
