@@ -171,11 +171,13 @@ def test_nngp_layers_have_no_kl_and_give_the_nngp_marginal_likelihood():
         dkm_objective(gram0, chain, kernel, [1.0, -1.0, 1.0], lambda gram: gram.sum())
 
 
-@pytest.mark.parametrize("nu", [1e3, 1e5])
+@pytest.mark.parametrize("nu", [1e3, 1e4])
 def test_large_nu_maximiser_approaches_the_nngp_at_rate_one_over_nu(nu):
     """One layer: the maximiser G* of eq. 5 is B + (2 / nu) B grad B + O(nu^-2), B = K(G^0) and
     grad = d log P / dG at B (second-order KL: 1/4 tr(B^-1 D B^-1 D)); so nu (G* - B) -> 2 B grad B
-    and G* -> K(G^0), the NNGP."""
+    and G* -> K(G^0), the NNGP. (At nu = 1e5 the objective's dependence on the offset, O(1/nu),
+    is too close to float64's rounding of the objective for L-BFGS to find the maximiser to 2e-4
+    on every machine: it passed on this project's CPU and failed on an H200 machine's.)"""
     gram0, _ = random_gram(4, seed=11)
     kernel = ArcCosineGram(1)
     targets = torch.randn(4, 1, generator=torch.Generator().manual_seed(11), dtype=torch.float64)
