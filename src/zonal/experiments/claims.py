@@ -482,10 +482,13 @@ CLAIMS: tuple[Claim, ...] = (
 and 10b, fig. 3.5)."""
 
 REPORT_NOTES = (
-    "GPU: no GPU was lent to the sessions that ran these protocols (the device tool's status said "
-    "`can_start_another: false`), so the seeds' `--full` protocols that need one (the "
-    "convolutional DKM, the shift experiment) have not been run; every number here is from one "
-    "CPU core.",
+    "GPU: one session (13) was lent an NVIDIA H200 machine for 15 minutes of device time; its 16 "
+    "CPU cores trained claim 7's nu sweep (12 of the converged protocol's 48 configurations, "
+    "float32 on the CPU as the protocol says; the rest are trained here, resumed from that run's "
+    "checkpoint), and its GPU ran the statistics pass (docs/benchmarks_statistics_pass.md). The "
+    "seeds' `--full` protocols that need a GPU for hours (the convolutional DKM's ResNet20 stack, "
+    "the shift experiment's networks) have not been run; every other number here is from one CPU "
+    "core of this project's machine.",
 )
 """Paragraphs the report prints under its summary."""
 
