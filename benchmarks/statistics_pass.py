@@ -37,7 +37,7 @@ bound's difference (absolute, per row and relative).
 then the same whole pass again with the features finished in blocks of R rows instead of the
 library's ``zonal.features.zonal_basis.recurrence_rows(device)``: 256 on a CPU (sized for a core's
 cache), 65,536 on a GPU, where each block costs a dozen kernel launches; R = 256 on a GPU shows
-what the CPU's blocks cost there (20x slower on an H200: the reason for the GPU's size).
+what the CPU's blocks cost there (14.7x slower on an H200: the reason for the GPU's size).
 
 The JSON (``--output``, default ``benchmarks/results/statistics_pass.json``) is rewritten after
 every stage, atomically (a temporary file beside it, then ``os.replace``); a stage that fails
@@ -50,7 +50,7 @@ records its traceback in the JSON and the next stage still runs; the exit status
 On a GPU (an H200: well under a minute of work after the start-up), from the repository root:
 
     PYTHONPATH=src python benchmarks/statistics_pass.py --device cuda --rows 262144 \
-        --pass-rows 10000000 --repeats 5 --recurrence-rows 256 \
+        --pass-rows 10000000 --repeats 3 --recurrence-rows 256 \
         --output $OUT/statistics_pass_cuda.json
 """
 
@@ -257,14 +257,11 @@ print(json.dumps(out))
 
 
 def write_json(path: Path, data: dict) -> None:
-    """``data`` as JSON at ``path``, atomically: a temporary file beside it, then ``os.replace``."""
+    """``data`` as JSON at ``path``, atomically (``zonal._files.write_json_atomic``)."""
+    from zonal._files import write_json_atomic
+
     path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        temporary.write_text(json.dumps(data, indent=2))
-        os.replace(temporary, path)
-    finally:
-        temporary.unlink(missing_ok=True)
+    write_json_atomic(path, data)
 
 
 def resolve_device(name: str) -> torch.device:
@@ -360,7 +357,7 @@ def print_table(results: dict, args: argparse.Namespace, device: torch.device) -
 
 
 @contextlib.contextmanager
-def recurrence_rows(rows: int, device: torch.device = CPU) -> Iterator[None]:
+def overridden_recurrence_rows(rows: int, device: torch.device = CPU) -> Iterator[None]:
     """Within the block, the features on ``device`` finish blocks of ``rows`` rows instead of the
     library's (``zonal.features.zonal_basis.recurrence_rows``: 256 on a CPU, sized for a core's
     cache, 65,536 on an accelerator; 0: unchanged)."""
@@ -387,7 +384,7 @@ def print_pass(
         f"whole pass (SGPR.fit_statistics) over {args.pass_rows} rows in chunks of {args.rows} "
         f"on {where}{threads}{what}"
     )
-    with recurrence_rows(blocks, device):
+    with overridden_recurrence_rows(blocks, device):
         entry = measure_pass(args.pass_rows, args.rows, device)
     entry["host_threads"] = torch.get_num_threads()
     entry["recurrence_rows"] = blocks or importlib.import_module(

@@ -103,11 +103,11 @@ def test_the_recurrence_block_size_is_put_back(bench):
     from zonal.features import zonal_basis
 
     before = zonal_basis.RECURRENCE_ROWS
-    with pytest.raises(RuntimeError), bench.recurrence_rows(before * 4):
+    with pytest.raises(RuntimeError), bench.overridden_recurrence_rows(before * 4):
         assert before * 4 == zonal_basis.RECURRENCE_ROWS
         raise RuntimeError
     assert before == zonal_basis.RECURRENCE_ROWS
-    with bench.recurrence_rows(0):
+    with bench.overridden_recurrence_rows(0):
         assert before == zonal_basis.RECURRENCE_ROWS
 
 

@@ -74,23 +74,73 @@ def test_resumed_run_has_the_metrics_of_an_uninterrupted_one(reference, tmp_path
     assert _without_times(resumed.metrics) == _without_times(reference.metrics)
 
 
+def test_a_run_killed_in_one_process_resumes_in_two_workers(reference, tmp_path, monkeypatch):
+    """Killed in the second epoch of its second model with ``--jobs 1``, resumed with
+    ``--jobs 2``: the worker continues that model from its in-progress state, and the metrics
+    are those of an uninterrupted run."""
+    from zonal.dkm import sparse
+    from zonal.experiments.run import open_run
+
+    calls = {"count": 0}
+    original = sparse.SparseDKM.objective
+
+    def crashing(self, *args, **kwargs):
+        calls["count"] += 1
+        if calls["count"] == 3 * 2 + 3:
+            raise SimulatedCrashError("killed")
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(sparse.SparseDKM, "objective", crashing)
+    run = create_run("dkm-mnist", overrides=TINY, runs_root=tmp_path)
+    with pytest.raises(SimulatedCrashError):
+        execute_run(run)
+    monkeypatch.undo()
+    resumed = execute_run(open_run(run.directory.path, jobs=2))
+    assert _without_times(resumed.metrics) == _without_times(reference.metrics)
+
+
+def test_a_training_state_saved_on_another_device_restarts_its_configuration(tmp_path):
+    """A CUDA generator's state cannot seed a CPU generator: a state saved on another kind of
+    device is set aside with a warning and the configuration starts afresh; a state of this
+    device is read back as saved."""
+    from zonal.experiments._dkm_mnist_training import load_progress
+
+    path = tmp_path / "state.pt"
+    saved = {"training": {"epoch": 1}, "epochs": [{"epoch": 1}], "seconds": 12.5}
+    torch.save({**saved, "device": "cuda"}, path)
+    with pytest.warns(UserWarning, match="saved on a cuda device, resumed on cpu"):
+        assert load_progress(path, torch.device("cpu"))["training"] is None
+    torch.save({**saved, "device": "cpu"}, path)
+    assert load_progress(path, torch.device("cpu")) == {**saved, "device": "cpu"}
+    assert load_progress(tmp_path / "absent.pt", torch.device("cpu"))["epochs"] == []
+
+
 def test_two_workers_give_the_rows_of_one_and_leave_no_training_state(reference, tmp_path):
     """``--jobs 2`` trains the two configurations in two processes: the same metrics as one
     process, and the in-progress training states are gone once each configuration is done."""
-    from zonal.experiments.dkm_mnist import IN_PROGRESS_DIR
+    from zonal.experiments._dkm_mnist_training import IN_PROGRESS_DIR
 
     run = create_run("dkm-mnist", overrides=TINY, runs_root=tmp_path, jobs=2)
     result = execute_run(run)
     assert _without_times(result.metrics) == _without_times(reference.metrics)
-    assert not any((result.path / IN_PROGRESS_DIR).iterdir())
+    assert not (result.path / IN_PROGRESS_DIR).exists()
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a CUDA device")
 def test_a_cuda_run_on_a_machine_without_one_is_refused_with_the_way_to_resume(tmp_path):
-    from zonal.experiments.dkm_mnist import training_device
+    from zonal.experiments.errors import ExperimentError
 
-    with pytest.raises(ValueError, match="no CUDA device; set device to 'cpu'"):
-        training_device({"device": "cuda"})
+    with pytest.raises(ExperimentError, match="no CUDA device; set device to 'cpu'"):
+        run_experiment("dkm-mnist", overrides={**TINY, "device": "cuda"}, runs_root=tmp_path)
+    assert not any(tmp_path.iterdir())  # refused before a run folder was made
+
+
+def test_devices_other_than_cpu_and_cuda_are_refused_by_name(tmp_path):
+    from zonal.experiments.errors import ExperimentError
+
+    for device in ("gpu", "meta"):
+        with pytest.raises(ExperimentError, match="device must be 'cpu' or 'cuda"):
+            run_experiment("dkm-mnist", overrides={**TINY, "device": device}, runs_root=tmp_path)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
@@ -102,6 +152,14 @@ def test_a_cuda_run_learns_as_the_cpu_run_does(reference, tmp_path):
     assert all(value > 50 for value in result.metrics["accuracy_percent"].values())
     for name, value in reference.metrics["test_log_likelihood"].items():
         assert abs(result.metrics["test_log_likelihood"][name] - value) <= 0.25
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_a_cuda_run_of_the_convolutional_dkm_trains(tmp_path):
+    """The convolutional DKM, built on the CPU and moved, trains and scores on a GPU."""
+    overrides = {**TINY_SWEEPS, "sweep": "nu", "device": "cuda"}
+    result = run_experiment("cdkm-mnist", overrides=overrides, runs_root=tmp_path)
+    assert all(math.isfinite(value) for value in result.metrics["test_log_likelihood"].values())
 
 
 def test_bad_settings_are_refused_by_name(tmp_path):
@@ -195,10 +253,10 @@ TINY_SWEEPS = {
 def _spy_on_models(monkeypatch, crash_at=None):
     """Record (configuration, model) of every model the experiment builds; raise at the
     ``crash_at``-th build."""
-    from zonal.experiments import dkm_mnist
+    from zonal.experiments import _dkm_mnist_training
 
     built = []
-    original = dkm_mnist.build_model
+    original = _dkm_mnist_training.build_model
 
     def spy(x_train, configuration, config, image_shape):
         if crash_at is not None and len(built) + 1 == crash_at:
@@ -207,7 +265,7 @@ def _spy_on_models(monkeypatch, crash_at=None):
         built.append((configuration, model))
         return model
 
-    monkeypatch.setattr(dkm_mnist, "build_model", spy)
+    monkeypatch.setattr(_dkm_mnist_training, "build_model", spy)
     return built
 
 

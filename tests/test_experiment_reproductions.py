@@ -142,6 +142,13 @@ def test_only_finished_runs_of_the_protocol_without_overrides_count(tmp_path):
     assert result.in_flight == [unfinished]
 
 
+def test_a_run_on_another_device_counts_for_its_protocol(tmp_path):
+    """``--set device=cuda`` says where a run computes, not what: the run is judged."""
+    _fake_run(tmp_path, "on-a-gpu", overridden=["device"], config={"device": "cuda"})
+    result = evaluate_claim(_claim(), find_runs(tmp_path))
+    assert result.run is not None and result.run.name == "on-a-gpu"
+
+
 def test_the_newest_finished_run_is_judged(tmp_path):
     _fake_run(tmp_path, "old", created="2026-01-01")
     flipped = [dict(row, model="deep" if row["model"] == "shallow" else "shallow") for row in ROWS]

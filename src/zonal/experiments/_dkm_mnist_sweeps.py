@@ -74,6 +74,7 @@ def check_config(config: dict[str, Any]) -> tuple[str, ...]:
         raise ValueError(f"repeats must be an integer >= 1, got {config['repeats']!r}")
     if config["dtype"] not in DTYPES:
         raise ValueError(f"dtype must be one of {tuple(DTYPES)}, got {config['dtype']!r}")
+    check_device(config)
     if any(len(counts) != 3 for counts in config["inducing_sweep"]) or not config["inducing_sweep"]:
         raise ValueError(
             f"inducing_sweep must list inducing counts of the three stages, e.g. [[16, 32, 64]], "
@@ -82,6 +83,24 @@ def check_config(config: dict[str, Any]) -> tuple[str, ...]:
     if sweep != "all":
         return (sweep,)
     return tuple(name for name in SWEEPS if convolutional or name not in CONV_SWEEPS)
+
+
+def check_device(config: dict[str, Any]) -> torch.device:
+    """The torch device of ``config["device"]`` ("cpu" or "cuda[:i]"), refused with the reason if
+    it is not one or this machine lacks it."""
+    try:
+        device = torch.device(config["device"])
+    except (RuntimeError, TypeError) as error:
+        raise ValueError(f"device must be 'cpu' or 'cuda[:i]', got {config['device']!r}") from error
+    if device.type not in ("cpu", "cuda"):
+        raise ValueError(f"device must be 'cpu' or 'cuda[:i]', got {config['device']!r}")
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(
+            f"device {config['device']!r}: this machine has no CUDA device; set device to 'cpu' "
+            "in the run folder's config.json to resume it here (configurations in progress then "
+            "restart from their first epoch: their random streams belong to the other device)"
+        )
+    return device
 
 
 def sweep_configurations(config: dict[str, Any]) -> list[tuple[str, str, Configuration]]:

@@ -479,7 +479,7 @@ CLAIMS: tuple[Claim, ...] = (
         # initialisation (the setting must be > 0).
         ablations=(
             Ablation(
-                "the ADGP after 1 ELBO step, i.e. at its network initialisation (yacht)",
+                "the ADGP after 1 ELBO step, about its network initialisation (yacht)",
                 {"elbo_steps": 1, "models": ["ADGP", "Vanilla"], "datasets": ["yacht"]},
                 f"{RUN} uci-report --protocol converged --set elbo_steps=1 "
                 '--set \'models=["ADGP", "Vanilla"]\' --set \'datasets=["yacht"]\'',

@@ -67,38 +67,29 @@ likelihoods beside the seed's table.
 
 from __future__ import annotations
 
-import functools
-import hashlib
-import json
+import shutil
 import statistics
-import time
-from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
-import torch
-
-from zonal._files import atomic_writer
-from zonal.experiments._dkm_mnist_data import (
-    augmentation,
-    load_images,
-    prepare_inputs,
-    targets_for,
-)
-from zonal.experiments._dkm_mnist_models import build_model, evaluate
+from zonal.experiments._dkm_mnist_data import prepare_inputs
+from zonal.experiments._dkm_mnist_models import build_model
 from zonal.experiments._dkm_mnist_paper import plot_accuracy, seed_paper
 from zonal.experiments._dkm_mnist_sweeps import (
-    DTYPES,
     SWEEPS,
     Configuration,
     check_config,
     inducing_label,
     sweep_configurations,
 )
+from zonal.experiments._dkm_mnist_training import (
+    IN_PROGRESS_DIR,
+    TrainingUnit,
+    in_progress_path,
+    run_images,
+    train_unit,
+)
 from zonal.experiments.registry import register_experiment
 from zonal.experiments.run_directory import RunDirectory
-
-#: the run folder's subfolder of the training states of the configurations in progress
-IN_PROGRESS_DIR = "in_progress"
 
 QUICK: dict[str, Any] = {
     "seed": 0,
@@ -277,21 +268,24 @@ def run_dkm_mnist(config: dict[str, Any], run_dir: RunDirectory) -> dict[str, An
     """Train and evaluate every configuration of the sweeps (``--jobs`` of them at once, each kept
     in the checkpoint when it is done, the ones in progress in files of their own after every
     epoch), then tabulate them per sweep."""
-    planned = sweep_configurations(config)  # refuse bad settings before any work
+    planned = sweep_configurations(config)  # refuse bad settings (the device too) before any work
     state = run_dir.load_checkpoint() or {"done": {}, "epochs": {}}
     configurations = list({conf.key: conf for *_, conf in planned}.values())
-    pending = [
-        TrainingUnit(config, configuration, str(run_dir.path))
-        for configuration in configurations
-        if configuration.key not in state["done"]
+    units = [
+        TrainingUnit(config, configuration, str(run_dir.path)) for configuration in configurations
     ]
-    for unit, (result, epochs) in run_dir.map_units(
-        train_unit, pending, finished=len(configurations) - len(pending), unit="model"
-    ):
-        state["done"][unit.configuration.key] = result
-        state["epochs"][unit.configuration.key] = epochs
-        run_dir.save_checkpoint(state)
-        in_progress_path(unit).unlink(missing_ok=True)
+    pending = [unit for unit in units if unit.configuration.key not in state["done"]]
+    try:
+        for unit, (result, epochs) in run_dir.map_units(
+            train_unit, pending, finished=len(units) - len(pending), unit="model"
+        ):
+            state["done"][unit.configuration.key] = result
+            state["epochs"][unit.configuration.key] = epochs
+            run_dir.save_checkpoint(state)
+            in_progress_path(unit).unlink(missing_ok=True)
+    finally:
+        run_images.cache_clear()  # the images of this process (jobs = 1), not kept past the run
+    shutil.rmtree(run_dir.path / IN_PROGRESS_DIR, ignore_errors=True)  # every configuration done
 
     rows = [
         {
@@ -344,107 +338,6 @@ def run_dkm_mnist(config: dict[str, Any], run_dir: RunDirectory) -> dict[str, An
     return metrics
 
 
-class TrainingUnit(NamedTuple):
-    """One configuration to train in a worker: the run's config, the configuration and the run
-    folder (where its training state is kept while it is in progress)."""
-
-    config: dict[str, Any]
-    configuration: Configuration
-    run_path: str
-
-
-def in_progress_path(unit: TrainingUnit) -> Path:
-    """The file that holds a configuration's training state between its epochs."""
-    digest = hashlib.sha256(unit.configuration.key.encode()).hexdigest()[:16]
-    return Path(unit.run_path) / IN_PROGRESS_DIR / f"{digest}.pt"
-
-
-@functools.lru_cache(maxsize=1)
-def _images(config_json: str) -> tuple[Any, ...]:
-    """The training and test rows of a run's config (one copy per worker process)."""
-    config = json.loads(config_json)
-    pixels_train, y_train, pixels_test, y_test, image_shape = load_images(config)
-    x_train, x_test = prepare_inputs(config, pixels_train, pixels_test)
-    return x_train, y_train, x_test, y_test, tuple(image_shape)
-
-
-def training_device(config: dict[str, Any]) -> torch.device:
-    """The torch device of ``config["device"]``, refused with the reason if this machine lacks it.
-
-    On CUDA, TF32 is switched off so that float32 means float32 (cuDNN convolutions default to
-    TF32, ten mantissa bits)."""
-    device = torch.device(config["device"])
-    if device.type == "cuda":
-        if not torch.cuda.is_available():
-            raise ValueError(
-                f"device {config['device']!r}: this machine has no CUDA device; set device to "
-                "'cpu' in the run folder's config.json to resume it here"
-            )
-        torch.backends.cudnn.allow_tf32 = False
-        torch.backends.cuda.matmul.allow_tf32 = False
-    return device
-
-
-def train_unit(unit: TrainingUnit) -> tuple[dict[str, float], list[dict[str, Any]]]:
-    """Train one configuration on ``config["device"]`` (resuming its training state if it was in
-    progress), evaluate it on the test set: (test metrics and seconds per epoch, epoch log)."""
-    from zonal.dkm import fit_dkm
-
-    configuration = unit.configuration
-    config = {**unit.config, "seed": unit.config["seed"] + configuration.repeat}
-    device, dtype = training_device(config), DTYPES[config["dtype"]]
-    *data, image_shape = _images(json.dumps(unit.config, sort_keys=True))
-    x_train, y_train, x_test, y_test = (
-        tensor.to(device, dtype) if tensor.is_floating_point() else tensor.to(device)
-        for tensor in data
-    )
-    model = build_model(x_train, configuration, config, image_shape).to(device, dtype)
-    state_path = in_progress_path(unit)
-    progress = (
-        torch.load(state_path, map_location="cpu", weights_only=True)
-        if state_path.exists()
-        else {"training": None, "epochs": []}
-    )
-    resume = progress["training"]
-    epoch_log: list[dict[str, Any]] = list(progress["epochs"])
-    monitor_rows = config["batch_size"]
-    started = time.monotonic()
-
-    def save(training: dict[str, Any]) -> None:
-        state_path.parent.mkdir(exist_ok=True)
-        with atomic_writer(state_path, "wb") as handle:
-            torch.save({"training": training, "epochs": epoch_log}, handle)
-
-    def record(epoch: int, objective: float) -> dict[str, float]:
-        """Log the epoch; the progress bar shows the accuracy on one batch of training images
-        (evaluated without touching the random streams of training or of the final test)."""
-        epoch_log.append({"epoch": epoch + 1, "objective": objective})
-        model.eval()
-        with torch.random.fork_rng(devices=[]):
-            monitored = evaluate(model, x_train[:monitor_rows], y_train[:monitor_rows], config)
-        model.train()
-        return {"train accuracy %": monitored["accuracy_percent"]}
-
-    fit_dkm(
-        model,
-        x_train,
-        targets_for(y_train, configuration.likelihood),
-        epochs=config["epochs"],
-        batch_size=config["batch_size"],
-        lr=config["learning_rate"],
-        milestones=config["milestones"],
-        seed=config["seed"],
-        progress=True,
-        epoch_callback=record,
-        checkpoint=save,
-        resume=resume,
-        augment=augmentation(config, image_shape),
-    )
-    trained_epochs = config["epochs"] - (0 if resume is None else resume["epoch"])
-    seconds = (time.monotonic() - started) / max(trained_epochs, 1)  # training, not evaluation
-    return {**evaluate(model, x_test, y_test, config), "seconds_per_epoch": seconds}, epoch_log
-
-
 __all__ = [
     "CONV_CONVERGED",
     "CONV_FULL",
@@ -453,9 +346,7 @@ __all__ = [
     "FULL",
     "QUICK",
     "Configuration",
-    "TrainingUnit",
     "build_model",
     "prepare_inputs",
     "run_dkm_mnist",
-    "train_unit",
 ]

@@ -206,17 +206,22 @@ def find_runs(runs_root: str | os.PathLike[str]) -> list[RunFolder]:
     return found
 
 
+#: config keys that say where a run computes, not what (a run on a GPU counts for its protocol)
+PLACEMENT_KEYS = frozenset({"device"})
+
+
 def _matching(
     runs: Sequence[RunFolder], claim: Claim, settings: Mapping[str, Any]
 ) -> list[RunFolder]:
-    """Runs of the claim's experiment and protocol whose overridden keys are exactly ``settings``,
-    at those values; newest first."""
+    """Runs of the claim's experiment and protocol whose overridden keys, less those that only
+    say where a run computes (``PLACEMENT_KEYS``), are exactly ``settings``, at those values;
+    newest first."""
     chosen = [
         run
         for run in runs
         if run.experiment == claim.experiment
         and run.preset == claim.protocol
-        and set(run.overridden) == set(settings)
+        and set(run.overridden) - PLACEMENT_KEYS == set(settings)
         and all(run.config.get(key) == value for key, value in settings.items())
     ]
     return sorted(chosen, key=lambda run: (run.created, run.path.name), reverse=True)

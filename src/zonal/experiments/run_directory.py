@@ -173,6 +173,8 @@ class RunDirectory:
 
         Units must not depend on one another or on the order they run in (each seeds itself), so
         that a run gives the same rows whatever its ``jobs``; the caller checkpoints after each.
+        If the caller stops (Ctrl-C, a unit that raised, an early exit), the workers are
+        terminated rather than left to finish their units.
         A resumed run passes the number of units it has ``finished`` before, where the bar starts.
         """
         tqdm_kwargs.setdefault("total", finished + len(units))

@@ -29,7 +29,7 @@ from zonal.harmonics.recurrence import zonal_by_level, zonal_by_level_
 #: rows per block of the in-place recurrence on a CPU: its three buffers stay in a core's L2 cache
 RECURRENCE_ROWS = 256
 #: rows per block on an accelerator, which has no core's cache to fit and pays a dozen kernel
-#: launches per block: blocks of 256 rows made a 10^7-row statistics pass 20x slower on an H200
+#: launches per block: blocks of 256 rows made a 10^7-row statistics pass 14.7x slower on an H200
 #: (``benchmarks/statistics_pass.py --recurrence-rows 256``); this many bound the buffers (three
 #: of rows x M) while the launches cost nothing beside the work
 ACCELERATOR_RECURRENCE_ROWS = 65536
