@@ -50,36 +50,10 @@ def test_experiment_writes_one_row_per_nu_and_the_seed_beside_ours(reference):
     assert "-0.9026" in report  # seed 003 table 4, nu = inf
 
 
-def test_resumed_run_has_the_metrics_of_an_uninterrupted_one(reference, tmp_path, monkeypatch):
-    """A run killed in the second epoch of its second model resumes from the checkpoint after its
-    first epoch and ends with the same accuracies and log likelihoods."""
+def _killed_in_the_second_model(tmp_path, monkeypatch):
+    """A dkm-mnist run killed in the second epoch of its second model (model 1: 3 epochs of 2
+    steps; model 2: into epoch 2), and the count of objective calls (go on counting after)."""
     from zonal.dkm import sparse
-
-    calls = {"count": 0}
-    original = sparse.SparseDKM.objective
-
-    def crashing(self, *args, **kwargs):
-        calls["count"] += 1
-        if calls["count"] == 3 * 2 + 3:  # model 1: 3 epochs x 2 steps; model 2: into epoch 2
-            raise SimulatedCrashError("killed")
-        return original(self, *args, **kwargs)
-
-    monkeypatch.setattr(sparse.SparseDKM, "objective", crashing)
-    run = create_run("dkm-mnist", overrides=TINY, runs_root=tmp_path)
-    with pytest.raises(SimulatedCrashError):
-        execute_run(run)
-    calls["count"] = -1000
-    resumed = resume_experiment(run.directory.path)
-    assert calls["count"] == -1000 + 2 * 2  # only the last two epochs of the second model
-    assert _without_times(resumed.metrics) == _without_times(reference.metrics)
-
-
-def test_a_run_killed_in_one_process_resumes_in_two_workers(reference, tmp_path, monkeypatch):
-    """Killed in the second epoch of its second model with ``--jobs 1``, resumed with
-    ``--jobs 2``: the worker continues that model from its in-progress state, and the metrics
-    are those of an uninterrupted run."""
-    from zonal.dkm import sparse
-    from zonal.experiments.run import open_run
 
     calls = {"count": 0}
     original = sparse.SparseDKM.objective
@@ -94,6 +68,26 @@ def test_a_run_killed_in_one_process_resumes_in_two_workers(reference, tmp_path,
     run = create_run("dkm-mnist", overrides=TINY, runs_root=tmp_path)
     with pytest.raises(SimulatedCrashError):
         execute_run(run)
+    return run, calls
+
+
+def test_resumed_run_has_the_metrics_of_an_uninterrupted_one(reference, tmp_path, monkeypatch):
+    """A run killed in the second epoch of its second model resumes from the checkpoint after its
+    first epoch and ends with the same accuracies and log likelihoods."""
+    run, calls = _killed_in_the_second_model(tmp_path, monkeypatch)
+    calls["count"] = -1000
+    resumed = resume_experiment(run.directory.path)
+    assert calls["count"] == -1000 + 2 * 2  # only the last two epochs of the second model
+    assert _without_times(resumed.metrics) == _without_times(reference.metrics)
+
+
+def test_a_run_killed_in_one_process_resumes_in_two_workers(reference, tmp_path, monkeypatch):
+    """Killed in the second epoch of its second model with ``--jobs 1``, resumed with
+    ``--jobs 2``: the worker continues that model from its in-progress state, and the metrics
+    are those of an uninterrupted run."""
+    from zonal.experiments.run import open_run
+
+    run, _ = _killed_in_the_second_model(tmp_path, monkeypatch)
     monkeypatch.undo()
     resumed = execute_run(open_run(run.directory.path, jobs=2))
     assert _without_times(resumed.metrics) == _without_times(reference.metrics)
