@@ -384,6 +384,14 @@ def test_resumed_sweep_skips_the_finished_configurations(sweeps, tmp_path, monke
     run = create_run("cdkm-mnist", overrides=TINY_SWEEPS, runs_root=tmp_path)
     with pytest.raises(SimulatedCrashError):
         execute_run(run)
+    from zonal.experiments.reproductions import checkpoint_rows
+
+    partial, _, _ = checkpoint_rows(run.directory.path)  # the report's rows of the 4 done so far
+    assert {(row["sweep"], row["setting"]) for row in partial} == {
+        ("nu", "inf"), ("nu", "1"), ("normalisation", "batch/batch"),
+        ("normalisation", "batch/location"), ("normalisation", "local/image"),
+        ("rescaling", "batch/batch"), ("top", "linear"), ("likelihood", "categorical"),
+    }  # fmt: skip
     monkeypatch.undo()
     built = _spy_on_models(monkeypatch)
     resumed = resume_experiment(run.directory.path)

@@ -281,27 +281,14 @@ def run_dkm_mnist(config: dict[str, Any], run_dir: RunDirectory) -> dict[str, An
         ):
             state["done"][unit.configuration.key] = result
             state["epochs"][unit.configuration.key] = epochs
+            state["rows"] = result_rows(config, planned, state["done"])  # the report's, so far
             run_dir.save_checkpoint(state)
             in_progress_path(unit).unlink(missing_ok=True)
     finally:
         run_images.cache_clear()  # the images of this process (jobs = 1), not kept past the run
     shutil.rmtree(run_dir.path / IN_PROGRESS_DIR, ignore_errors=True)  # every configuration done
 
-    rows = [
-        {
-            "sweep": sweep,
-            "setting": setting,
-            "nu": configuration.nu,
-            "normalisation": "/".join(configuration.normalisation),
-            "rescaling": "/".join(configuration.rescaling),
-            "top": configuration.top,
-            "likelihood": configuration.likelihood,
-            "inducing": inducing_label(configuration.inducing),
-            "seed": config["seed"] + configuration.repeat,
-            **state["done"][configuration.key],
-        }
-        for sweep, setting, configuration in planned
-    ]
+    rows = result_rows(config, planned, state["done"])
     run_dir.save_table("results.csv", rows)
     run_dir.save_table(
         "training.csv",
@@ -338,6 +325,31 @@ def run_dkm_mnist(config: dict[str, Any], run_dir: RunDirectory) -> dict[str, An
     return metrics
 
 
+def result_rows(
+    config: dict[str, Any],
+    planned: list[tuple[str, str, Configuration]],
+    done: dict[str, dict[str, float]],
+) -> list[dict[str, Any]]:
+    """One row per planned (sweep, setting, configuration) whose configuration is ``done``: the
+    configuration, its seed and its test metrics (``results.csv``)."""
+    return [
+        {
+            "sweep": sweep,
+            "setting": setting,
+            "nu": configuration.nu,
+            "normalisation": "/".join(configuration.normalisation),
+            "rescaling": "/".join(configuration.rescaling),
+            "top": configuration.top,
+            "likelihood": configuration.likelihood,
+            "inducing": inducing_label(configuration.inducing),
+            "seed": config["seed"] + configuration.repeat,
+            **done[configuration.key],
+        }
+        for sweep, setting, configuration in planned
+        if configuration.key in done
+    ]
+
+
 __all__ = [
     "CONV_CONVERGED",
     "CONV_FULL",
@@ -348,5 +360,6 @@ __all__ = [
     "Configuration",
     "build_model",
     "prepare_inputs",
+    "result_rows",
     "run_dkm_mnist",
 ]
