@@ -268,10 +268,10 @@ def split_unit(item: tuple[dict[str, Any], tuple[str, int]]) -> dict[str, dict[s
         "full": "reduced: the report's datasets that are obtainable here",
     },
     paper=PAPER,
-    # Estimated, not measured: uci-dgp's converged run (the same datasets, splits and step
-    # counts, ADGP-3 and DGP-3 with M = 64) took 2.2 CPU-hours; here M = 128 and two more
-    # networks of 20,000 steps.
-    cpu_hours={"converged": 3.5},
+    # Measured in part (session 13, two workers, the cores shared with a test run for an hour):
+    # a yacht split (all four models) took about 22 CPU-minutes, a boston split about 40;
+    # concrete's twice boston's rows, so about 75. Five of nine splits took 2 h of two cores.
+    cpu_hours={"converged": 7.0},
 )
 def run_uci_report(config: dict[str, Any], run_dir: RunDirectory) -> dict[str, Any]:
     """Every (dataset, split), checkpointed after each; summary, figure."""
