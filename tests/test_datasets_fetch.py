@@ -49,6 +49,7 @@ EXPECTED_NAMES = {
 
 def xlsx(sheets: dict[str, pd.DataFrame]) -> bytes:
     buffer = io.BytesIO()
+    pytest.importorskip("openpyxl")  # the data extra's Excel reader and writer
     with pd.ExcelWriter(buffer, engine="openpyxl") as writer:
         for name, frame in sheets.items():
             frame.to_excel(writer, sheet_name=name, index=False)

@@ -50,8 +50,25 @@ def test_csv_with_and_without_header() -> None:
         parse_csv_table(b"1,a\n", False)
 
 
+@pytest.mark.parametrize(("magic", "reader"), [(b"PK\x03\x04", "openpyxl"), (b"\xd0\xcf", "xlrd")])
+def test_an_excel_file_without_its_reader_names_the_reader_and_the_extra(
+    monkeypatch: pytest.MonkeyPatch, magic: bytes, reader: str
+) -> None:
+    """pandas without openpyxl (.xlsx) or xlrd (.xls) raised pandas' own ImportError; the error
+    names the reader and zonal's data extra."""
+    import sys
+
+    pytest.importorskip("pandas")
+    monkeypatch.setitem(sys.modules, reader, None)  # import fails
+    with pytest.raises(
+        ImportError, match=f"needs pandas and {reader}: pip install 'zonal\\[data\\]'"
+    ):
+        parse_excel_sheet(magic + b"rest of the workbook")
+
+
 def test_excel_sheet_by_name_drops_empty_rows() -> None:
     buffer = io.BytesIO()
+    pytest.importorskip("openpyxl")  # the data extra's Excel reader and writer
     with pd.ExcelWriter(buffer, engine="openpyxl") as writer:
         pd.DataFrame({"Z": [9.0]}).to_excel(writer, sheet_name="Other", index=False)
         pd.DataFrame({"AT": [14.96, None, 25.18], "PE": [463.26, None, 444.37]}).to_excel(

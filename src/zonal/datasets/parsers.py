@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import gzip
+import importlib
 import io
 from dataclasses import dataclass
 
@@ -88,13 +89,18 @@ def parse_excel_sheet(data: bytes, sheet: str | int = 0) -> tuple[np.ndarray, li
     Rows and columns that are entirely empty are dropped (some workbooks carry trailing ones).
     Needs pandas and openpyxl (the ``data`` extra; ``.xls`` files also need xlrd).
     """
+    # .xlsx is a zip archive, read by openpyxl; .xls an OLE2 file, read by xlrd
+    engine = "openpyxl" if data[:2] == b"PK" else "xlrd"
     try:
         import pandas as pd
+
+        importlib.import_module(engine)
     except ImportError as error:
         raise ImportError(
-            "reading Excel files needs pandas and openpyxl: pip install 'zonal[data]'"
+            f"reading this Excel file needs pandas and {engine}: pip install 'zonal[data]'"
+            + (" xlrd" if engine == "xlrd" else "")
         ) from error
-    frame = pd.read_excel(io.BytesIO(data), sheet_name=sheet, header=0)
+    frame = pd.read_excel(io.BytesIO(data), sheet_name=sheet, header=0, engine=engine)
     frame = frame.dropna(axis=0, how="all").dropna(axis=1, how="all")
     names = [str(name).strip() for name in frame.columns]
     try:
