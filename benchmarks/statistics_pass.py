@@ -408,7 +408,6 @@ def print_pass(
         f"({compared['elbo_difference_per_row']:+.2e} per row, relative "
         f"{compared['elbo_relative_difference']:.2e})"
     )
-    write_json(args.output, results)
 
 
 def main() -> None:

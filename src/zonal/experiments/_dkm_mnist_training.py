@@ -85,12 +85,15 @@ def train_unit(unit: TrainingUnit) -> tuple[dict[str, float], list[dict[str, Any
     monitor_rows = config["batch_size"]
     started = time.monotonic()
 
+    def training_seconds() -> float:
+        """Seconds of training so far, over every session of this configuration."""
+        return progress["seconds"] + time.monotonic() - started
+
     def save(training: dict[str, Any]) -> None:
-        seconds = progress["seconds"] + time.monotonic() - started  # training so far, all sessions
         state_path.parent.mkdir(exist_ok=True)
         with atomic_writer(state_path, "wb") as handle:
             torch.save(
-                {"training": training, "epochs": epoch_log, "seconds": seconds,
+                {"training": training, "epochs": epoch_log, "seconds": training_seconds(),
                  "device": device.type},
                 handle,
             )  # fmt: skip
@@ -120,8 +123,7 @@ def train_unit(unit: TrainingUnit) -> tuple[dict[str, float], list[dict[str, Any
         resume=resume,
         augment=augmentation(config, image_shape),
     )
-    trained = progress["seconds"] + time.monotonic() - started  # training, not evaluation
-    seconds = trained / max(config["epochs"], 1)
+    seconds = training_seconds() / max(config["epochs"], 1)  # training, not evaluation
     return {**evaluate(model, x_test, y_test, config), "seconds_per_epoch": seconds}, epoch_log
 
 

@@ -84,7 +84,6 @@ from zonal.experiments._dkm_mnist_sweeps import (
 from zonal.experiments._dkm_mnist_training import (
     IN_PROGRESS_DIR,
     TrainingUnit,
-    in_progress_path,
     run_images,
     train_unit,
 )
@@ -283,7 +282,6 @@ def run_dkm_mnist(config: dict[str, Any], run_dir: RunDirectory) -> dict[str, An
             state["epochs"][unit.configuration.key] = epochs
             state["rows"] = result_rows(config, planned, state["done"])  # the report's, so far
             run_dir.save_checkpoint(state)
-            in_progress_path(unit).unlink(missing_ok=True)
     finally:
         run_images.cache_clear()  # the images of this process (jobs = 1), not kept past the run
     shutil.rmtree(run_dir.path / IN_PROGRESS_DIR, ignore_errors=True)  # every configuration done
