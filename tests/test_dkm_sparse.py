@@ -165,6 +165,34 @@ def test_minibatch_objective_averages_to_the_full_batch_objective():
     torch.testing.assert_close(torch.stack(batches).mean(), full, rtol=1e-12, atol=1e-12)
 
 
+def test_a_gram_matrix_that_is_no_longer_positive_definite_stops_training_at_its_step(
+    monkeypatch,
+):
+    """``fit_dkm`` names the epoch and step where a Gram matrix broke (parameters driven to NaN)
+    and leaves the parameters as the last finite step left them."""
+    from zonal.dkm import TrainingDivergedError
+
+    x = torch.cat([torch.randn(40, 2, generator=generator(20), dtype=torch.float64),
+                   torch.ones(40, 1, dtype=torch.float64)], 1)  # fmt: skip
+    model = SparseDKM(x[:8], 1, GaussianLikelihood(), nu=1.0)
+    original, calls = SparseDKM.objective, {"count": 0}
+
+    def breaking(self, *args, **kwargs):
+        calls["count"] += 1
+        if calls["count"] == 3:
+            raise NotPositiveDefiniteError("K_ii contains NaN or infinite entries")
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(SparseDKM, "objective", breaking)
+    fit_dkm(model, x, x[:, 0], epochs=1, batch_size=20, lr=0.01)  # two steps
+    before = {name: value.detach().clone() for name, value in model.state_dict().items()}
+    with pytest.raises(TrainingDivergedError, match="epoch 1, step 1 of 2: K_ii") as raised:
+        fit_dkm(model, x, x[:, 0], epochs=1, batch_size=20, lr=0.01)
+    assert isinstance(raised.value.__cause__, NotPositiveDefiniteError)
+    for name, value in model.state_dict().items():
+        torch.testing.assert_close(value, before[name], rtol=0, atol=0)
+
+
 def test_regression_training_raises_the_objective_and_fits_the_data():
     """A two-layer DKM on a smooth 2-d function: the objective rises and the test RMSE is a fraction
     of the targets' spread; the learned Gram blocks moved away from the NNGP (nu = 1)."""

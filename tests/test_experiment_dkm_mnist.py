@@ -109,6 +109,53 @@ def test_a_training_state_saved_on_another_device_restarts_its_configuration(tmp
     assert load_progress(tmp_path / "absent.pt", torch.device("cpu"))["epochs"] == []
 
 
+def test_a_float32_configuration_that_diverges_is_trained_again_in_float64(
+    reference, tmp_path, monkeypatch
+):
+    """A float32 run whose second model reaches a NaN objective in its second epoch: that model
+    is trained again from its initialisation in float64 (with a warning naming it), so its
+    metrics are exactly the float64 run's; the rows say which precision each model trained in."""
+    from zonal.dkm import sparse
+
+    original = sparse.SparseDKM.objective
+    calls = {"float32": 0}
+
+    def diverging(self, inputs, *args, **kwargs):
+        value = original(self, inputs, *args, **kwargs)
+        if inputs.dtype == torch.float32:
+            calls["float32"] += 1
+            if calls["float32"] == 3 * 2 + 3:  # the second model, in its second epoch
+                return value * float("nan")
+        return value
+
+    monkeypatch.setattr(sparse.SparseDKM, "objective", diverging)
+    run = create_run("dkm-mnist", overrides={**TINY, "dtype": "float32"}, runs_root=tmp_path)
+    with pytest.warns(UserWarning, match=r"nu=1 .*diverged at epoch 2, step 1 .*float64"):
+        result = execute_run(run)
+    with open(result.path / "results.csv", newline="") as handle:
+        rows = {row["setting"]: row for row in csv.DictReader(handle)}
+    assert (rows["inf"]["dtype"], rows["1"]["dtype"]) == ("float32", "float64")
+    for metric in ("accuracy_percent", "test_log_likelihood"):
+        assert result.metrics[metric]["nu=1"] == reference.metrics[metric]["nu=1"]
+
+
+def test_a_float64_divergence_stops_the_run_naming_the_configuration(tmp_path, monkeypatch):
+    """No precision is left to retry in: the divergence is raised at its step, with the
+    configuration named."""
+    from zonal.dkm import TrainingDivergedError, sparse
+
+    original = sparse.SparseDKM.objective
+
+    def diverging(self, *args, **kwargs):
+        return original(self, *args, **kwargs) * float("inf")
+
+    monkeypatch.setattr(sparse.SparseDKM, "objective", diverging)
+    run = create_run("dkm-mnist", overrides=TINY, runs_root=tmp_path)
+    with pytest.raises(TrainingDivergedError, match="epoch 1, step 1 of 2") as raised:
+        execute_run(run)
+    assert any("nu=inf" in note and "float64" in note for note in raised.value.__notes__)
+
+
 def test_two_workers_give_the_rows_of_one_and_leave_no_training_state(reference, tmp_path):
     """``--jobs 2`` trains the two configurations in two processes: the same metrics as one
     process, and the in-progress training states are gone once each configuration is done."""

@@ -17,7 +17,7 @@ from zonal.dkm.objective import (
 )
 from zonal.dkm.psd import CholeskyParameter
 from zonal.dkm.sparse import InducingChain, InducingLayer, SparseDKM
-from zonal.dkm.training import fit_dkm
+from zonal.dkm.training import TrainingDivergedError, fit_dkm
 
 __all__ = [
     "ArcCosineGram",
@@ -34,6 +34,7 @@ __all__ = [
     "ObjectiveTerms",
     "SparseDKM",
     "SquaredExponentialGram",
+    "TrainingDivergedError",
     "check_nu",
     "conditional_blocks",
     "dkm_objective",

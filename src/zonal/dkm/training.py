@@ -7,6 +7,10 @@ the learning rate (0.01) divided by 10 at fixed epochs (40 and 80 of 100; 80 and
 Training is resumable: after every epoch ``checkpoint(state)`` receives the model, optimiser,
 schedule and random-generator states and the objective history; passing that state back as
 ``resume`` continues exactly where it stopped (the same batches and Monte Carlo draws).
+
+A step whose objective is not finite, or whose Gram matrices are no longer positive definite
+(parameters driven to NaN or infinity), stops training with ``TrainingDivergedError`` naming the
+epoch and step, before the optimiser can step on it.
 """
 
 from __future__ import annotations
@@ -20,7 +24,13 @@ from typing import Any
 import torch
 
 from zonal.dkm.model import DeepKernelMachine
+from zonal.linalg import NotPositiveDefiniteError
 from zonal.models.training import check_targets, minibatch_indices
+
+
+class TrainingDivergedError(ArithmeticError):
+    """Training of a DKM reached a non-finite objective or a Gram matrix that is not positive
+    definite (typically a learning rate too large for the floating-point precision)."""
 
 
 def fit_dkm(
@@ -91,7 +101,15 @@ def fit_dkm(
         for step, index in enumerate(minibatch_indices(num_train, batch_size, per_epoch, batches)):
             optimiser.zero_grad()
             inputs = x[index] if augment is None else augment(x[index], batches)
-            objective = model.objective(inputs, y[index], num_train, draws)
+            where = f"epoch {epoch + 1}, step {step + 1} of {per_epoch}"
+            try:
+                objective = model.objective(inputs, y[index], num_train, draws)
+            except NotPositiveDefiniteError as error:
+                raise TrainingDivergedError(f"training diverged at {where}: {error}") from error
+            if not torch.isfinite(objective):
+                raise TrainingDivergedError(
+                    f"training diverged at {where}: the objective is {float(objective.detach())}"
+                )
             (-objective).backward()
             optimiser.step()
             history.append(float(objective.detach()))

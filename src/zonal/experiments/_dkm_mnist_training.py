@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 import torch
 
 from zonal._files import atomic_writer
+from zonal.dkm.training import TrainingDivergedError
 from zonal.experiments._dkm_mnist_data import (
     augmentation,
     load_images,
@@ -27,6 +28,8 @@ from zonal.experiments._dkm_mnist_sweeps import DTYPES, Configuration, check_dev
 
 #: the run folder's subfolder of the training states of the configurations in progress
 IN_PROGRESS_DIR = "in_progress"
+#: the training state of a configuration not started
+FRESH_PROGRESS: dict[str, Any] = {"training": None, "epochs": [], "seconds": 0.0}
 
 
 class TrainingUnit(NamedTuple):
@@ -63,14 +66,44 @@ def training_device(config: dict[str, Any]) -> torch.device:
     return device
 
 
-def train_unit(unit: TrainingUnit) -> tuple[dict[str, float], list[dict[str, Any]]]:
+def train_unit(unit: TrainingUnit) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Train one configuration on ``config["device"]`` (resuming its training state if it was in
-    progress), evaluate it on the test set: (test metrics and seconds per epoch, epoch log)."""
+    progress), evaluate it on the test set: (test metrics, seconds per epoch and the precision it
+    trained in; epoch log).
+
+    A float32 configuration whose training diverges (``TrainingDivergedError``) is trained again
+    from its initialisation in float64, seed 003's precision, with a warning; its row says so
+    (``dtype``), and a resumed run continues it in float64. A float64 divergence is raised with
+    the configuration named."""
+    configuration = unit.configuration
+    state_path = in_progress_path(unit)
+    device = training_device(unit.config)
+    progress = load_progress(state_path, device)
+    dtype = progress.get("dtype", unit.config["dtype"])  # a retried configuration: float64
+    try:
+        return _train(unit, dtype, progress)
+    except TrainingDivergedError as error:
+        if dtype == "float64":
+            error.add_note(f"while training {configuration.key} in float64")
+            raise
+        warnings.warn(
+            f"{configuration.key}: {error} in {dtype}; training it again in float64 (seed 003's "
+            "precision)",
+            stacklevel=2,
+        )
+        state_path.unlink(missing_ok=True)
+        return _train(unit, "float64", {**FRESH_PROGRESS, "dtype": "float64"})
+
+
+def _train(
+    unit: TrainingUnit, dtype_name: str, progress: dict[str, Any]
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """``train_unit`` in the precision ``dtype_name``, from ``progress`` (``load_progress``)."""
     from zonal.dkm import fit_dkm
 
     configuration = unit.configuration
     config = {**unit.config, "seed": unit.config["seed"] + configuration.repeat}
-    device, dtype = training_device(config), DTYPES[config["dtype"]]
+    device, dtype = training_device(config), DTYPES[dtype_name]
     *data, image_shape = run_images(json.dumps(unit.config, sort_keys=True))
     # built on the CPU (the same initial model on every device), then moved
     model = build_model(data[0].to(dtype), configuration, config, image_shape).to(device, dtype)
@@ -79,7 +112,6 @@ def train_unit(unit: TrainingUnit) -> tuple[dict[str, float], list[dict[str, Any
         for tensor in data
     )
     state_path = in_progress_path(unit)
-    progress = load_progress(state_path, device)
     resume = progress["training"]
     epoch_log: list[dict[str, Any]] = list(progress["epochs"])
     monitor_rows = config["batch_size"]
@@ -94,7 +126,7 @@ def train_unit(unit: TrainingUnit) -> tuple[dict[str, float], list[dict[str, Any
         with atomic_writer(state_path, "wb") as handle:
             torch.save(
                 {"training": training, "epochs": epoch_log, "seconds": training_seconds(),
-                 "device": device.type},
+                 "device": device.type, "dtype": dtype_name},
                 handle,
             )  # fmt: skip
 
@@ -124,7 +156,8 @@ def train_unit(unit: TrainingUnit) -> tuple[dict[str, float], list[dict[str, Any
         augment=augmentation(config, image_shape),
     )
     seconds = training_seconds() / max(config["epochs"], 1)  # training, not evaluation
-    return {**evaluate(model, x_test, y_test, config), "seconds_per_epoch": seconds}, epoch_log
+    metrics = {**evaluate(model, x_test, y_test, config), "seconds_per_epoch": seconds}
+    return {**metrics, "dtype": dtype_name}, epoch_log
 
 
 def load_progress(path: Path, device: torch.device) -> dict[str, Any]:
@@ -132,7 +165,7 @@ def load_progress(path: Path, device: torch.device) -> dict[str, Any]:
     saved on another kind of device is set aside with a warning: its random streams (a CUDA
     generator's state is not a CPU generator's) cannot continue here, so the configuration
     restarts."""
-    fresh: dict[str, Any] = {"training": None, "epochs": [], "seconds": 0.0}
+    fresh = dict(FRESH_PROGRESS)
     if not path.exists():
         return fresh
     progress = torch.load(path, map_location="cpu", weights_only=True)

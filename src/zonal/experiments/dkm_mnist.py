@@ -326,10 +326,11 @@ def run_dkm_mnist(config: dict[str, Any], run_dir: RunDirectory) -> dict[str, An
 def result_rows(
     config: dict[str, Any],
     planned: list[tuple[str, str, Configuration]],
-    done: dict[str, dict[str, float]],
+    done: dict[str, dict[str, Any]],
 ) -> list[dict[str, Any]]:
     """One row per planned (sweep, setting, configuration) whose configuration is ``done``: the
-    configuration, its seed and its test metrics (``results.csv``)."""
+    configuration, its seed, its test metrics and the precision it trained in (``results.csv``;
+    ``train_unit`` retrains a diverged float32 configuration in float64)."""
     return [
         {
             "sweep": sweep,
@@ -341,6 +342,7 @@ def result_rows(
             "likelihood": configuration.likelihood,
             "inducing": inducing_label(configuration.inducing),
             "seed": config["seed"] + configuration.repeat,
+            "dtype": config["dtype"],
             **done[configuration.key],
         }
         for sweep, setting, configuration in planned
