@@ -38,7 +38,9 @@ size) and nu = 1.
 Every setting is trained ``repeats`` times, with the seeds ``seed``, ``seed + 1``, ...: one row of
 ``results.csv`` per seed, the metrics are the means over the seeds (with the standard error of the
 mean accuracy when there are several). ``dtype`` is that of the model and the data (``float32``
-about halves a step on a CPU; the seed uses float64). A configuration that several sweeps share (the
+about halves a step on a CPU; the seed uses float64); a float32 configuration whose training
+diverges (a non-finite objective or Gram matrix) is trained again from its initialisation in
+float64, with a warning, and its row's ``dtype`` says so. A configuration that several sweeps share (the
 base) is trained once per seed. ``--jobs N`` trains N configurations at once (processes), on
 ``device`` (``"cuda"``: several processes share the GPU; TF32 is switched off). Each finished
 configuration is kept in the run's checkpoint, and after every epoch the training state of each in
@@ -205,7 +207,8 @@ CONV_DIFFERENCES = {
     "size; GAP, Local/Local, None/None and nu = 10^4 fall to the constant output (objective "
     "-log 10): at P = 1000 the KL terms weigh 60 times the seed's",
     "converged": "reduced: the seed's 60,000 training and 10,000 test images, but an 8/16/32 stack "
-    "of one block per stage (seed: 128/256/512, three blocks per stage) in float32 (seed: float64), "
+    "of one block per stage (seed: 128/256/512, three blocks per stage) in float32 (seed: float64; "
+    "a configuration that diverges in float32 is trained again in float64), "
     "2 epochs of batches of 50, rate 0.05 then 0.005 (seed: 100 epochs of 256, rate 0.01 divided "
     "by 10 at 40 and 80), 3 seeds (seed: 4), no crops (seed: random crops); nu in inf / 100 / 1 / "
     "0.01 (seed: 7 values); the base has the linear top (seed: GAP); inducing sweep 4/8/16 and "
