@@ -11,7 +11,7 @@ import pytest
 import torch
 from scipy import stats
 
-from zonal.experiments import create_run, execute_run, run_experiment
+from zonal.experiments import create_run, execute_run, resume_experiment, run_experiment
 from zonal.experiments.uci_report import (
     QUICK,
     DropoutNetwork,
@@ -101,3 +101,39 @@ def test_two_worker_processes_give_the_rows_of_one(tmp_path):
                     for row in csv.DictReader(handle)]  # fmt: skip
 
     assert rows(parallel.path) == rows(reference.path)
+
+
+def _rows_without_times(path):
+    with (path / "results.csv").open() as handle:
+        return [{k: v for k, v in row.items() if "seconds" not in k}
+                for row in csv.DictReader(handle)]  # fmt: skip
+
+
+def test_a_run_killed_after_its_first_model_group_resumes_with_the_others_only(
+    tmp_path, monkeypatch
+):
+    """Killed in its second unit (dropout on split 0), after the ADGP and its network on split 0
+    were checkpointed: the resumed run trains only the (split, model group) units not done, and
+    its rows are an uninterrupted run's (each model seeds itself)."""
+    from zonal.experiments import uci_report
+
+    reference = run_experiment("uci-report", overrides=TINY, runs_root=tmp_path / "one")
+    original, calls = uci_report.fit_split, []
+
+    def crashing_once(config, data, dataset, split, models=None):
+        calls.append((split, models))
+        if len(calls) == 2 and not resumed:
+            raise KeyboardInterrupt
+        return original(config, data, dataset, split, models)
+
+    resumed = False
+    monkeypatch.setattr(uci_report, "fit_split", crashing_once)
+    run = create_run("uci-report", overrides=TINY, runs_root=tmp_path / "two")
+    with pytest.raises(KeyboardInterrupt):
+        execute_run(run)
+    calls.clear()
+    resumed = True
+    result = resume_experiment(run.directory.path)
+    assert calls == [(0, ("Dropout",)), (0, ("DGP",)),
+                     (1, ("ADGP", "Vanilla")), (1, ("Dropout",)), (1, ("DGP",))]  # fmt: skip
+    assert _rows_without_times(result.path) == _rows_without_times(reference.path)

@@ -21,7 +21,9 @@ predictive mean and NLPD = -(1/T) sum_i log p(y_i) on the standardised scale. Th
 numbers for this table ("??"): the comparison is between the four models on the same splits.
 
 Outputs: ``results.csv`` (dataset, split, model), ``summary.csv`` (mean and standard error over
-splits), ``uci_protocol.png``; a checkpoint after every (dataset, split, model).
+splits), ``uci_protocol.png``. The units of work (``--jobs`` workers, a checkpoint after each) are
+(dataset, split, model group): the ADGP with its network (``Vanilla``), dropout, the DGP; each model
+seeds itself (``unit_seed``), so the rows do not depend on how the models are grouped.
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ if TYPE_CHECKING:
     from zonal.models import DGP, ActivatedDGP
 
 MODELS = ("ADGP", "Vanilla", "Dropout", "DGP")
+#: models trained together: the ADGP starts from its network, which is ``Vanilla``
+MODEL_GROUPS = (("ADGP", "Vanilla"), ("Dropout",), ("DGP",))
 QUICK: dict[str, Any] = {
     "seed": 0,
     "datasets": ["yacht"],  # or "synthetic" (a small made-up problem, for tests)
@@ -152,8 +156,10 @@ def fit_split(
     data: tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor],
     dataset: str,
     split: int,
+    models: tuple[str, ...] | None = None,
 ) -> dict[str, dict[str, float]]:
-    """Every model of ``config["models"]`` on one split: {model: {rmse, nlpd}}."""
+    """The ``models`` (default: every model of ``config["models"]``) on one split:
+    {model: {rmse, nlpd}}, in ``config["models"]``'s order."""
     from zonal.experiments._dgp_common import (
         Schedule,
         build_inducing_point_dgp,
@@ -166,7 +172,7 @@ def fit_split(
     x_train, y_train, x_test, y_test = data
     input_dim = x_train.shape[-1]
     schedule = Schedule.from_config(config)
-    wanted = set(config["models"])
+    wanted = set(config["models"] if models is None else models)
     results: dict[str, dict[str, float]] = {}
 
     def scored(mse: float, tll: float) -> dict[str, float]:
@@ -228,7 +234,16 @@ def fit_split(
         train_elbo(model, x_train, y_train, config["dgp_steps"], schedule, generator,
                    num_samples=config["train_samples"])  # fmt: skip
         results["DGP"] = scored_by_elbo_model(model, seed)
-    return {model: results[model] for model in config["models"]}
+    return {model: results[model] for model in config["models"] if model in wanted}
+
+
+def model_groups(models: list[str]) -> list[tuple[str, ...]]:
+    """``models`` in the groups that train together (``MODEL_GROUPS``), each group once."""
+    return [
+        tuple(model for model in group if model in models)
+        for group in MODEL_GROUPS
+        if any(model in models for model in group)
+    ]
 
 
 def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -243,14 +258,16 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return summary
 
 
-def split_unit(item: tuple[dict[str, Any], tuple[str, int]]) -> dict[str, dict[str, float]]:
-    """Every model on one (dataset, split) of the run with ``config``. Module-level and
+def split_unit(
+    item: tuple[dict[str, Any], tuple[str, int, tuple[str, ...]]],
+) -> dict[str, dict[str, float]]:
+    """One group of models on one (dataset, split) of the run with ``config``. Module-level and
     self-contained (it reads its own split), so that ``--jobs`` workers can run it."""
     from zonal.experiments.uci_dgp import load_regression, split_data
 
-    config, (dataset, split) = item
+    config, (dataset, split, models) = item
     data = split_data(*load_regression(dataset), split, config)
-    return fit_split(config, data, dataset, split)
+    return fit_split(config, data, dataset, split, models)
 
 
 @register_experiment(
@@ -274,23 +291,32 @@ def split_unit(item: tuple[dict[str, Any], tuple[str, int]]) -> dict[str, dict[s
     cpu_hours={"converged": 7.0},
 )
 def run_uci_report(config: dict[str, Any], run_dir: RunDirectory) -> dict[str, Any]:
-    """Every (dataset, split), checkpointed after each; summary, figure."""
+    """Every (dataset, split, model group), checkpointed after each; summary, figure."""
     unknown = sorted(set(config["models"]) - set(MODELS))
     if unknown:
         raise ValueError(f"unknown models {unknown}; use some of {list(MODELS)}")
     state = run_dir.load_checkpoint() or {"rows": []}
     rows: list[dict[str, Any]] = list(state["rows"])
-    done = {(r["dataset"], r["split"]) for r in rows}
-    todo = [(d, s) for d in config["datasets"] for s in range(config["num_splits"])]
-    pending = [(config, unit) for unit in todo if unit not in done]
-    for (_, (dataset, split)), found in run_dir.map_units(
-        split_unit, pending, finished=len(todo) - len(pending), unit="split"
+    done = {(r["dataset"], r["split"], r["model"]) for r in rows}
+    todo = [
+        (dataset, split, group)
+        for dataset in config["datasets"]
+        for split in range(config["num_splits"])
+        for group in model_groups(config["models"])
+    ]
+    pending = [
+        (config, (dataset, split, group))
+        for dataset, split, group in todo
+        if any((dataset, split, model) not in done for model in group)
+    ]
+    for (_, (dataset, split, _)), found in run_dir.map_units(
+        split_unit, pending, finished=len(todo) - len(pending), unit="fit"
     ):
         for model, metrics in found.items():
             rows.append({"dataset": dataset, "split": split, "model": model, **metrics})
         run_dir.save_checkpoint({"rows": rows})
     # In the units' order, whatever order ``--jobs`` workers finished them in.
-    order = {unit: position for position, unit in enumerate(todo)}
+    order = {(dataset, split): position for position, (dataset, split, _) in enumerate(todo)}
     rows.sort(key=lambda r: (order[r["dataset"], r["split"]], MODELS.index(r["model"])))
     summary = summarise(rows)
     run_dir.save_table("results.csv", rows)
