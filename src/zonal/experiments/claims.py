@@ -475,11 +475,12 @@ CLAIMS: tuple[Claim, ...] = (
         # Declared in session 13 while the converged run was on its first dataset (the quick
         # preset and two yacht splits had the ADGP's RMSE above its network's, 0.059 against
         # 0.029): is the gap there from the start (the DGP initialised from the network does not
-        # predict as the network does) or does the ELBO stage open it? One ELBO step is the
-        # initialisation (the setting must be > 0).
+        # predict as the network does) or does the ELBO stage open it? The setting must be > 0,
+        # and one ELBO step turned out not to be the initialisation: Adam's first step moves every
+        # parameter by about the rate. scripts/adgp_elbo_trace.py evaluates 0 steps (session 14).
         ablations=(
             Ablation(
-                "the ADGP after 1 ELBO step, about its network initialisation (yacht)",
+                "the ADGP after 1 ELBO step, one Adam step from its network initialisation (yacht)",
                 {"elbo_steps": 1, "models": ["ADGP", "Vanilla"], "datasets": ["yacht"]},
                 f"{RUN} uci-report --protocol converged --set elbo_steps=1 "
                 '--set \'models=["ADGP", "Vanilla"]\' --set \'datasets=["yacht"]\'',
@@ -495,10 +496,12 @@ CLAIMS: tuple[Claim, ...] = (
 and 10b, fig. 3.5)."""
 
 REPORT_NOTES = (
-    "GPU: one session (13) was lent an NVIDIA H200 machine for 15 minutes of device time; its 16 "
-    "CPU cores trained claim 7's nu sweep (12 of the converged protocol's 48 configurations, "
-    "float32 on the CPU as the protocol says; the rest are trained here, resumed from that run's "
-    "checkpoint), and its GPU ran the statistics pass (docs/benchmarks_statistics_pass.md). The "
+    "GPU: two sessions were lent a GPU machine for 15 minutes of device time each (13: an NVIDIA "
+    "H200; 14: an H100). Their 16 CPU cores trained 26 of claim 7's 48 converged configurations "
+    "(float32 on the CPU as the protocol says, 12 and 15 processes; the rest are trained here, "
+    "resumed from those runs' checkpoints; one of them found the float32 divergence that is now "
+    "retrained in float64), and session 13's GPU ran the statistics pass "
+    "(docs/benchmarks_statistics_pass.md). The "
     "seeds' `--full` protocols that need a GPU for hours (the convolutional DKM's ResNet20 stack, "
     "the shift experiment's networks) have not been run; every other number here is from one CPU "
     "core of this project's machine.",
