@@ -23,7 +23,7 @@ import time
 
 from zonal.dkm import fit_dkm
 from zonal.experiments import get_experiment
-from zonal.experiments._dkm_mnist_data import augmentation, targets_for
+from zonal.experiments._dkm_mnist_data import targets_for
 from zonal.experiments._dkm_mnist_models import build_model
 from zonal.experiments._dkm_mnist_sweeps import (
     BASE_NU,
@@ -32,7 +32,7 @@ from zonal.experiments._dkm_mnist_sweeps import (
     RESCALINGS,
     Configuration,
 )
-from zonal.experiments._dkm_mnist_training import run_images
+from zonal.experiments._dkm_mnist_training import fit_options, run_images
 from zonal.experiments.config import resolve_config
 
 
@@ -96,17 +96,8 @@ def main() -> None:
     type(model).objective = counted  # type: ignore[method-assign]
     started = time.monotonic()
     with contextlib.suppress(_StepsDoneError):
-        fit_dkm(
-            model,
-            x_train,
-            targets_for(y_train, configuration.likelihood),
-            epochs=config["epochs"],
-            batch_size=config["batch_size"],
-            lr=rate,
-            milestones=config["milestones"],
-            seed=seeded["seed"],
-            augment=augmentation(seeded, image_shape),
-        )
+        options = {**fit_options(seeded, image_shape), "lr": rate}
+        fit_dkm(model, x_train, targets_for(y_train, configuration.likelihood), **options)
     print(f"{configuration.key}, {dtype}, rate {rate}: {len(objectives)} steps in "
           f"{time.monotonic() - started:.0f} s; the constant output of 10 classes: "
           f"{-math.log(10):.3f}")  # fmt: skip

@@ -144,20 +144,28 @@ def _train(
         model,
         x_train,
         targets_for(y_train, configuration.likelihood),
-        epochs=config["epochs"],
-        batch_size=config["batch_size"],
-        lr=config["learning_rate"],
-        milestones=config["milestones"],
-        seed=config["seed"],
+        **fit_options(config, image_shape),
         progress=True,
         epoch_callback=record,
         checkpoint=save,
         resume=resume,
-        augment=augmentation(config, image_shape),
     )
     seconds = training_seconds() / max(config["epochs"], 1)  # training, not evaluation
     metrics = {**evaluate(model, x_test, y_test, config), "seconds_per_epoch": seconds}
     return {**metrics, "dtype": dtype_name}, epoch_log
+
+
+def fit_options(config: dict[str, Any], image_shape: tuple[int, ...]) -> dict[str, Any]:
+    """The ``fit_dkm`` schedule of a configuration's training: epochs, batches, rate, milestones,
+    its seed (``config["seed"]``: the run's seed plus the repeat) and its crops."""
+    return {
+        "epochs": config["epochs"],
+        "batch_size": config["batch_size"],
+        "lr": config["learning_rate"],
+        "milestones": config["milestones"],
+        "seed": config["seed"],
+        "augment": augmentation(config, image_shape),
+    }
 
 
 def load_progress(path: Path, device: torch.device) -> dict[str, Any]:
@@ -183,6 +191,7 @@ def load_progress(path: Path, device: torch.device) -> dict[str, Any]:
 __all__ = [
     "IN_PROGRESS_DIR",
     "TrainingUnit",
+    "fit_options",
     "in_progress_path",
     "load_progress",
     "run_images",
