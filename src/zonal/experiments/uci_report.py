@@ -156,10 +156,10 @@ def fit_split(
     data: tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor],
     dataset: str,
     split: int,
-    models: tuple[str, ...] | None = None,
+    models: tuple[str, ...],
 ) -> dict[str, dict[str, float]]:
-    """The ``models`` (default: every model of ``config["models"]``) on one split:
-    {model: {rmse, nlpd}}, in ``config["models"]``'s order."""
+    """The ``models`` (a group of ``model_groups``) on one split: {model: {rmse, nlpd}}, in
+    ``config["models"]``'s order."""
     from zonal.experiments._dgp_common import (
         Schedule,
         build_inducing_point_dgp,
@@ -172,7 +172,7 @@ def fit_split(
     x_train, y_train, x_test, y_test = data
     input_dim = x_train.shape[-1]
     schedule = Schedule.from_config(config)
-    wanted = set(config["models"] if models is None else models)
+    wanted = set(models)
     results: dict[str, dict[str, float]] = {}
 
     def scored(mse: float, tll: float) -> dict[str, float]:
