@@ -30,11 +30,16 @@ INDUCING_SCALINGS = ("none", "batch", "local")
 TRAIN_TEST_SCALINGS = ("none", "batch", "location")
 
 
-def _root(values: torch.Tensor) -> torch.Tensor:
-    """sqrt of a non-negative statistic with 0 read as the smallest positive float, so that a block
-    whose diagonal vanishes (a location that is zero in every image, e.g. a constant image border
-    after whitening) normalises to 0 instead of 0/0, in the forward and the backward pass."""
-    return values.clamp_min(torch.finfo(values.dtype).tiny).sqrt()
+def _inverse_root(values: torch.Tensor) -> torch.Tensor:
+    """1 / sqrt of a non-negative statistic, with 1 / sqrt(0) read as 0: a block whose diagonal
+    vanishes (a location that is zero in every image, e.g. MNIST's blank border in the first
+    layer) is constant 0, so it normalises to 0 with a zero gradient. Both branches of the
+    ``where`` stay finite (the zero entries take the root of 1), so no inf * 0 reaches the
+    backward pass; clamping the statistic to the smallest float instead makes the factor's square
+    1 / tiny (4.5e307 in float64, 8.5e37 in float32), which overflows to inf under any upstream
+    gradient above a few units, and inf times the block's zero derivative is NaN."""
+    positive = values > 0
+    return torch.where(positive, 1 / torch.where(positive, values, 1).sqrt(), 0)
 
 
 def _check(value: str, choices: tuple[str, ...], name: str) -> str:
@@ -82,33 +87,35 @@ class GramNormalisation(torch.nn.Module):
         self.inducing_scale = None if shape_i is None else torch.nn.Parameter(torch.ones(shape_i))
         self.train_test_scale = None if shape_t is None else torch.nn.Parameter(torch.ones(shape_t))
 
-    def _inducing_normaliser(self, gram_ii: torch.Tensor) -> torch.Tensor:
+    def _inverse_inducing_normaliser(self, gram_ii: torch.Tensor) -> torch.Tensor:
+        """1 / a_i [M]."""
         diagonal = gram_ii.diagonal()  # [M]
         if self.inducing == "none":
             return torch.ones_like(diagonal)
         if self.inducing == "batch":
-            return _root(diagonal.mean()).expand_as(diagonal)
-        return _root(diagonal)
+            return _inverse_root(diagonal.mean()).expand_as(diagonal)
+        return _inverse_root(diagonal)
 
-    def _train_test_normaliser(self, diagonal: torch.Tensor) -> torch.Tensor:
+    def _inverse_train_test_normaliser(self, diagonal: torch.Tensor) -> torch.Tensor:
+        """1 / A_jr [P, H, W]."""
         if self.train_test == "none":
             return torch.ones_like(diagonal)
         if self.train_test == "batch":
-            return _root(diagonal.mean()).expand_as(diagonal)
+            return _inverse_root(diagonal.mean()).expand_as(diagonal)
         if self.train_test == "image":
-            return _root(diagonal.mean((1, 2), keepdim=True)).expand_as(diagonal)
+            return _inverse_root(diagonal.mean((1, 2), keepdim=True)).expand_as(diagonal)
         if self.train_test == "location":
-            return _root(diagonal.mean(0, keepdim=True)).expand_as(diagonal)
-        return _root(diagonal)
+            return _inverse_root(diagonal.mean(0, keepdim=True)).expand_as(diagonal)
+        return _inverse_root(diagonal)
 
     def forward(
         self, gram_ii: torch.Tensor, cross: torch.Tensor, diagonal: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(N^ii [M, M], N^ti [P, H, W, M], diag N^tt [P, H, W]) of the blocks G^ii, G^ti, diag G^tt."""
-        factor_i = 1 / self._inducing_normaliser(gram_ii)  # psi_i / a_i [M]
+        factor_i = self._inverse_inducing_normaliser(gram_ii)  # psi_i / a_i [M]
         if self.inducing_scale is not None:
             factor_i = factor_i * self.inducing_scale.to(gram_ii)
-        factor_t = 1 / self._train_test_normaliser(diagonal)  # Psi_r / A_jr [P, H, W]
+        factor_t = self._inverse_train_test_normaliser(diagonal)  # Psi_r / A_jr [P, H, W]
         if self.train_test_scale is not None:
             factor_t = factor_t * self.train_test_scale.to(diagonal)
         normal_ii = gram_ii * factor_i.unsqueeze(-1) * factor_i
