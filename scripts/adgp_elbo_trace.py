@@ -19,12 +19,11 @@ from dataclasses import replace
 import torch
 
 from zonal.experiments import get_experiment
-from zonal.experiments._dgp_common import Schedule, regression_metrics, train_network_stage
+from zonal.experiments._dgp_common import Schedule, regression_metrics
 from zonal.experiments.config import resolve_config
 from zonal.experiments.uci_dgp import load_regression, split_data
-from zonal.experiments.uci_report import _activated, unit_seed
+from zonal.experiments.uci_report import initialise_from_network, network_and_adgp, unit_seed
 from zonal.models import fit_dgp
-from zonal.models.activated_dgp import noise_from_network
 
 
 def main() -> None:
@@ -44,16 +43,11 @@ def main() -> None:
     seed = unit_seed(config, args.dataset, args.split, "ADGP")  # as the run seeds its ADGP
     torch.manual_seed(seed)
     generator = torch.Generator().manual_seed(seed)
-    model = _activated(config, x_train.shape[-1], seed)
-    network = model.network_like(seed)
-    train_network_stage(network, x_train, y_train, "mse", config["network_steps"], schedule,
-                        generator)  # fmt: skip
+    model, network = network_and_adgp(config, x_train, y_train, seed, generator)
     with torch.no_grad():
         network_rmse = math.sqrt(float(torch.mean((network(x_test) - y_test) ** 2)))
     print(f"{args.dataset} split {args.split}: network test RMSE {network_rmse:.4f}", flush=True)
-    model.from_torch_module(network, kernel_variance=config["adgp_kernel_variance"],
-                            variational_scale=config["adgp_initial_scale"])  # fmt: skip
-    noise_from_network(model.likelihood, network, x_train, y_train)
+    initialise_from_network(model, network, config, x_train, y_train)
     wanted = set(args.at)
 
     def report(steps: int) -> None:

@@ -151,6 +151,40 @@ def _activated(config: dict[str, Any], input_dim: int, seed: int) -> ActivatedDG
     )
 
 
+def network_and_adgp(
+    config: dict[str, Any],
+    x_train: torch.Tensor,
+    y_train: torch.Tensor,
+    seed: int,
+    generator: torch.Generator,
+) -> tuple[ActivatedDGP, torch.nn.Module]:
+    """The ADGP of a split, not yet initialised, and its network (``network_like``) trained by
+    the MSE for ``network_steps`` (seed 001 sec. 4.1's first stage; also the "Vanilla" model)."""
+    from zonal.experiments._dgp_common import Schedule, train_network_stage
+
+    model = _activated(config, x_train.shape[-1], seed)
+    network = model.network_like(seed)
+    train_network_stage(network, x_train, y_train, "mse", config["network_steps"],
+                        Schedule.from_config(config), generator)  # fmt: skip
+    return model, network
+
+
+def initialise_from_network(
+    model: ActivatedDGP,
+    network: torch.nn.Module,
+    config: dict[str, Any],
+    x_train: torch.Tensor,
+    y_train: torch.Tensor,
+) -> None:
+    """Start the ADGP at its trained network: posterior mean = the network
+    (``from_torch_module``), the noise at the network's training MSE."""
+    from zonal.models.activated_dgp import noise_from_network
+
+    model.from_torch_module(network, kernel_variance=config["adgp_kernel_variance"],
+                            variational_scale=config["adgp_initial_scale"])  # fmt: skip
+    noise_from_network(model.likelihood, network, x_train, y_train)
+
+
 def fit_split(
     config: dict[str, Any],
     data: tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor],
@@ -167,7 +201,6 @@ def fit_split(
         train_elbo,
         train_network_stage,
     )
-    from zonal.models.activated_dgp import noise_from_network
 
     x_train, y_train, x_test, y_test = data
     input_dim = x_train.shape[-1]
@@ -193,19 +226,14 @@ def fit_split(
 
     if wanted & {"ADGP", "Vanilla"}:
         seed, generator = seeded("ADGP")
-        model = _activated(config, input_dim, seed)
-        network = model.network_like(seed)
-        train_network_stage(network, x_train, y_train, "mse", config["network_steps"], schedule,
-                            generator)  # fmt: skip
+        model, network = network_and_adgp(config, x_train, y_train, seed, generator)
         with torch.no_grad():
             train_mse = max(float(torch.mean((network(x_train) - y_train) ** 2)), MIN_NOISE)
             mean = network(x_test)
         density = gaussian_log_density(y_test, mean, train_mse)
         results["Vanilla"] = scored(float(torch.mean((mean - y_test) ** 2)), float(density.mean()))
         if "ADGP" in wanted:
-            model.from_torch_module(network, kernel_variance=config["adgp_kernel_variance"],
-                                    variational_scale=config["adgp_initial_scale"])  # fmt: skip
-            noise_from_network(model.likelihood, network, x_train, y_train)
+            initialise_from_network(model, network, config, x_train, y_train)
             train_elbo(model, x_train, y_train, config["elbo_steps"], schedule, generator,
                        num_samples=config["train_samples"])  # fmt: skip
             results["ADGP"] = scored_by_elbo_model(model, seed)
