@@ -1,5 +1,6 @@
-"""The ADGP of ``uci-report`` on one split: its test RMSE and NLPD at its network initialisation
-(0 ELBO steps) and along the ELBO stage, beside its network's.
+"""The ADGP of ``uci-report`` on one split: its test RMSE and NLPD, its training RMSE and its noise
+variance at its network initialisation (0 ELBO steps) and along the ELBO stage, beside its
+network's.
 
 Seed 001 sec. 4.1 initialises the activated DGP from a trained network (its posterior mean is
 then the network) and trains every parameter by the ELBO. This traces what the ELBO stage does
@@ -19,7 +20,7 @@ from dataclasses import replace
 import torch
 
 from zonal.experiments import get_experiment
-from zonal.experiments._dgp_common import Schedule, regression_metrics
+from zonal.experiments._dgp_common import Schedule, predictive_mse, regression_metrics
 from zonal.experiments.config import resolve_config
 from zonal.experiments.uci_dgp import load_regression, split_data
 from zonal.experiments.uci_report import initialise_from_network, network_and_adgp, unit_seed
@@ -46,7 +47,9 @@ def main() -> None:
     model, network = network_and_adgp(config, x_train, y_train, seed, generator)
     with torch.no_grad():
         network_rmse = math.sqrt(float(torch.mean((network(x_test) - y_test) ** 2)))
-    print(f"{args.dataset} split {args.split}: network test RMSE {network_rmse:.4f}", flush=True)
+        network_train_rmse = math.sqrt(float(torch.mean((network(x_train) - y_train) ** 2)))
+    print(f"{args.dataset} split {args.split}: network test RMSE {network_rmse:.4f}, train RMSE "
+          f"{network_train_rmse:.4f}", flush=True)  # fmt: skip
     initialise_from_network(model, network, config, x_train, y_train)
     wanted = set(args.at)
 
@@ -54,8 +57,11 @@ def main() -> None:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed + 1)  # the run's evaluation draws
             metrics = regression_metrics(model, x_test, y_test, config["eval_samples"])
+            train_mse = predictive_mse(model, x_train, y_train, config["eval_samples"])
+        noise = float(model.likelihood.noise.detach().reshape(-1)[0])
         print(f"ADGP after {steps:5d} ELBO steps: test RMSE {math.sqrt(metrics['mse']):.4f}, "
-              f"NLPD {-metrics['tll']:.3f}", flush=True)  # fmt: skip
+              f"NLPD {-metrics['tll']:.3f}; train RMSE {math.sqrt(train_mse):.4f}, "
+              f"noise variance {noise:.3g}", flush=True)  # fmt: skip
 
     def callback(step: int, loss: float) -> None:
         if step + 1 in wanted:
