@@ -354,8 +354,10 @@ def _version(distribution: str) -> str | None:
 
 
 def write_results(path: Path, settings: dict[str, Any], units: list[dict[str, Any]]) -> None:
-    """Settings, environment, per-table means, task summaries and every unit, atomically."""
+    """Settings, environment, per-table means, task summaries and every unit, atomically (the
+    folder made if it is missing: the default ``benchmarks/results/`` is not in a fresh clone)."""
     entries = table_means(units)
+    path.parent.mkdir(parents=True, exist_ok=True)
     write_json_atomic(path, {
         "settings": settings,
         "torch_threads": torch.get_num_threads(),

@@ -70,3 +70,14 @@ def test_geometric_mean(fit_suite) -> None:
     assert fit_suite.geometric_mean([0.25, 4.0, 1.0]) == pytest.approx(1.0)
     assert fit_suite.geometric_mean([2.0, 8.0]) == pytest.approx(4.0)
     assert math.isnan(fit_suite.geometric_mean([]))
+
+
+def test_results_are_written_into_a_folder_that_does_not_exist_yet(fit_suite, tmp_path) -> None:
+    """The first finished unit is saved even where the output's folder is missing (a fresh clone
+    has no benchmarks/results/): before, the run died there and lost that unit's work."""
+    import json
+
+    path = tmp_path / "results" / "fit_suite.json"
+    fit_suite.write_results(path, {"quick": True}, UNITS)
+    written = json.loads(path.read_text())
+    assert written["units"] == UNITS and written["settings"] == {"quick": True}
