@@ -40,6 +40,7 @@ from zonal.experiments.run_directory import RunDirectory
 
 if TYPE_CHECKING:
     from zonal.models import DGP, ActivatedDGP
+    from zonal.nn import ActivatedNetwork
 
 MODELS = ("ADGP", "Vanilla", "Dropout", "DGP")
 #: models trained together: the ADGP starts from its network, which is ``Vanilla``
@@ -157,7 +158,7 @@ def network_and_adgp(
     y_train: torch.Tensor,
     seed: int,
     generator: torch.Generator,
-) -> tuple[ActivatedDGP, torch.nn.Module]:
+) -> tuple[ActivatedDGP, ActivatedNetwork]:
     """The ADGP of a split, not yet initialised, and its network (``network_like``) trained by
     the MSE for ``network_steps`` (seed 001 sec. 4.1's first stage; also the "Vanilla" model)."""
     from zonal.experiments._dgp_common import Schedule, train_network_stage
@@ -171,7 +172,7 @@ def network_and_adgp(
 
 def initialise_from_network(
     model: ActivatedDGP,
-    network: torch.nn.Module,
+    network: ActivatedNetwork,
     config: dict[str, Any],
     x_train: torch.Tensor,
     y_train: torch.Tensor,
