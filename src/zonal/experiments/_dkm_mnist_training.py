@@ -81,7 +81,7 @@ def train_unit(unit: TrainingUnit) -> tuple[dict[str, Any], list[dict[str, Any]]
     progress = load_progress(state_path, device)
     dtype = progress.get("dtype", unit.config["dtype"])  # a retried configuration: float64
     try:
-        return _train(unit, dtype, progress)
+        return _train(unit, dtype, progress, device, state_path)
     except TrainingDivergedError as error:
         if dtype == "float64":
             error.add_note(f"while training {configuration.key} in float64")
@@ -92,18 +92,23 @@ def train_unit(unit: TrainingUnit) -> tuple[dict[str, Any], list[dict[str, Any]]
             stacklevel=2,
         )
         state_path.unlink(missing_ok=True)
-        return _train(unit, "float64", {**FRESH_PROGRESS, "dtype": "float64"})
+        return _train(unit, "float64", {**FRESH_PROGRESS, "dtype": "float64"}, device, state_path)
 
 
 def _train(
-    unit: TrainingUnit, dtype_name: str, progress: dict[str, Any]
+    unit: TrainingUnit,
+    dtype_name: str,
+    progress: dict[str, Any],
+    device: torch.device,
+    state_path: Path,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """``train_unit`` in the precision ``dtype_name``, from ``progress`` (``load_progress``)."""
+    """``train_unit`` in the precision ``dtype_name``, from ``progress`` (``load_progress``), on
+    ``device`` (``training_device``), saving its state after every epoch to ``state_path``."""
     from zonal.dkm import fit_dkm
 
     configuration = unit.configuration
     config = {**unit.config, "seed": unit.config["seed"] + configuration.repeat}
-    device, dtype = training_device(config), DTYPES[dtype_name]
+    dtype = DTYPES[dtype_name]
     *data, image_shape = run_images(json.dumps(unit.config, sort_keys=True))
     # built on the CPU (the same initial model on every device), then moved
     model = build_model(data[0].to(dtype), configuration, config, image_shape).to(device, dtype)
@@ -111,7 +116,6 @@ def _train(
         tensor.to(device, dtype) if tensor.is_floating_point() else tensor.to(device)
         for tensor in data
     )
-    state_path = in_progress_path(unit)
     resume = progress["training"]
     epoch_log: list[dict[str, Any]] = list(progress["epochs"])
     monitor_rows = config["batch_size"]
