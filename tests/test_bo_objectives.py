@@ -12,7 +12,7 @@ import math
 import pytest
 import torch
 
-from zonal.bo import OBJECTIVES, sobol_sphere, sphere_objective
+from zonal.bo import OBJECTIVES, singular_objective, singular_sphere, sobol_sphere, sphere_objective
 from zonal.bo.objectives import _singular_centres, ackley, normal_coordinates, tangent_basis_at
 from zonal.geometry import exp_map, geodesic_distance, log_map, project_to_tangent
 
@@ -103,3 +103,37 @@ def test_unknown_names_and_points_off_the_sphere_are_refused():
         sphere_objective("rosenbrock")
     with pytest.raises(ValueError, match="unit vectors"):
         sphere_objective("smooth-s2")(torch.ones(2, 3, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("radius", [0.01, 0.2, 1.0])
+def test_a_singular_function_of_another_well_radius_keeps_its_minimiser_and_minimum(radius):
+    """singular_objective(r): f(x*) = -cos 0.5 for every r in (0, 1]; no point of a dense design or
+    of shells around x* goes below it."""
+    function = singular_objective(radius)
+    tip = function.minimiser_tensor()
+    assert float(function(tip.unsqueeze(0))) == pytest.approx(-math.cos(0.5), abs=1e-14)
+    design = sobol_sphere(1 << 13, 3, seed=3)
+    near = shells(tip, [1e-6, 1e-3, 1e-2, 0.1, 0.5, 1.5, 3.0], 200, seed=5)
+    assert float(function(torch.cat([design, near])).min()) > function.optimum_value
+
+
+def test_the_well_radius_sets_where_the_well_is_one_e_deep():
+    """exp(-sqrt(s / r)) = 1/e at chord distance s = r: the well term read back from f minus the
+    basin (1 - m . x), at a point r from the tip, for two radii; r = 0.05 is singular_sphere."""
+    for radius in (0.05, 0.2):
+        function = singular_objective(radius)
+        tip = function.minimiser_tensor()
+        _, centre = _singular_centres(tip)
+        direction = tangent_basis_at(tip)[:, 1]
+        angle = 2 * math.asin(radius / 2)  # geodesic angle of chord length r
+        point = exp_map(tip, angle * direction)
+        well = float(function(point.unsqueeze(0))) - float(1 - point @ centre)
+        assert well == pytest.approx(-math.exp(-1), abs=1e-12)
+    x = sobol_sphere(64, 3, seed=2)
+    torch.testing.assert_close(singular_objective()(x), singular_sphere(x), atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("radius", [0.0, -0.1, 1.5, math.inf, math.nan, True, "0.2"])
+def test_a_well_radius_outside_zero_to_one_is_refused(radius):
+    with pytest.raises(ValueError, match="well_radius must lie in"):
+        singular_objective(radius)

@@ -111,3 +111,16 @@ def test_two_worker_processes_give_the_regrets_of_one(reference, tmp_path):
     parallel = execute_run(run)
     assert _read_csv(parallel.path / "results.csv") == _read_csv(reference.path / "results.csv")
     assert parallel.metrics["smooth-s2"]["switch"] == reference.metrics["smooth-s2"]["switch"]
+
+
+def test_the_well_radius_setting_reaches_the_singular_function_and_a_bad_one_is_refused(tmp_path):
+    from zonal.bo import singular_objective, sobol_sphere, sphere_objective
+
+    x = sobol_sphere(32, 3, seed=0)
+    wide = bo_module.objective_of({"well_radius": 0.2}, "singular-s2")
+    assert bool((wide(x) == singular_objective(0.2)(x)).all())
+    assert not bool((wide(x) == sphere_objective("singular-s2")(x)).all())
+    smooth = bo_module.objective_of({"well_radius": 0.2}, "smooth-s2")
+    assert smooth is sphere_objective("smooth-s2")
+    with pytest.raises(ValueError, match="well_radius must lie in"):
+        run_experiment("bo-sphere", overrides={**TINY, "well_radius": 2.0}, runs_root=tmp_path)

@@ -19,6 +19,10 @@ minimiser and optimum value.
 
       f(x) = (1 - m . x) - h exp(-sqrt(||x - x*|| / r)),   h = 1, r = 0.05,
 
+  (``singular_objective(r)`` gives the same function with another well radius r in (0, 1]; the
+  bound below then holds for s < r / (0.5 + r)^2, and farther away f >= -exp(-1 / (0.5 + r))
+  >= -exp(-2/3) > -cos(0.5), so x* stays the global minimiser)
+
   with the basin's centre m at 0.5 rad from the well's tip x*. The slope of the well blows up at
   its tip (d/ds exp(-sqrt(s / r)) = -exp(-sqrt(s / r)) / (2 sqrt(s r)) -> -inf as s -> 0). The
   global minimum is f(x*) = 1 - cos(0.5) - 1 = -cos(0.5) ~ -0.878: with s = ||x - x*||, the basin
@@ -38,6 +42,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 
@@ -128,10 +133,10 @@ def _singular_centres(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return tip, centre
 
 
-def _singular_formula(x: torch.Tensor) -> torch.Tensor:
+def _singular_formula(x: torch.Tensor, well_radius: float = WELL_RADIUS) -> torch.Tensor:
     tip, centre = _singular_centres(x)
     distance = (x - tip).norm(dim=-1)  # [...]
-    return (1 - x @ centre) - WELL_DEPTH * torch.exp(-(distance / WELL_RADIUS).sqrt())
+    return (1 - x @ centre) - WELL_DEPTH * torch.exp(-(distance / well_radius).sqrt())
 
 
 def _smooth_formula(x: torch.Tensor) -> torch.Tensor:
@@ -146,13 +151,26 @@ def _smooth_formula(x: torch.Tensor) -> torch.Tensor:
 
 
 ackley_sphere = SphereObjective("ackley-s3", 4, _ackley_formula, ACKLEY_MINIMISER, 0.0)
-singular_sphere = SphereObjective(
-    "singular-s2",
-    3,
-    _singular_formula,
-    SINGULAR_MINIMISER,
-    1 - math.cos(WELL_OFFSET) - WELL_DEPTH,
-)
+
+
+def singular_objective(well_radius: float = WELL_RADIUS) -> SphereObjective:
+    """The singular function on S^2 (module docstring) with its well's radius r in (0, 1]: the
+    well's depth exceeds h / e within r of its tip; its minimiser and minimum do not depend on r."""
+    if isinstance(well_radius, bool) or not (
+        isinstance(well_radius, int | float) and 0 < well_radius <= 1
+    ):
+        raise ValueError(f"well_radius must lie in (0, 1], got {well_radius!r}")
+    radius = float(well_radius)
+    return SphereObjective(
+        "singular-s2",
+        3,
+        partial(_singular_formula, well_radius=radius),
+        SINGULAR_MINIMISER,
+        1 - math.cos(WELL_OFFSET) - WELL_DEPTH,
+    )
+
+
+singular_sphere = singular_objective()
 smooth_sphere = SphereObjective("smooth-s2", 3, _smooth_formula, SMOOTH_MINIMISER, 0.0)
 
 OBJECTIVES = {f.name: f for f in (ackley_sphere, singular_sphere, smooth_sphere)}
@@ -171,6 +189,7 @@ __all__ = [
     "ackley",
     "ackley_sphere",
     "normal_coordinates",
+    "singular_objective",
     "singular_sphere",
     "smooth_sphere",
     "sphere_objective",

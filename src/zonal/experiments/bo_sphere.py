@@ -17,6 +17,7 @@ choices until they switch: they are branched from its state (``BOState.branch``)
 recomputed. The seed's deep model is trained for 500 Adam steps at 0.01 after every BO step; here
 the first deep fit of a run takes ``deep_steps`` and later ones continue from the previous step's
 parameters for ``deep_warm_steps`` (``LoopSettings.warm_start``), at ``deep_lr``.
+``well_radius`` sets the singular function's well (``zonal.bo.singular_objective``; 0.05).
 
 Outputs: ``results.csv`` (regret per function, strategy, repeat and evaluation), ``summary.csv``
 (median and quartiles of log10 regret per evaluation), ``figure_4_2.png`` (median and
@@ -38,7 +39,7 @@ from zonal.experiments.residual_dgp_sphere import quartiles
 from zonal.experiments.run_directory import RunDirectory
 
 if TYPE_CHECKING:
-    from zonal.bo import BOState, LoopSettings
+    from zonal.bo import BOState, LoopSettings, SphereObjective
 
 QUICK: dict[str, Any] = {
     "seed": 0,
@@ -60,6 +61,8 @@ QUICK: dict[str, Any] = {
     "holdout": 5,
     "check_every": 4,
     "adaptive_min_points": 15,
+    # the singular function's well radius r (``zonal.bo.singular_objective``; 0.05 by default)
+    "well_radius": 0.05,
 }
 FULL: dict[str, Any] = {
     "repeats": 15,
@@ -120,13 +123,22 @@ def first_adaptive_step(config: dict[str, Any]) -> int:
     return -(-step // every) * every
 
 
+def objective_of(config: dict[str, Any], function: str) -> SphereObjective:
+    """The test function ``function`` of a config (the singular one with its ``well_radius``)."""
+    from zonal.bo import singular_objective, sphere_objective
+
+    if function == "singular-s2":
+        return singular_objective(config["well_radius"])
+    return sphere_objective(function)
+
+
 def run_strategy(
     config: dict[str, Any], function: str, repeat: int, strategy: str, states: Path
 ) -> BOState:
     """The finished ``BOState`` of one BO run, branched from the shallow run where it can be."""
-    from zonal.bo import BOState, optimize, sphere_objective
+    from zonal.bo import BOState, optimize
 
-    objective = sphere_objective(function)
+    objective = objective_of(config, function)
     path = states / f"{function}-{repeat}-{strategy}.pt"
     budget = config["num_initial"] + config["steps"]
     switch_after = config["switch_after"] if strategy == "switch" else None
@@ -191,13 +203,14 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _check_config(config: dict[str, Any]) -> None:
-    from zonal.bo import OBJECTIVES
+    from zonal.bo import OBJECTIVES, singular_objective
 
     unknown = sorted(set(config["functions"]) - set(OBJECTIVES))
     if unknown:
         raise ValueError(f"unknown functions {unknown}; choose from {sorted(OBJECTIVES)}")
     if not 0 <= config["switch_after"] <= config["steps"]:
         raise ValueError("switch_after must lie between 0 and steps")
+    singular_objective(config["well_radius"])  # ValueError outside (0, 1]
     if config["repeats"] < 1 or config["num_initial"] < 1:
         raise ValueError("repeats and num_initial must be >= 1")
 
