@@ -1,6 +1,7 @@
-"""The ADGP of ``uci-report`` on one split: its test RMSE and NLPD, its training RMSE and its noise
-variance at its network initialisation (0 ELBO steps) and along the ELBO stage, beside its
-network's.
+"""The ADGP of ``uci-report`` on one split: its test RMSE and NLPD, its training RMSE, its noise
+variance and the ELBO's two terms per training row (the expected log likelihood and the KL, with
+each layer's share) at its network initialisation (0 ELBO steps) and along the ELBO stage, beside
+its network's.
 
 Seed 001 sec. 4.1 initialises the activated DGP from a trained network (its posterior mean is
 then the network) and trains every parameter by the ELBO. This traces what the ELBO stage does
@@ -17,6 +18,7 @@ import argparse
 import math
 from dataclasses import replace
 
+import gpytorch
 import torch
 
 from zonal.experiments import get_experiment
@@ -24,7 +26,27 @@ from zonal.experiments._dgp_common import Schedule, predictive_mse, regression_m
 from zonal.experiments.config import resolve_config
 from zonal.experiments.uci_dgp import load_regression, split_data
 from zonal.experiments.uci_report import initialise_from_network, network_and_adgp, unit_seed
-from zonal.models import fit_dgp
+from zonal.models import DGP, fit_dgp
+
+
+@torch.no_grad()
+def elbo_terms(
+    model: DGP, x: torch.Tensor, y: torch.Tensor, num_samples: int
+) -> tuple[float, list[float]]:
+    """(the expected log likelihood per training row, each layer's KL per row) of the ELBO
+    (1/N) sum_n E_q[log p(y_n | f_n)] - KL(q || p) / N on all training rows, by the training
+    objective (``num_samples`` propagated samples); the model is left in eval mode."""
+    model.train()
+    objective = gpytorch.mlls.DeepApproximateMLL(
+        gpytorch.mlls.VariationalELBO(model.likelihood, model, num_data=len(x))
+    )
+    with gpytorch.settings.num_likelihood_samples(num_samples):
+        elbo = float(objective(model(x), y))
+    layer_kls = [
+        float(layer.variational_strategy.kl_divergence().sum()) / len(x) for layer in model.layers
+    ]
+    model.eval()
+    return elbo + sum(layer_kls), layer_kls
 
 
 def main() -> None:
@@ -58,10 +80,13 @@ def main() -> None:
             torch.manual_seed(seed + 1)  # the run's evaluation draws
             metrics = regression_metrics(model, x_test, y_test, config["eval_samples"])
             train_mse = predictive_mse(model, x_train, y_train, config["eval_samples"])
+            expected, layer_kls = elbo_terms(model, x_train, y_train, config["train_samples"])
         noise = float(model.likelihood.noise.detach().reshape(-1)[0])
+        kls = " + ".join(f"{kl:.3f}" for kl in layer_kls)
         print(f"ADGP after {steps:5d} ELBO steps: test RMSE {math.sqrt(metrics['mse']):.4f}, "
               f"NLPD {-metrics['tll']:.3f}; train RMSE {math.sqrt(train_mse):.4f}, "
-              f"noise variance {noise:.3g}", flush=True)  # fmt: skip
+              f"noise variance {noise:.3g}; per training row: E log lik {expected:.3f}, "
+              f"KL {sum(layer_kls):.3f} (layers {kls})", flush=True)  # fmt: skip
 
     def callback(step: int, loss: float) -> None:
         if step + 1 in wanted:
@@ -70,6 +95,7 @@ def main() -> None:
             model.train()
 
     if 0 in wanted:
+        model.eval()
         report(0)
     if args.elbo_learning_rate is not None:
         schedule = replace(schedule, learning_rate=args.elbo_learning_rate)
