@@ -46,7 +46,9 @@ def test_ard_is_on_under_auto_and_refused_for_the_inducing_point_dgp(tmp_path, c
     args = ["fit", str(data), "--target", "y", "--num-inducing", "20", "--steps", "20", "--quiet"]
     assert main([*args, "--model", "dgp", "--ard", "-o", str(checkpoint)]) == 1
     assert "dgp builds its own layer embeddings" in capsys.readouterr().err
-    monkeypatch.setattr(fitting, "auto_candidates", lambda *shape: ["sgpr", "svgp-activated"])
+    monkeypatch.setattr(
+        fitting, "auto_candidates", lambda *shape, **rule: ["sgpr", "svgp-activated"]
+    )
     fitted = fit_data(x, y, feature_columns=list("abcd"), num_inducing=20, steps=20)
     assert fitted.spec["ard"] and fitted.trained.model.input_map.input_scales is not None
     off = fit_data(x, y, feature_columns=list("abcd"), model="sgpr", num_inducing=20, steps=20)

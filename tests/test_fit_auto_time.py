@@ -30,10 +30,11 @@ def test_the_sgpr_fallback_learns_input_scales_only_without_a_deep_candidate():
 
 
 def test_auto_trains_the_sgpr_without_scales_before_the_activated_dgp_with_them(monkeypatch):
-    """On 150 rows auto's candidates are sgpr and adgp, and its refinement (forced here) svgp:
-    although ARD is on by default under auto, the sgpr it trains has a plain embedding (no input
-    scales); the adgp and the svgp train after it with one learnt scale per input (the adgp's in
-    its first layer's embedding, moved from 1 by training)."""
+    """On 150 rows auto's candidates are sgpr, the exact GP and adgp, and its refinement (forced
+    here) svgp: although ARD is on by default under auto, the sgpr it trains has a plain
+    embedding (no input scales); the exact GP, the adgp and the svgp train after it with one
+    learnt scale per input (the adgp's in its first layer's embedding, moved from 1 by
+    training)."""
     rng = np.random.default_rng(0)
     x = rng.normal(size=(150, 3))
     y = np.sin(2 * x[:, 0]) + 0.05 * rng.normal(size=150)
@@ -50,9 +51,12 @@ def test_auto_trains_the_sgpr_without_scales_before_the_activated_dgp_with_them(
     monkeypatch.setattr(candidates, "train", recording_train)
     monkeypatch.setattr(fitting, "auto_refinement", lambda scores, likelihood: "svgp")
     fit_data(x, y, feature_columns=list("abc"), num_inducing=16, steps=10)
-    assert list(trained) == ["sgpr", "adgp", "svgp"]
+    assert list(trained) == ["sgpr", "exact", "adgp", "svgp"]
     ard, embedding = trained["sgpr"]
     assert not ard and embedding.input_scales is None
+    ard, embedding = trained["exact"]
+    scales = embedding.input_scales.detach()
+    assert ard and scales.shape == (3,) and not torch.allclose(scales, torch.ones(3).double())
     ard, embedding = trained["svgp"]  # its 10 steps may not beat its start on validation
     assert ard and embedding.input_scales.shape == (3,)
     ard, embedding = trained["adgp"]

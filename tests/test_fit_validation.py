@@ -141,6 +141,8 @@ def test_a_patience_share_outside_the_unit_interval_is_named(share):
 
 def test_the_auto_rule_and_the_feature_layout():
     assert auto_candidates(300, 6, "gaussian") == ["sgpr", "adgp"]
+    assert auto_candidates(300, 6, "gaussian", exact=True) == ["sgpr", "exact", "adgp"]
+    assert auto_candidates(50_000, 6, "softmax", exact=True) == ["svgp-activated"]
     assert auto_candidates(100_000, 9, "gaussian") == ["sgpr", "svgp-activated"]
     assert auto_candidates(100_000, 32, "gaussian") == ["sgpr", "svgp"]
     assert auto_candidates(5_000, 64, "softmax") == ["svgp-activated", "adgp"]
@@ -181,7 +183,7 @@ def test_auto_stacks_its_regression_candidates_within_the_budget():
     fitted = fit_data(x, y, feature_columns=["a", "b"], budget=8.0, num_inducing=16)
     assert time.monotonic() - started < 8.0 + 6.0  # the budget, plus the final validation pass
     candidates = [name for name in fitted.scores if name != STACKED]
-    assert candidates[:2] == ["sgpr", "adgp"] and set(candidates[2:]) <= {"svgp"}
+    assert candidates[:3] == ["sgpr", "exact", "adgp"] and set(candidates[3:]) <= {"svgp"}
     assert sum(fitted.scores[name]["weight"] for name in candidates) == pytest.approx(1.0)
     kept = fitted.spec["model"]  # the stack, or the one candidate the weights picked
     assert kept == STACKED or fitted.scores[kept]["weight"] == 1.0

@@ -19,6 +19,7 @@ from zonal.models.conv_head import (
     fit_conv_adgp,
 )
 from zonal.models.dgp import DGP, DGPLayer, fit_dgp, inducing_point_dgp
+from zonal.models.exact_gp import ExactZonalGP
 from zonal.models.kmeans import kmeans
 from zonal.models.moment_matched import MomentMatchedModel
 from zonal.models.residual_dgp import ResidualDGP, hybrid_dgp, residual_dgp
@@ -45,6 +46,7 @@ __all__ = [
     "ConvFeatures",
     "DGPLayer",
     "DeepEnsembleClassifier",
+    "ExactZonalGP",
     "FrameSingularityError",
     "FrameVectorField",
     "GaussianVectorField",

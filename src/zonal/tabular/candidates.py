@@ -162,11 +162,11 @@ def start_options(name: str, fits: dict[str, Fit], target: Target) -> dict[str, 
 def recipe_options(
     name: str, options: dict[str, Any], automatic: bool, candidates: Sequence[str] = ()
 ) -> dict[str, Any]:
-    """The options a recipe takes: under ``auto`` a kernel or a layer count it does not use is
-    left out, the Adam recipes run ``AUTO_STEP_FACTOR`` times their default steps, and ARD (input
-    scales) is on for the recipes that have it unless ``ard=False``, except for the ``sgpr``
-    fallback when a deep model is among the ``candidates`` (``auto_uses_ard``); a named model has
-    ARD only with ``ard=True``."""
+    """The options a recipe takes: under ``auto`` a kernel, a layer count or a feature budget it
+    does not use is left out, the Adam recipes run ``AUTO_STEP_FACTOR`` times their default
+    steps, and ARD (input scales) is on for the recipes that have it unless ``ard=False``,
+    except for the ``sgpr`` fallback when a deep model is among the ``candidates``
+    (``auto_uses_ard``); a named model has ARD only with ``ard=True``."""
     recipe = RECIPES[name]
     chosen = {key: value for key, value in options.items() if value is not None}
     ard = chosen.pop("ard", None)
@@ -178,6 +178,8 @@ def recipe_options(
             chosen.pop("kernel")
         if not recipe.layered:
             chosen.pop("num_layers", None)
+        if name == "exact":  # every training row is its inducing point
+            chosen.pop("num_inducing", None)
         if "steps" not in chosen and name != "sgpr":
             chosen["steps"] = AUTO_STEP_FACTOR * recipe.defaults["steps"]
     return chosen

@@ -15,12 +15,14 @@
 3. **The model** (``model="auto"``): the candidates of ``zonal.tabular.recipes.auto_candidates`` for the
    training rows N and inputs D, trained one after the other within the wall-clock ``budget``
    (each candidate may use the time left divided by the candidates left; the one-pass SGPR comes
-   first and uses little), then for regression the refinement of ``zonal.tabular.recipes.auto_refinement``
+   first and uses little; the exact GP follows it where ``auto_offers_exact`` predicts that its
+   fit takes at most a third of the budget), then for regression the refinement of
+   ``zonal.tabular.recipes.auto_refinement``
    (the harmonic SVGP with ARD, within a fifth of the budget, where the SGPR's validation score
    is close to the activated DGP's). Regression candidates are then **stacked** (``stack_fits``,
    ``zonal.models.stacking``; Yao et al. 2018): the model is the mixture sum_k w_k p_k(y | x)
    whose weights maximise the mean validation log density, which is one candidate when the
-   weights pick one; its SGPR and SVGP components then condition on the validation rows too
+   weights pick one; its SGPR, exact GP and SVGP components then condition on the validation rows too
    (``condition_on_all_rows``: closed forms at the learned hyperparameters). Classification
    candidates are compared by validation log likelihood (by their training objective per row when
    there is no validation split, as for regression). A named model trains alone. Under ``auto``
@@ -53,6 +55,7 @@ from zonal.tabular.options import DEFAULT_VALIDATION_FRACTION
 from zonal.tabular.recipes import (
     auto_candidates,
     auto_refinement,
+    exact_fits_budget,
     get_recipe,
 )
 from zonal.tabular.split import Split, validation_split
@@ -119,6 +122,15 @@ def fit_table(
         x, y = values[:, :-1], values[:, -1]  # [N, D], [N]
     return fit_data(x, y, feature_columns=columns, target_column=target, target=kind,
                     source=str(table.path), **options)  # fmt: skip
+
+
+def auto_offers_exact(x: torch.Tensor, target: Target, budget: float | None) -> bool:
+    """Whether ``auto`` trains the exact GP on training rows x [N, D]: for regression, when its
+    ``EXACT_EVALUATIONS`` evaluations are predicted to fit in a third of the budget (its share
+    beside the SGPR and the deep or minibatch model; ``exact_fits_budget``)."""
+    if target.is_classification:
+        return False
+    return exact_fits_budget(x, None if budget is None else budget / 3)
 
 
 def fit_data(
@@ -192,8 +204,9 @@ def fit_data(
     targets = torch.from_numpy(codes if target.is_classification else y_scaler.transform(codes))
     split = Split(inputs[train_rows], targets[train_rows], inputs[valid_rows], targets[valid_rows])
     deadline = None if budget is None else time.monotonic() + budget
-    names = auto_candidates(len(train_rows), x.shape[1], target.likelihood) if model == "auto" \
-        else [model]  # fmt: skip
+    names = [model] if model != "auto" else \
+        auto_candidates(len(train_rows), x.shape[1], target.likelihood,
+                        exact=auto_offers_exact(split.x_train, target, budget))  # fmt: skip
     fits, scores, interrupted = train_candidates(names, split, target, deadline, progress,
                                                   automatic=model == "auto", seed=seed,
                                                   options=options)  # fmt: skip

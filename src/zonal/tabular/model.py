@@ -75,7 +75,10 @@ def describe_model(spec: dict[str, Any], model: ZonalModel) -> str:
                  in zip(spec["weights"], spec["components"], members, strict=True)]  # fmt: skip
         return f"stacked ({' + '.join(parts)})"
     features = getattr(model, "features", None)
-    size = getattr(features, "num_inducing", spec["num_inducing"])
+    rows = getattr(model, "train_y", None)  # the exact GP: its training rows
+    size = (
+        len(rows) if rows is not None else getattr(features, "num_inducing", spec["num_inducing"])
+    )
     kind = get_recipe(spec["model"]).feature_kind
     layers = getattr(model, "layers", None)
     depth = f", {len(layers)} layers" if layers is not None else ""

@@ -19,6 +19,8 @@ LIKELIHOODS = ("gaussian", "bernoulli", "softmax")
 #: one line per recipe of ``zonal.tabular.recipes``, in the order they are offered
 RECIPE_SUMMARIES = {
     "sgpr": "collapsed SGPR with spherical-harmonic features: one data pass, then L-BFGS",
+    "exact": "exact GP with the arc-cosine kernel on every training row, then L-BFGS: O(N^3), "
+    "for tables of a few thousand rows",
     "svgp": "minibatch SVGP with spherical-harmonic features",
     "svgp-activated": "SVGP with activated Softplus features: its mean is a one-hidden-layer "
     "network",
@@ -30,6 +32,8 @@ RECIPE_SUMMARIES = {
 #: otherwise) and learning rate
 RECIPE_DEFAULTS = {
     "sgpr": {"num_inducing": 512, "steps": 200, "learning_rate": 1.0},
+    # (every training row is the exact GP's own inducing point: num_inducing is not read)
+    "exact": {"num_inducing": 1, "steps": 200, "learning_rate": 1.0},
     "svgp": {"num_inducing": 512, "steps": 1000, "learning_rate": 0.05},
     "svgp-activated": {"num_inducing": 128, "steps": 1000, "learning_rate": 0.05},
     "adgp": {"num_inducing": 128, "steps": 1000, "learning_rate": 0.01},

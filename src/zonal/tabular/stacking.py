@@ -11,7 +11,7 @@ from typing import Any
 import torch
 from gpytorch.likelihoods import GaussianLikelihood
 
-from zonal.models import SGPR, SVGP, ZonalModel
+from zonal.models import SGPR, SVGP, ExactZonalGP, ZonalModel
 from zonal.models.stacking import StackedModel, quantize_weights, stacking_weights
 from zonal.tabular.model import STACKED
 from zonal.tabular.recipes import (
@@ -88,7 +88,8 @@ def condition_on_all_rows(model: ZonalModel, split: Split) -> None:
     """Once the validation rows have chosen (and, under ``auto``, weighted) the candidates, let
     the shallow models' posteriors condition on them too, at the learned hyperparameters (closed
     forms, one pass), whichever model was chosen or named:
-    an SGPR recomputes its statistics over the training and validation rows, a Gaussian SVGP sets
+    an SGPR recomputes its statistics over the training and validation rows, the exact GP takes
+    them as its training rows, a Gaussian SVGP sets
     q(u) to its optimum there (Titsias, 2009; when N x M fits ``OPTIMAL_Q_MAX_ENTRIES``); a
     stack does so for each component; other models (the deep ones) are left as they are. The
     validation metrics reported were measured before."""
@@ -98,6 +99,8 @@ def condition_on_all_rows(model: ZonalModel, split: Split) -> None:
     for member in members:
         if isinstance(member, SGPR):
             member.fit_statistics(x, y)
+        elif isinstance(member, ExactZonalGP):
+            member.set_training_data(x, y)
         elif (
             isinstance(member, SVGP)
             and member.num_outputs == 1

@@ -17,6 +17,9 @@ over one latent GP per class for classification, ``LIKELIHOODS``):
   sec. 5): one pass over the data for the sufficient statistics, then L-BFGS on the bound, at a cost
   independent of N; ``kernel="auto"`` fits the first-order arc-cosine and the polynomial-decay
   kernel and keeps the one with the larger bound. Gaussian only (``UnsupportedLikelihoodError``).
+- ``"exact"``: exact GP regression with the first-order arc-cosine kernel on every training row
+  (``zonal.models.ExactZonalGP``), L-BFGS on the marginal likelihood: O(N^3), no feature
+  truncation and no variational gap. Gaussian only.
 - ``"svgp"``: the same features (with learned phases when phase-truncated) and kernel (arc-cosine
   for ``"auto"``) in a minibatch SVGP.
 - ``"svgp-activated"``: SVGP with activated Softplus features (seed 000 sec. 4.3), arc-cosine
@@ -58,6 +61,13 @@ from zonal.tabular.recipes.deep import (
     build_inducing_point_dgp,
     layer_widths,
     train_deep,
+)
+from zonal.tabular.recipes.exact import (
+    EXACT_EVALUATIONS,
+    EXACT_MAX_ROWS,
+    build_exact,
+    exact_fits_budget,
+    train_exact,
 )
 from zonal.tabular.recipes.network import (
     ADGP_INITIAL_SCALE,
@@ -122,6 +132,8 @@ __all__ = [
     "AUTO_REFINEMENT_SHARE",
     "BATCH_SIZE",
     "DGP_INNER_SCALE",
+    "EXACT_EVALUATIONS",
+    "EXACT_MAX_ROWS",
     "EXTRA_KERNEL_LEVELS",
     "HIDDEN_WIDTH",
     "INITIAL_NOISE",
@@ -147,10 +159,12 @@ __all__ = [
     "auto_refinement",
     "build_activated_dgp",
     "build_deep",
+    "build_exact",
     "build_inducing_point_dgp",
     "build_kernel",
     "build_sgpr",
     "build_svgp",
+    "exact_fits_budget",
     "gaussian_likelihood",
     "get_recipe",
     "harmonic_features",
@@ -166,6 +180,7 @@ __all__ = [
     "tail_objective",
     "train",
     "train_deep",
+    "train_exact",
     "train_sgpr",
     "train_svgp",
 ]

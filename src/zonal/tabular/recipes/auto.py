@@ -22,10 +22,14 @@ AUTO_REFINEMENT_SHARE = 0.2
 AUTO_REFINEMENT_GAP = 0.1
 
 
-def auto_candidates(num_rows: int, input_dim: int, likelihood: str) -> list[str]:
+def auto_candidates(
+    num_rows: int, input_dim: int, likelihood: str, *, exact: bool = False
+) -> list[str]:
     """The recipes ``--model auto`` trains, in order, for N training rows of D inputs.
 
-    Regression: the one-pass ``sgpr`` first, then the accurate activated DGP (``adgp``) for N up
+    Regression: the one-pass ``sgpr`` first, then the ``exact`` GP where its size rule holds
+    (``exact``: ``zonal.tabular.recipes.exact.exact_fits_budget``, which the caller evaluates on
+    the table), then the accurate activated DGP (``adgp``) for N up
     to ``AUTO_DEEP_MAX_ROWS``; above, a minibatch SVGP: ``svgp`` with learned phase-truncated
     harmonics where 512 complete levels would stop below degree 3 (about D > 11,
     ``harmonic_layout``), else ``svgp-activated`` (128 features: steps cost O(M^3) for 128, not
@@ -39,7 +43,7 @@ def auto_candidates(num_rows: int, input_dim: int, likelihood: str) -> list[str]
         return ["svgp-activated", *deep]
     truncated = harmonic_layout(input_dim + 1, RECIPES["svgp"].defaults["num_inducing"])[1]
     shallow = "svgp" if truncated is not None else "svgp-activated"
-    return ["sgpr", *(deep or [shallow])]
+    return ["sgpr", *(["exact"] if exact else []), *(deep or [shallow])]
 
 
 def auto_refinement(scores: Mapping[str, Mapping[str, float]], likelihood: str) -> str | None:

@@ -24,7 +24,12 @@ BATCH_SIZE = 1024
 TRUNCATION_LEVEL = 10
 #: recipes whose input embedding can learn per-input scales (``--ard``; the activated DGP's in its
 #: first layer)
-ARD_MODELS = ("sgpr", "svgp", "svgp-activated", "adgp")
+ARD_MODELS = ("sgpr", "exact", "svgp", "svgp-activated", "adgp")
+#: why a recipe trains a Gaussian likelihood only (the message of ``UnsupportedLikelihoodError``)
+GAUSSIAN_ONLY = {
+    "sgpr": "is the collapsed bound of a Gaussian likelihood",
+    "exact": "is the closed-form posterior of a Gaussian likelihood",
+}
 #: recipes whose noise and kernel variance may start at given values (``initial_noise``, ...)
 START_MODELS = ("svgp", "svgp-activated")
 
@@ -129,7 +134,7 @@ def resolve_spec(
         )
     if likelihood not in recipe.likelihoods:
         raise UnsupportedLikelihoodError(
-            f"{model} is the collapsed bound of a Gaussian likelihood and cannot train a "
+            f"{model} {GAUSSIAN_ONLY.get(model, 'is Gaussian only')} and cannot train a "
             f"{likelihood} likelihood (classification); use one of "
             f"{', '.join(name for name, other in RECIPES.items() if likelihood in other.likelihoods)}"
         )
@@ -149,6 +154,8 @@ def resolve_spec(
             f"{model} uses the {' or '.join(recipe.kernels)} kernel (seed 000 sec. 5); "
             f"drop --kernel {kernel}"
         )
+    if model == "exact" and num_inducing is not None:
+        raise ValueError("the exact GP uses every training row: drop --num-inducing")
     defaults = recipe.defaults
     num_inducing = defaults["num_inducing"] if num_inducing is None else num_inducing
     steps = defaults["steps"] if steps is None else steps

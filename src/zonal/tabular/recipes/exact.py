@@ -1,0 +1,106 @@
+"""The ``exact`` recipe: exact GP regression with the first-order arc-cosine kernel on the sphere
+embedding (``zonal.models.ExactZonalGP``), L-BFGS on the exact marginal likelihood. Every training
+row is its own inducing point: O(N^3) time per evaluation, for tables of a few thousand rows,
+where it carries neither the harmonic features' truncation nor a variational gap. Gaussian only.
+
+``exact_fits_budget`` is ``auto``'s size rule for it: the exact GP is a candidate when
+``EXACT_EVALUATIONS`` evaluations of log p(y) and its gradient at N rows are predicted to fit in
+its share of the budget, the prediction scaling the timed cost of one evaluation on a subsample
+of the table in hand by (N / n)^3 (an upper bound: the kernel's O(N^2 D) part grows more slowly).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+
+from zonal.models import ExactZonalGP
+from zonal.models.training import TrainingControl
+from zonal.tabular.options import RECIPE_DEFAULTS, RECIPE_SUMMARIES
+from zonal.tabular.recipes.parts import INITIAL_NOISE, build_kernel, input_embedding
+from zonal.tabular.recipes.registry import Fit, Recipe, register
+
+#: L-BFGS evaluations of log p(y) that an exact GP's fit is given room for by ``auto``: with
+#: strong Wolfe line searches, 20-40 evaluations bring log p(y) / N within 1e-3 of its plateau
+#: on the tables of tests/test_fit_exact.py
+EXACT_EVALUATIONS = 30
+#: the rows of the subsample whose evaluation is timed
+EXACT_PROBE_ROWS = 512
+#: the most training rows the exact GP takes (its N x N matrices, a few of them alive at once
+#: in the gradient, in float64: 200 MB each at this size)
+EXACT_MAX_ROWS = 5000
+
+
+def build_exact(spec: Mapping[str, Any], x: torch.Tensor | None = None) -> ExactZonalGP:
+    """The exact GP of ``spec`` on the rows x [N, D] (none: a model to load a checkpoint into,
+    which brings its rows); targets are set by ``set_training_data``."""
+    rows = torch.zeros(0, spec["input_dim"], dtype=torch.float64) if x is None else x
+    kernel = build_kernel(spec["kernel"], spec["input_dim"] + 1, spec["num_inducing"])
+    return ExactZonalGP(kernel, rows, torch.zeros(len(rows), dtype=rows.dtype),
+                        input_map=input_embedding(spec), noise=INITIAL_NOISE)  # fmt: skip
+
+
+def train_exact(
+    spec: Mapping[str, Any], x: torch.Tensor, y: torch.Tensor, control: TrainingControl
+) -> Fit:
+    """L-BFGS (``steps`` iterations at most) on log p(y) / N, stopped at ``control``'s deadline
+    (the parameters are the best reached); the objective is log p(y) / N at the end."""
+    if len(x) > EXACT_MAX_ROWS:
+        raise ValueError(
+            f"the exact GP takes at most {EXACT_MAX_ROWS} training rows (O(N^2) memory, O(N^3) "
+            f"time), got {len(x)}; use sgpr or svgp"
+        )
+    model = build_exact(spec, x)
+    model.set_training_data(x, y)
+    remaining = control.remaining()
+    deadline = None if math.isinf(remaining) else time.monotonic() + remaining
+    model.fit(max_iter=spec["steps"], lr=spec["learning_rate"], deadline=deadline)
+    with torch.no_grad():
+        objective = float(model.marginal_log_likelihood()) / len(x)
+    if not math.isfinite(objective):
+        raise ValueError(f"the exact GP diverged (log p(y) / N = {objective})")
+    return Fit(model, dict(spec), objective)
+
+
+def evaluation_seconds(x: torch.Tensor, rows: int = EXACT_PROBE_ROWS) -> tuple[float, int]:
+    """(seconds of one evaluation of log p(y) and its gradient, with input scales, on the first
+    ``rows`` rows of x [N, D] (all when fewer), that row count); the targets are zeros (the cost
+    does not depend on them)."""
+    probe = x[:rows]
+    spec = {"kernel": "arccos", "input_dim": x.shape[1], "num_inducing": 1, "ard": True}
+    model = build_exact(spec, probe)
+    model.train()
+    started = time.perf_counter()
+    (-model.marginal_log_likelihood()).backward()
+    return time.perf_counter() - started, len(probe)
+
+
+def exact_fits_budget(x: torch.Tensor, share: float | None) -> bool:
+    """``auto``'s size rule (module docstring): whether ``EXACT_EVALUATIONS`` evaluations at the
+    N rows of x are predicted to take at most ``share`` seconds (None: no budget, only
+    ``EXACT_MAX_ROWS`` binds)."""
+    if len(x) > EXACT_MAX_ROWS:
+        return False
+    if share is None:
+        return True
+    seconds, rows = evaluation_seconds(x)
+    predicted = seconds * (len(x) / rows) ** 3 * EXACT_EVALUATIONS
+    return predicted <= share
+
+
+register(
+    Recipe(
+        name="exact",
+        summary=RECIPE_SUMMARIES["exact"],
+        defaults=RECIPE_DEFAULTS["exact"],
+        kernels=("arccos",),
+        feature_kind="training rows",
+        build=build_exact,
+        train=train_exact,
+        likelihoods=("gaussian",),
+    )
+)

@@ -1,0 +1,96 @@
+"""The ``exact`` recipe of ``zonal fit`` and its place in ``auto``: a named exact GP fits, saves
+and reloads to the same predictions, conditioned on the validation rows; ``auto`` trains it after
+the SGPR on a small table and its component then holds every row; the size rule scales a timed
+evaluation by (N / n)^3 against the share of the budget; options it cannot use are refused by name.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from zonal.cli import main
+from zonal.models import ExactZonalGP, StackedModel
+from zonal.tabular import fitting
+from zonal.tabular.fitting import fit_data
+from zonal.tabular.predict import predict_data
+from zonal.tabular.recipes import EXACT_EVALUATIONS, EXACT_MAX_ROWS, exact_fits_budget
+from zonal.tabular.recipes import exact as exact_recipe
+from zonal.tabular.saved import load_model, save_model
+
+
+def table(num_rows: int = 150, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((num_rows, 3))
+    y = np.sin(2 * x[:, 0]) + 0.3 * x[:, 1] + 0.05 * rng.standard_normal(num_rows)
+    return x, y
+
+
+def test_a_named_exact_gp_fits_conditions_on_every_row_and_reloads_the_same(tmp_path):
+    x, y = table()
+    fitted = fit_data(x, y, feature_columns=list("abc"), model="exact", ard=True)
+    model = fitted.trained.model
+    assert isinstance(model, ExactZonalGP) and len(model.train_y) == len(y)  # validation rows too
+    assert fitted.describe() == "exact (arccos kernel, 150 training rows)"
+    assert fitted.validation["mse"] < 0.1 * np.var(y)  # in the target's units
+    save_model(fitted, tmp_path / "exact.pt")
+    loaded = load_model(tmp_path / "exact.pt")
+    before, after = predict_data(fitted, x[:30]), predict_data(loaded, x[:30])
+    for key in before:
+        np.testing.assert_allclose(after[key], before[key], rtol=1e-12, atol=1e-12)
+
+
+def test_auto_trains_the_exact_gp_after_the_sgpr_and_its_component_holds_every_row():
+    x, y = table(120)
+    fitted = fit_data(x, y, feature_columns=list("abc"), budget=30.0)
+    candidates = [name for name in fitted.scores if name != "stacked"]
+    assert candidates[:3] == ["sgpr", "exact", "adgp"]
+    model = fitted.trained.model
+    members = model.components if isinstance(model, StackedModel) else [model]
+    exact = [member for member in members if isinstance(member, ExactZonalGP)]
+    assert all(len(member.train_y) == len(y) for member in exact)
+
+
+def test_the_size_rule_scales_the_timed_evaluation_by_the_cube_of_the_rows(monkeypatch):
+    x = torch.zeros(1024, 3, dtype=torch.float64)
+    monkeypatch.setattr(exact_recipe, "evaluation_seconds", lambda rows: (0.01, 512))
+    predicted = 0.01 * 2**3 * EXACT_EVALUATIONS  # 2.4 s
+    assert exact_fits_budget(x, predicted * 1.01)
+    assert not exact_fits_budget(x, predicted * 0.99)
+    assert exact_fits_budget(x, None)
+    too_many = torch.zeros(EXACT_MAX_ROWS + 1, 3, dtype=torch.float64)
+    assert not exact_fits_budget(too_many, None)
+
+
+def test_the_timed_evaluation_is_of_the_subsample():
+    seconds, rows = exact_recipe.evaluation_seconds(torch.randn(40, 2, dtype=torch.float64))
+    assert rows == 40 and 0 < seconds < 10
+
+
+def test_auto_leaves_the_exact_gp_out_of_classification(monkeypatch):
+    x, _ = table(80)
+    labels = (x[:, 0] > 0).astype(int)
+    called = []
+    monkeypatch.setattr(fitting, "exact_fits_budget", lambda *args: called.append(1) or True)
+    fitted = fit_data(x, labels, feature_columns=list("abc"), likelihood="bernoulli",
+                      budget=10.0, steps=20)  # fmt: skip
+    assert "exact" not in fitted.scores and not called
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--num-inducing", "64"], "the exact GP uses every training row: drop --num-inducing"),
+        (["--likelihood", "bernoulli"], "exact is the closed-form posterior of a Gaussian"),
+    ],
+)
+def test_options_the_exact_gp_cannot_use_are_refused_by_name(extra, message, tmp_path, capsys):
+    x, y = table(40)
+    data = tmp_path / "t.csv"
+    target = (y > 0).astype(int) if "bernoulli" in extra else y
+    data.write_text("a,b,c,y\n" + "\n".join(",".join(map(str, [*row, t]))
+                                            for row, t in zip(x, target, strict=True)) + "\n")  # fmt: skip
+    code = main(["fit", str(data), "--target", "y", "--model", "exact", "--quiet",
+                 "-o", str(tmp_path / "m.pt"), *extra])  # fmt: skip
+    assert code == 1 and message in capsys.readouterr().err
