@@ -50,6 +50,9 @@ def test_ard_is_on_under_auto_and_refused_for_the_inducing_point_dgp(tmp_path, c
         fitting, "auto_candidates", lambda *shape, **rule: ["sgpr", "svgp-activated"]
     )
     fitted = fit_data(x, y, feature_columns=list("abcd"), num_inducing=20, steps=20)
-    assert fitted.spec["ard"] and fitted.trained.model.input_map.input_scales is not None
+    specs = fitted.spec.get("components", [fitted.spec])  # a stack, or the one model kept
+    members = getattr(fitted.trained.model, "components", [fitted.trained.model])
+    for spec, member in zip(specs, members, strict=True):
+        assert spec["ard"] and member.input_map.input_scales is not None
     off = fit_data(x, y, feature_columns=list("abcd"), model="sgpr", num_inducing=20, steps=20)
     assert not off.spec["ard"] and off.trained.model.input_map.input_scales is None

@@ -18,7 +18,7 @@ from zonal.tabular.fitting import fit_data
 from zonal.tabular.model import STACKED
 from zonal.tabular.recipes import auto_candidates, harmonic_layout
 from zonal.tabular.saved import load_model
-from zonal.tabular.split import validation_split
+from zonal.tabular.split import Split, validation_roles, validation_split
 from zonal.tabular.targets import Target
 
 
@@ -333,3 +333,29 @@ def test_the_fit_line_names_the_units_of_its_validation_metrics(tmp_path, capsys
     assert "validation (6 rows, in the units of 'price'): " in line
     fitted = load_model(tmp_path / "scaled.zonal.pt")
     assert f"mse {fitted.validation['mse']:.4g}" in line
+
+
+def test_auto_scores_its_fits_on_validation_rows_early_stopping_did_not_watch():
+    """validation_roles: under auto the first half of the validation rows (at most
+    MONITORED_VALIDATION_ROWS) watch and the other half score, disjoint and together all of them;
+    a named model's rows do both."""
+    x = torch.arange(30, dtype=torch.float64).reshape(15, 2)
+    y = torch.arange(15, dtype=torch.float64)
+    split = Split(x[:5], y[:5], x[5:], y[5:])  # 10 validation rows
+    watched, scoring = validation_roles(split, True)
+    assert torch.equal(watched[0], x[5:10])
+    watched_y = watched[1]
+    assert watched_y.tolist() == [5, 6, 7, 8, 9] and scoring.y_valid.tolist() == [
+        10,
+        11,
+        12,
+        13,
+        14,
+    ]
+    assert torch.equal(scoring.x_train, split.x_train)
+    everything, same = validation_roles(split, False)
+    all_y = everything[1]
+    assert all_y.tolist() == list(range(5, 15)) and same is split
+    one = Split(x[:5], y[:5], x[5:6], y[5:6])
+    watched, scoring = validation_roles(one, True)
+    assert watched is None and scoring.y_valid.tolist() == [5]

@@ -1,7 +1,7 @@
 """Deprecated path of ``zonal.tabular.fitting`` (kept for one release)."""
 
 from zonal._deprecated import warn_moved
-from zonal.tabular.candidates import AUTO_STEP_FACTOR, MONITORED_VALIDATION_ROWS, auto_uses_ard
+from zonal.tabular.candidates import AUTO_STEP_FACTOR, auto_uses_ard
 from zonal.tabular.fitting import fit_data, fit_table, select_columns, table_target
 from zonal.tabular.metrics import (
     PROBABILITY_CHUNK,
@@ -12,7 +12,7 @@ from zonal.tabular.metrics import (
 )
 from zonal.tabular.model import STACKED, TabularModel, Trained, build_model, describe_model
 from zonal.tabular.predict import predict_data, predict_table
-from zonal.tabular.split import Split, validation_split
+from zonal.tabular.split import MONITORED_VALIDATION_ROWS, Split, validation_split
 from zonal.tabular.stacking import condition_on_all_rows, stack_fits
 
 warn_moved("zonal.fitting", "zonal.tabular.fitting")

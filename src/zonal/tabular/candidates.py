@@ -5,7 +5,7 @@ within its share of the time left, and ``auto``'s refinement.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 from zonal.models import ZonalModel
@@ -21,7 +21,7 @@ from zonal.tabular.recipes import (
     resolve_spec,
     train,
 )
-from zonal.tabular.split import Split
+from zonal.tabular.split import Split, validation_roles
 from zonal.tabular.targets import (
     Target,
 )
@@ -29,8 +29,6 @@ from zonal.tabular.targets import (
 #: ``--model auto`` runs the Adam recipes for this many times their default steps (the budget
 #: and early stopping end them sooner)
 AUTO_STEP_FACTOR = 10
-#: validation rows scored during training (all of them score the final models)
-MONITORED_VALIDATION_ROWS = 2000
 
 
 def train_candidates(
@@ -50,9 +48,15 @@ def train_candidates(
     fits: dict[str, Any] = {}
     scores: dict[str, dict[str, float]] = {}
     failures: list[ValueError] = []
-    has_validation = len(split.y_valid) > 0
-    monitored = (split.x_valid[:MONITORED_VALIDATION_ROWS],
-                 split.y_valid[:MONITORED_VALIDATION_ROWS])  # fmt: skip
+    monitored, scoring = validation_roles(split, automatic)
+    has_validation = len(scoring.y_valid) > 0
+    watch: Callable[[Any], float] | None = None
+    if monitored is not None:
+        watched_x, watched_y = monitored
+
+        def watch(model: Any) -> float:
+            return validation_score(cast(ZonalModel, model), target, watched_x, watched_y)
+
     for position, name in enumerate(names):
         spec = resolve_spec(split.x_train.shape[1], model=name, seed=seed,
                             likelihood=target.likelihood,
@@ -66,10 +70,8 @@ def train_candidates(
             )
         control = TrainingControl(
             deadline=share_deadline,
-            score=(lambda model: validation_score(cast(ZonalModel, model), target, *monitored))
-            if has_validation
-            else None,
-            validation=monitored if has_validation else None,
+            score=watch,
+            validation=monitored,
             progress=progress,
             label=name,
         )
@@ -82,7 +84,8 @@ def train_candidates(
                 fit, stop = interrupt.fit, True
             score = {"seconds": time.perf_counter() - started, "objective": fit.objective}
             if has_validation:
-                score.update(validation_metrics(fit.model, target, split.x_valid, split.y_valid))
+                score.update(validation_metrics(fit.model, target, scoring.x_valid,
+                                                scoring.y_valid))  # fmt: skip
         except KeyboardInterrupt:  # in SGPR's pass or L-BFGS, or while scoring: this one is lost
             if not fits:
                 raise

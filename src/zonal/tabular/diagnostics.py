@@ -32,7 +32,7 @@ import torch
 from zonal.tabular.candidates import auto_uses_ard, start_options, train_candidates
 from zonal.tabular.metrics import class_probabilities, validation_score
 from zonal.tabular.recipes import AUTO_REFINEMENT_SHARE, Fit
-from zonal.tabular.split import Split
+from zonal.tabular.split import Split, validation_roles
 from zonal.tabular.stacking import condition_on_all_rows, validation_weights
 from zonal.tabular.targets import Target
 
@@ -72,6 +72,8 @@ class FitDiagnostics:
     budget: float | None = None
     overhead_seconds: float = 0.0
     target: Target | None = None
+    #: the split whose validation rows ``auto`` scored its fits on (``validation_roles``)
+    scoring: Split | None = None
 
     @property
     def refinement_possible(self) -> bool:
@@ -103,8 +105,9 @@ class FitDiagnostics:
         if budget is not None and time_left is not None:
             share = AUTO_REFINEMENT_SHARE * budget
             self.refinement_seconds = min(share, time_left) if time_left >= share / 2 else 0.0
+        self.scoring = validation_roles(split, True)[1]  # the rows auto scored its fits on
         for name, fit in fits.items():
-            self._keep(name, fit, scores[name]["seconds"], split)
+            self._keep(name, fit, scores[name]["seconds"])
         sgpr = self.validation_log_likelihood.get("sgpr", math.nan)
         deep = self.validation_log_likelihood.get("adgp", math.nan)
         self.gap = deep - sgpr
@@ -142,7 +145,7 @@ class FitDiagnostics:
                 continue
             if interrupted:  # Ctrl-C: nothing half-trained is kept, and nothing more trained
                 return
-            self._keep(name, fits[recipe], scores[recipe]["seconds"], split)
+            self._keep(name, fits[recipe], scores[recipe]["seconds"])
 
     def condition_all(self, split: Split) -> None:
         """Let every kept model condition on the training and validation rows."""
@@ -151,8 +154,9 @@ class FitDiagnostics:
             condition_on_all_rows(fit.model, split)
         self.overhead_seconds += time.perf_counter() - started
 
-    def _keep(self, name: str, fit: Fit, seconds: float, split: Split) -> None:
-        assert self.target is not None
+    def _keep(self, name: str, fit: Fit, seconds: float) -> None:
+        assert self.target is not None and self.scoring is not None
+        split = self.scoring
         self.fits[name] = fit
         self.seconds[name] = seconds
         if len(split.y_valid) == 0:

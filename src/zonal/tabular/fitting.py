@@ -58,7 +58,7 @@ from zonal.tabular.recipes import (
     exact_fits_budget,
     get_recipe,
 )
-from zonal.tabular.split import Split, validation_split
+from zonal.tabular.split import Split, validation_roles, validation_split
 from zonal.tabular.stacking import condition_on_all_rows, stack_fits
 from zonal.tabular.tables import Table, TableError
 from zonal.tabular.targets import (
@@ -217,10 +217,11 @@ def fit_data(
                                         budget, progress, seed, options)  # fmt: skip
     chosen = max(fits, key=lambda name: selection_key(scores[name]))
     fit = fits[chosen]
-    stackable = not target.is_classification and len(valid_rows) > 0 and len(fits) > 1
+    scoring = validation_roles(split, model == "auto")[1]  # the rows that scored the fits
+    stackable = not target.is_classification and len(scoring.y_valid) > 0 and len(fits) > 1
     if model == "auto" and stackable and not interrupted:
         try:
-            fit, scores = stack_fits(fits, scores, split, fallback=chosen)
+            fit, scores = stack_fits(fits, scores, scoring, fallback=chosen)
             chosen = fit.spec["model"]
         except KeyboardInterrupt:  # while stacking: the chosen candidate is kept
             interrupted = True

@@ -1,5 +1,6 @@
 """The validation split of ``zonal fit``: a seeded share of the rows (stratified by class) held
-out for early stopping, the model choice and stacking.
+out for early stopping, the model choice and stacking, and the roles of its rows
+(``validation_roles``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,9 @@ from zonal.tabular.targets import (
     Target,
 )
 
+#: validation rows early stopping watches at most
+MONITORED_VALIDATION_ROWS = 2000
+
 
 @dataclass(frozen=True)
 class Split:
@@ -23,6 +27,29 @@ class Split:
     y_train: torch.Tensor
     x_valid: torch.Tensor
     y_valid: torch.Tensor
+
+
+def validation_roles(
+    split: Split, separate: bool
+) -> tuple[tuple[torch.Tensor, torch.Tensor] | None, Split]:
+    """(the validation rows early stopping watches, as (x, y), or None; the split whose validation
+    rows score, choose and stack the fits).
+
+    With ``separate`` (``auto``, which chooses among candidates) the first half of the validation
+    rows (at most ``MONITORED_VALIDATION_ROWS``) watch and the others score: a model kept at its
+    best state on some rows is scored optimistically on those rows, and on the development
+    suite's small tables that favoured the early-stopped activated DGP over the GPs that never
+    see the validation rows (autompg6 split 0, 35 validation rows: the DGP's validation log
+    likelihood per row 0.107 against its test 0.39 lower; servo split 0, 15 rows: 0.078 against
+    -4.06), while the SGPR's validation and test figures agreed. Otherwise (one named model) every
+    validation row does both (at most ``MONITORED_VALIDATION_ROWS`` watch)."""
+    count = len(split.y_valid)
+    watched = min(count // 2 if separate else count, MONITORED_VALIDATION_ROWS)
+    monitored = (split.x_valid[:watched], split.y_valid[:watched]) if watched else None
+    if not separate:
+        return monitored, split
+    scoring = Split(split.x_train, split.y_train, split.x_valid[watched:], split.y_valid[watched:])
+    return monitored, scoring
 
 
 def validation_split(
