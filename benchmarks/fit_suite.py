@@ -29,11 +29,14 @@ TLL difference zonal - svgp and the time ratio.
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/fit_suite.py [--resume] [--tables ...]
         [--splits 0 1 2] [--methods zonal svgp exact hgb] [--quick] [--jobs 2]
+        [--baselines benchmarks/results/fit_suite.json]
 
 ``--quick``: split 0 of servo and ionosphere, zonal budget 10 s, 200 SVGP steps, 50 exact-GP
 steps (a smoke test). Results go to benchmarks/results/fit_suite.json (fit_suite_quick.json with
 ``--quick``), rewritten atomically after every (table, split) (all its methods); ``--resume`` skips
-the units already there (same settings). ``--jobs N`` runs N (table, split) units at once in
+the units already there (same settings). ``--methods zonal --baselines EARLIER.json`` runs zonal
+alone and compares it with the baselines of an earlier run (a change of zonal, before and after,
+on the same baseline units). ``--jobs N`` runs N (table, split) units at once in
 worker processes (every method of a unit in the same process, so each ratio compares methods run
 under the same load); the full suite is about 8 CPU-hours (9 with the diagnostics' models).
 """
@@ -346,6 +349,21 @@ def previous_units(path: Path, settings: dict[str, Any]) -> list[dict[str, Any]]
     return earlier["units"]
 
 
+def baseline_units(
+    path: Path, settings: dict[str, Any], methods: list[str]
+) -> list[dict[str, Any]]:
+    """The units of an earlier run at ``path`` (same settings) of the methods not in
+    ``methods``: the baselines a run of zonal alone is compared with."""
+    if not path.exists():
+        raise SystemExit(f"--baselines {path}: no such file")
+    earlier = json.loads(path.read_text())
+    if earlier["settings"] != to_jsonable(settings):
+        raise SystemExit(f"--baselines {path} holds a run with other settings")
+    found = [unit for unit in earlier["units"] if unit["method"] not in methods]
+    print(f"baselines: {len(found)} unit(s) of {sorted({u['method'] for u in found})} from {path}")
+    return found
+
+
 def _version(distribution: str) -> str | None:
     try:
         return metadata.version(distribution)
@@ -353,10 +371,18 @@ def _version(distribution: str) -> str | None:
         return None
 
 
-def write_results(path: Path, settings: dict[str, Any], units: list[dict[str, Any]]) -> None:
+def write_results(
+    path: Path,
+    settings: dict[str, Any],
+    units: list[dict[str, Any]],
+    baselines: list[dict[str, Any]] | None = None,
+    baselines_path: Path | None = None,
+) -> None:
     """Settings, environment, per-table means, task summaries and every unit, atomically (the
-    folder made if it is missing: the default ``benchmarks/results/`` is not in a fresh clone)."""
-    entries = table_means(units)
+    folder made if it is missing: the default ``benchmarks/results/`` is not in a fresh clone).
+    ``baselines`` (units of other methods from ``baselines_path``) join the means and summaries;
+    the file keeps only this run's units and names where the others came from."""
+    entries = table_means([*units, *(baselines or [])])
     path.parent.mkdir(parents=True, exist_ok=True)
     write_json_atomic(path, {
         "settings": settings,
@@ -368,6 +394,7 @@ def write_results(path: Path, settings: dict[str, Any], units: list[dict[str, An
         "tables": entries,
         "summary": {task: task_summary([e for e in entries if e["task"] == task])
                     for task in ("regression", "classification")},
+        "baselines_from": None if baselines_path is None else str(baselines_path),
         "units": units,
     })  # fmt: skip
 
@@ -382,6 +409,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
     parser.add_argument("--output", type=Path, help="default benchmarks/results/fit_suite*.json")
     parser.add_argument("--resume", action="store_true", help="skip the units in --output")
+    parser.add_argument("--baselines", type=Path,
+                        help="an earlier run's results (same settings) whose units of the methods "
+                        "not in --methods join this run's tables and summaries")  # fmt: skip
     parser.add_argument("--jobs", type=int, default=1,
                         help="(table, split) units run at once in worker processes; the zonal "
                         "budget is wall clock, so keep jobs x threads <= cores")  # fmt: skip
@@ -437,6 +467,8 @@ def main() -> None:
     print(f"settings: {settings}; torch threads {torch.get_num_threads()} "
           f"(OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}); {args.jobs} job(s)")  # fmt: skip
     units = previous_units(args.output, settings) if args.resume else []
+    baselines = [] if args.baselines is None else \
+        baseline_units(args.baselines, settings, args.methods)  # fmt: skip
     done = {(unit["table"], unit["split"], unit["method"]) for unit in units}
     items = [
         (name, split, todo, settings, args.threads)
@@ -448,15 +480,18 @@ def main() -> None:
     for found in finished_splits(items, args.jobs):
         units.extend(found)
         units.sort(key=lambda unit: (order.get(unit["table"], -1), unit["split"]))
-        write_results(args.output, settings, units)
+        write_results(args.output, settings, units, baselines, args.baselines)
         for unit in found:
             shown = {k: round(v, 4) if isinstance(v, float) else v for k, v in unit.items()
                      if k not in ("table", "task", "split", "method", "diagnostics")}  # fmt: skip
             print(f"  {unit['table']} split {unit['split']} {unit['method']}: {shown}", flush=True)
-    entries = table_means(units)
+    if not items:  # nothing left to run: the file is written again with these baselines
+        write_results(args.output, settings, units, baselines, args.baselines)
+    entries = table_means([*units, *baselines])
+    shown = list(dict.fromkeys([*args.methods, *(unit["method"] for unit in baselines)]))
     for task in ("regression", "classification"):
         if any(entry["task"] == task for entry in entries):
-            print_task(task, entries, args.methods)
+            print_task(task, entries, [m for m in METHODS if m in shown])
     print(f"\nwrote {args.output}")
 
 

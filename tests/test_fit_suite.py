@@ -81,3 +81,26 @@ def test_results_are_written_into_a_folder_that_does_not_exist_yet(fit_suite, tm
     fit_suite.write_results(path, {"quick": True}, UNITS)
     written = json.loads(path.read_text())
     assert written["units"] == UNITS and written["settings"] == {"quick": True}
+
+
+def test_a_zonal_only_run_is_compared_with_an_earlier_runs_baselines(fit_suite, tmp_path) -> None:
+    """--methods zonal --baselines EARLIER: the earlier run's units of the other methods join the
+    tables and summary; the new file keeps its own units only and names the earlier file."""
+    import json
+
+    settings = {"quick": True}
+    earlier = tmp_path / "before.json"
+    fit_suite.write_results(earlier, settings, UNITS)
+    baselines = fit_suite.baseline_units(earlier, settings, ["zonal"])
+    assert {u["method"] for u in baselines} == {"svgp", "exact", "hgb"}
+    # zonal again on table a, now twice as good: ratio 0.25 against the same svgp units
+    mine = [unit("a", "regression", 0, "zonal", mse=0.25, tll=-1.0, seconds=10.0),
+            unit("a", "regression", 1, "zonal", mse=0.35, tll=-1.2, seconds=30.0)]  # fmt: skip
+    path = tmp_path / "after.json"
+    fit_suite.write_results(path, settings, mine, baselines, earlier)
+    written = json.loads(path.read_text())
+    assert written["units"] == mine and written["baselines_from"] == str(earlier)
+    a = next(entry for entry in written["tables"] if entry["table"] == "a")
+    assert a["ratio"] == pytest.approx(0.25)
+    with pytest.raises(SystemExit, match="other settings"):
+        fit_suite.baseline_units(earlier, {"quick": False}, ["zonal"])
