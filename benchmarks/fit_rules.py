@@ -24,6 +24,7 @@ Classification: ``auto`` chooses by validation log likelihood (no constant); the
 often that choice is the test's best.
 
     .venv/bin/python benchmarks/fit_rules.py [benchmarks/results/fit_suite.json]
+        [--baselines EARLIER.json]
 """
 
 from __future__ import annotations
@@ -229,8 +230,15 @@ def classification_choice(units: list[Unit]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("results", nargs="?", type=Path, default=RESULTS)
+    parser.add_argument("--baselines", type=Path,
+                        help="the results whose svgp units the ratios divide by, for a run of "
+                        "zonal alone (fit_suite.py --methods zonal --baselines)")  # fmt: skip
     args = parser.parse_args()
     units = json.loads(args.results.read_text())["units"]
+    if args.baselines is not None:
+        units = [u for u in units if u["method"] != "svgp"] + [
+            u for u in json.loads(args.baselines.read_text())["units"] if u["method"] == "svgp"
+        ]
     rows = max((u["num_train"] for u in units), default=0)
     print(
         f"{args.results}: {len(units)} units; the largest table has {rows} training rows "
