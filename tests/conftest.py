@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -27,3 +27,15 @@ def import_benchmark(name: str) -> ModuleType:
 def benchmark_module() -> Callable[[str], ModuleType]:
     """``import_benchmark``: a benchmark script by name."""
     return import_benchmark
+
+
+@pytest.fixture(scope="module")
+def without_the_exact_gp() -> Iterator[None]:
+    """``zonal fit --model auto`` without its exact-GP candidate, for a module's tests of how
+    ``auto`` stacks its sparse and deep candidates (the exact GP's place among them has its own
+    tests, tests/test_fit_exact.py). Use with ``pytestmark = pytest.mark.usefixtures(...)``."""
+    from zonal.tabular import fitting
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(fitting, "auto_offers_exact", lambda *args: False)
+        yield

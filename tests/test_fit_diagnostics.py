@@ -12,7 +12,6 @@ import pytest
 import torch
 
 from zonal.datasets import Standardizer
-from zonal.tabular import fitting
 from zonal.tabular.diagnostics import REFINEMENT, SGPR_ARD, FitDiagnostics
 from zonal.tabular.fitting import fit_data
 from zonal.tabular.options import DEFAULT_VALIDATION_FRACTION
@@ -23,13 +22,7 @@ from zonal.tabular.targets import REGRESSION
 SMALL = {"num_inducing": 16, "steps": 10}
 
 
-@pytest.fixture(autouse=True, scope="module")
-def without_the_exact_gp():
-    """These tests are about auto's stacking of its sparse and deep candidates; the exact GP's
-    place among them has its own tests (tests/test_fit_exact.py)."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(fitting, "auto_offers_exact", lambda *args: False)
-        yield
+pytestmark = pytest.mark.usefixtures("without_the_exact_gp")
 
 
 def rows(num_rows: int, seed: int) -> tuple[np.ndarray, np.ndarray]:

@@ -24,14 +24,7 @@ from zonal.tabular.split import Split
 from zonal.tabular.tables import TableError
 from zonal.tabular.targets import REGRESSION
 
-
-@pytest.fixture(autouse=True, scope="module")
-def without_the_exact_gp():
-    """These tests are about auto's stacking of its sparse and deep candidates; the exact GP's
-    place among them has its own tests (tests/test_fit_exact.py)."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(fitting, "auto_offers_exact", lambda *args: False)
-        yield
+pytestmark = pytest.mark.usefixtures("without_the_exact_gp")
 
 
 SMALL = {"num_inducing": 16, "steps": 10}

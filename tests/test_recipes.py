@@ -24,7 +24,7 @@ def test_the_cli_offers_exactly_the_registered_recipes():
     fit = parser._subparsers._group_actions[0].choices["fit"]
     model_action = next(action for action in fit._actions if action.dest == "model")
     assert tuple(model_action.choices) == ("auto", *RECIPES)
-    with pytest.raises(ValueError, match="unknown model 'nope'; choose one of sgpr, svgp"):
+    with pytest.raises(ValueError, match="unknown model 'nope'; choose one of sgpr, exact, svgp"):
         get_recipe("nope")
     with pytest.raises(ValueError, match="drop --kernel polynomial-decay"):
         resolve_spec(2, model="adgp", kernel="polynomial-decay")
