@@ -35,13 +35,17 @@ EXACT_PROBE_ROWS = 512
 EXACT_MAX_ROWS = 5000
 
 
-def build_exact(spec: Mapping[str, Any], x: torch.Tensor | None = None) -> ExactZonalGP:
-    """The exact GP of ``spec`` on the rows x [N, D] (none: a model to load a checkpoint into,
-    which brings its rows); targets are set by ``set_training_data``."""
-    rows = torch.zeros(0, spec["input_dim"], dtype=torch.float64) if x is None else x
+def exact_gp(spec: Mapping[str, Any], x: torch.Tensor, y: torch.Tensor) -> ExactZonalGP:
+    """The untrained exact GP of ``spec`` on rows x [N, D] with targets y [N]."""
     kernel = build_kernel(spec["kernel"], spec["input_dim"] + 1, spec["num_inducing"])
-    return ExactZonalGP(kernel, rows, torch.zeros(len(rows), dtype=rows.dtype),
-                        input_map=input_embedding(spec), noise=INITIAL_NOISE)  # fmt: skip
+    return ExactZonalGP(kernel, x, y, input_map=input_embedding(spec), noise=INITIAL_NOISE)
+
+
+def build_exact(spec: Mapping[str, Any], x: torch.Tensor | None = None) -> ExactZonalGP:
+    """The exact GP of ``spec`` on the rows x [N, D] with zero targets (none: a float64 CPU model
+    with no rows, to load a checkpoint into, which brings its rows and targets)."""
+    rows = torch.zeros(0, spec["input_dim"], dtype=torch.float64) if x is None else x
+    return exact_gp(spec, rows, torch.zeros(len(rows), dtype=rows.dtype, device=rows.device))
 
 
 def train_exact(
@@ -54,11 +58,8 @@ def train_exact(
             f"the exact GP takes at most {EXACT_MAX_ROWS} training rows (O(N^2) memory, O(N^3) "
             f"time), got {len(x)}; use sgpr or svgp"
         )
-    model = build_exact(spec, x)
-    model.set_training_data(x, y)
-    remaining = control.remaining()
-    deadline = None if math.isinf(remaining) else time.monotonic() + remaining
-    model.fit(max_iter=spec["steps"], lr=spec["learning_rate"], deadline=deadline)
+    model = exact_gp(spec, x, y)
+    model.fit(max_iter=spec["steps"], lr=spec["learning_rate"], deadline=control.deadline)
     with torch.no_grad():
         objective = float(model.marginal_log_likelihood()) / len(x)
     if not math.isfinite(objective):
