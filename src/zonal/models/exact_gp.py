@@ -41,10 +41,12 @@ from linear_operator.operators import SumLinearOperator
 
 from zonal._validation import check_finite
 from zonal.geometry import InputMap, SphereEmbedding
-from zonal.linalg import NotPositiveDefiniteError, cholesky
+from zonal.linalg import NotPositiveDefiniteError, cholesky, gaussian_log_density
 from zonal.models.conditioning import conditioned_copy
 from zonal.models.contract import ZonalModel
 from zonal.variational.root_difference import RootDifferenceLinearOperator
+
+_TRAINING_GRAM = "K + noise I of the exact GP's training rows"
 
 
 class _OutOfTime(Exception):  # noqa: N818 (a signal, not an error)
@@ -119,11 +121,14 @@ class ExactZonalGP(ZonalModel):
         """k(a, b) [*B, n, m], dense, for inputs a [*b1, n, D] and b [*b2, m, D]."""
         return self.kernel(self.input_map.lift(a), self.input_map.lift(b)).to_dense()
 
+    def _training_gram(self) -> torch.Tensor:
+        """K_y = K_NN + sigma^2 I [N, N] of the stored rows at the current parameters."""
+        gram = self._covariance(self.train_x, self.train_x)  # [N, N]
+        return gram + self.noise * torch.eye(len(gram), dtype=gram.dtype, device=gram.device)
+
     def _train_factor(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(L [N, N], a = L^{-1} (y - c) [N]) of the stored rows at the current parameters."""
-        gram = self._covariance(self.train_x, self.train_x)  # [N, N]
-        gram = gram + self.noise * torch.eye(len(gram), dtype=gram.dtype, device=gram.device)
-        factor = cholesky(gram, name="K + noise I of the exact GP's training rows")
+        factor = cholesky(self._training_gram(), name=_TRAINING_GRAM)
         residual = (self.train_y - self.constant).unsqueeze(-1)  # [N, 1]
         weights = torch.linalg.solve_triangular(factor, residual, upper=False).squeeze(-1)
         return factor, weights
@@ -144,13 +149,10 @@ class ExactZonalGP(ZonalModel):
         return self._cache[1], self._cache[2]
 
     def marginal_log_likelihood(self) -> torch.Tensor:
-        """log p(y) of the stored rows (module docstring), a scalar tensor with gradients."""
-        factor, weights = self._train_factor()
-        count = len(self.train_y)
-        return (
-            -0.5 * weights @ weights
-            - factor.diagonal().log().sum()
-            - 0.5 * count * math.log(2 * math.pi)
+        """log p(y) of the stored rows (module docstring), a scalar tensor with gradients (the
+        closed-form gradient of ``zonal.linalg.gaussian_log_density``)."""
+        return gaussian_log_density(
+            self._training_gram(), self.train_y - self.constant, name=_TRAINING_GRAM
         )
 
     def fit(
