@@ -52,15 +52,34 @@ def test_auto_trains_the_exact_gp_after_the_sgpr_and_its_component_holds_every_r
     assert all(len(member.train_y) == len(y) for member in exact)
 
 
-def test_the_size_rule_scales_the_timed_evaluation_by_the_cube_of_the_rows(monkeypatch):
-    x = torch.zeros(1024, 3, dtype=torch.float64)
-    monkeypatch.setattr(exact_recipe, "evaluation_seconds", lambda rows: (0.01, 512))
-    predicted = 0.01 * 2**3 * EXACT_EVALUATIONS  # 2.4 s
-    assert exact_fits_budget(x, predicted * 1.01)
-    assert not exact_fits_budget(x, predicted * 0.99)
+def test_the_size_rule_decides_when_the_square_and_cube_extrapolations_agree(monkeypatch):
+    x = torch.zeros(2048, 3, dtype=torch.float64)
+    probed = []
+
+    def cubic(x, rows):  # an evaluation costing 1e-9 s * rows^3
+        probed.append(rows)
+        return 1e-9 * rows**3, rows
+
+    monkeypatch.setattr(exact_recipe, "evaluation_seconds", cubic)
+    at_full_size = 1e-9 * 2048**3 * EXACT_EVALUATIONS  # 258 s
+    # the cube's bound from 512 rows holds: one probe
+    assert exact_fits_budget(x, at_full_size * 1.01) and probed == [512]
+    # even the square's bound from 512 rows fails: one probe
+    probed.clear()
+    assert not exact_fits_budget(x, at_full_size / 4 / 1.01) and probed == [512]
+    # between the bounds: doubled until the table itself is timed
+    probed.clear()
+    assert not exact_fits_budget(x, at_full_size * 0.99) and probed == [512, 1024, 2048]
     assert exact_fits_budget(x, None)
     too_many = torch.zeros(EXACT_MAX_ROWS + 1, 3, dtype=torch.float64)
     assert not exact_fits_budget(too_many, None)
+
+
+def test_a_cost_that_grows_as_the_square_is_found_by_the_larger_probe(monkeypatch):
+    x = torch.zeros(2048, 3, dtype=torch.float64)
+    monkeypatch.setattr(exact_recipe, "evaluation_seconds", lambda x, rows: (1e-6 * rows**2, rows))
+    at_full_size = 1e-6 * 2048**2 * EXACT_EVALUATIONS
+    assert exact_fits_budget(x, at_full_size * 1.01)  # the cube from 512 rows predicted 4x
 
 
 def test_the_timed_evaluation_is_of_the_subsample():
