@@ -18,7 +18,12 @@ from zonal.tabular.fitting import fit_data
 from zonal.tabular.model import STACKED
 from zonal.tabular.recipes import auto_candidates, harmonic_layout
 from zonal.tabular.saved import load_model
-from zonal.tabular.split import Split, validation_roles, validation_split
+from zonal.tabular.split import (
+    MONITORED_VALIDATION_ROWS,
+    Split,
+    validation_roles,
+    validation_split,
+)
 from zonal.tabular.targets import Target
 
 
@@ -336,26 +341,36 @@ def test_the_fit_line_names_the_units_of_its_validation_metrics(tmp_path, capsys
 
 
 def test_auto_scores_its_fits_on_validation_rows_early_stopping_did_not_watch():
-    """validation_roles: under auto the first half of the validation rows (at most
-    MONITORED_VALIDATION_ROWS) watch and the other half score, disjoint and together all of them;
+    """validation_roles: under auto every other validation row (at most
+    MONITORED_VALIDATION_ROWS) watches and the others score, disjoint and together all of them;
     a named model's rows do both."""
     x = torch.arange(30, dtype=torch.float64).reshape(15, 2)
     y = torch.arange(15, dtype=torch.float64)
     split = Split(x[:5], y[:5], x[5:], y[5:])  # 10 validation rows
     watched, scoring = validation_roles(split, True)
-    assert torch.equal(watched[0], x[5:10])
-    watched_y = watched[1]
-    assert watched_y.tolist() == [5, 6, 7, 8, 9] and scoring.y_valid.tolist() == [
-        10,
-        11,
-        12,
-        13,
-        14,
-    ]
-    assert torch.equal(scoring.x_train, split.x_train)
+    assert torch.equal(watched[0], x[5::2])
+    assert watched[1].tolist() == [5, 7, 9, 11, 13]
+    assert scoring.y_valid.tolist() == [6, 8, 10, 12, 14]
+    assert torch.equal(scoring.x_valid, x[6::2]) and torch.equal(scoring.x_train, split.x_train)
     everything, same = validation_roles(split, False)
-    all_y = everything[1]
-    assert all_y.tolist() == list(range(5, 15)) and same is split
+    assert everything[1].tolist() == list(range(5, 15)) and same is split
     one = Split(x[:5], y[:5], x[5:6], y[5:6])
     watched, scoring = validation_roles(one, True)
     assert watched is None and scoring.y_valid.tolist() == [5]
+
+
+def test_both_roles_hold_each_class_of_a_table_sorted_by_class():
+    """A table listing its classes in turn (MAGIC's file: 65% of one class, then the other): the
+    watching and scoring rows each hold every class in the validation rows' proportions (+- 1
+    row); the first half, as before, held one class only."""
+    labels = torch.tensor([0] * 130 + [1] * 70)  # validation rows in the table's order
+    x = torch.zeros(200, 2, dtype=torch.float64)
+    split = Split(x[:3], labels[:3], x, labels)
+    watched, scoring = validation_roles(split, True)
+    assert len(watched[1]) == 100 and len(scoring.y_valid) == 100
+    for rows in (watched[1], scoring.y_valid):
+        assert abs(int((rows == 1).sum()) - 35) <= 1
+    capped = Split(x[:3], labels[:3], x.repeat(12, 1), labels.repeat_interleave(12))
+    watched, _ = validation_roles(capped, False)  # 2,400 rows, 2,000 watch
+    assert len(watched[1]) == MONITORED_VALIDATION_ROWS
+    assert abs(int((watched[1] == 1).sum()) - 0.35 * MONITORED_VALIDATION_ROWS) <= 1
