@@ -1,7 +1,8 @@
 """The ``exact`` recipe of ``zonal fit`` and its place in ``auto``: a named exact GP fits, saves
 and reloads to the same predictions, conditioned on the validation rows; ``auto`` trains it after
-the SGPR on a small table and its component then holds every row; the size rule scales a timed
-evaluation by (N / n)^3 against the share of the budget; options it cannot use are refused by name.
+the SGPR on a small table and its component then holds every row; "auto" keeps the kernel family
+of the larger log p(y); the size rule extrapolates timed evaluations by (N / n)^2 and (N / n)^3
+against the share of the budget; options it cannot use are refused by name.
 """
 
 from __future__ import annotations
@@ -32,7 +33,10 @@ def test_a_named_exact_gp_fits_conditions_on_every_row_and_reloads_the_same(tmp_
     fitted = fit_data(x, y, feature_columns=list("abc"), model="exact", ard=True)
     model = fitted.trained.model
     assert isinstance(model, ExactZonalGP) and len(model.train_y) == len(y)  # validation rows too
-    assert fitted.describe() == "exact (arccos kernel, 150 training rows)"
+    kernels = fitted.trained.candidates  # kernel -> log p(y) / N of each family
+    assert set(kernels) == {"arccos", "polynomial-decay"}
+    assert fitted.describe() == f"exact ({max(kernels, key=kernels.get)} kernel, 150 training rows)"
+    assert fitted.trained.objective == max(kernels.values())
     assert fitted.validation["mse"] < 0.1 * np.var(y)  # in the target's units
     save_model(fitted, tmp_path / "exact.pt")
     loaded = load_model(tmp_path / "exact.pt")
@@ -113,3 +117,10 @@ def test_options_the_exact_gp_cannot_use_are_refused_by_name(extra, message, tmp
     code = main(["fit", str(data), "--target", "y", "--model", "exact", "--quiet",
                  "-o", str(tmp_path / "m.pt"), *extra])  # fmt: skip
     assert code == 1 and message in capsys.readouterr().err
+
+
+def test_a_named_kernel_is_the_only_one_fitted():
+    x, y = table(80)
+    fitted = fit_data(x, y, feature_columns=list("abc"), model="exact", kernel="arccos", steps=20)
+    assert set(fitted.trained.candidates) == {"arccos"}
+    assert fitted.describe() == "exact (arccos kernel, 80 training rows)"

@@ -19,8 +19,8 @@ LIKELIHOODS = ("gaussian", "bernoulli", "softmax")
 #: one line per recipe of ``zonal.tabular.recipes``, in the order they are offered
 RECIPE_SUMMARIES = {
     "sgpr": "collapsed SGPR with spherical-harmonic features: one data pass, then L-BFGS",
-    "exact": "exact GP with the arc-cosine kernel on every training row, then L-BFGS: O(N^3), "
-    "for tables of a few thousand rows",
+    "exact": "exact GP with a zonal kernel on every training row, then L-BFGS: O(N^3), for "
+    "tables of a few thousand rows",
     "svgp": "minibatch SVGP with spherical-harmonic features",
     "svgp-activated": "SVGP with activated Softplus features: its mean is a one-hidden-layer "
     "network",

@@ -17,9 +17,10 @@ over one latent GP per class for classification, ``LIKELIHOODS``):
   sec. 5): one pass over the data for the sufficient statistics, then L-BFGS on the bound, at a cost
   independent of N; ``kernel="auto"`` fits the first-order arc-cosine and the polynomial-decay
   kernel and keeps the one with the larger bound. Gaussian only (``UnsupportedLikelihoodError``).
-- ``"exact"``: exact GP regression with the first-order arc-cosine kernel on every training row
+- ``"exact"``: exact GP regression with a zonal kernel on every training row
   (``zonal.models.ExactZonalGP``), L-BFGS on the marginal likelihood: O(N^3), no feature
-  truncation and no variational gap. Gaussian only.
+  truncation and no variational gap; ``kernel="auto"`` fits the arc-cosine and the
+  polynomial-decay kernel and keeps the larger log p(y). Gaussian only.
 - ``"svgp"``: the same features (with learned phases when phase-truncated) and kernel (arc-cosine
   for ``"auto"``) in a minibatch SVGP.
 - ``"svgp-activated"``: SVGP with activated Softplus features (seed 000 sec. 4.3), arc-cosine

@@ -8,7 +8,9 @@ Harmonic features take all harmonics of each level while those reach degree
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -27,12 +29,17 @@ from zonal.features.spherical_harmonic import max_degree_for_budget
 from zonal.geometry import SphereEmbedding
 from zonal.harmonics import num_harmonics
 from zonal.kernels import ArcCosineKernel, PolynomialDecayKernel
+from zonal.models.training import TrainingControl
 
 INITIAL_NOISE = 0.1
 #: (fraction of the steps, learning-rate factor) of the SVGP schedule
 SCHEDULE = ((0.6, 1.0), (0.25, 0.2), (0.15, 0.04))
 #: levels of the polynomial-decay kernel beyond those of the features (their mass enters the bound)
 EXTRA_KERNEL_LEVELS = 4
+#: the polynomial-decay kernel's truncation in a model without features (the exact GP): its
+#: default, 20 levels, whose neglected mass at the default decay (beta = d) is below 1e-3 of
+#: the kernel variance for d >= 3
+EXACT_KERNEL_LEVELS = 20
 #: the highest harmonic degree used as a feature (binds only for one or two input columns)
 MAX_FEATURE_DEGREE = 40
 #: complete harmonic levels are used when they reach this degree within the feature budget;
@@ -67,21 +74,54 @@ def output_dim(spec: Mapping[str, Any]) -> int:
     return spec["num_classes"] if spec.get("likelihood", "gaussian") == "softmax" else 1
 
 
+def best_kernel_fit(
+    names: Sequence[str],
+    control: TrainingControl,
+    fit_one: Callable[[str, float | None], tuple[Any, float]],
+) -> tuple[Any, str, float, dict[str, float]]:
+    """Fit each kernel in ``names`` in turn with ``fit_one(name, deadline)`` -> (model, objective
+    per row), each within its share of the time ``control`` leaves (the next one not started
+    after the deadline), and keep the largest objective: (model, kernel, objective, each
+    kernel's objective). A fit that raises ``ValueError`` (a Cholesky failure, a divergence) is
+    skipped while another succeeds; otherwise its error is raised."""
+    fits: dict[str, tuple[Any, float]] = {}
+    failures: list[ValueError] = []
+    for position, name in enumerate(names):
+        remaining = control.remaining()
+        if fits and remaining <= 0:
+            break
+        deadline = None if math.isinf(remaining) else \
+            time.monotonic() + remaining / (len(names) - position)  # fmt: skip
+        try:
+            model, objective = fit_one(name, deadline)
+            if not math.isfinite(objective):
+                raise ValueError(f"the fit with the {name} kernel diverged (objective {objective})")
+            fits[name] = (model, objective)
+        except ValueError as error:
+            failures.append(error)
+    if not fits:
+        raise failures[0]
+    best = max(fits, key=lambda name: fits[name][1])
+    return fits[best][0], best, fits[best][1], {name: fit[1] for name, fit in fits.items()}
+
+
 def tail_objective(losses: list[float]) -> float:
     """Minus the mean loss over the last 5% of the steps (the ELBO per point at the end)."""
     return -float(np.mean(losses[-max(1, len(losses) // 20) :]))
 
 
-def build_kernel(name: str, ambient_dim: int, num_inducing: int) -> ScaleKernel:
+def build_kernel(name: str, ambient_dim: int, num_inducing: int | None) -> ScaleKernel:
     """A homogeneous zonal kernel on R^{ambient_dim} in a ``ScaleKernel`` (learned variance); the
-    polynomial-decay kernel keeps ``EXTRA_KERNEL_LEVELS`` levels beyond the features' degree."""
+    polynomial-decay kernel keeps ``EXTRA_KERNEL_LEVELS`` levels beyond the degree of
+    ``num_inducing`` features (None, a model without features: ``EXACT_KERNEL_LEVELS``)."""
     if name == "arccos":
         base = ArcCosineKernel(ambient_dim, order=1, homogeneous=True)
     elif name == "polynomial-decay":
-        degree, _ = harmonic_layout(ambient_dim, num_inducing)
-        base = PolynomialDecayKernel(
-            ambient_dim, max_degree=degree + EXTRA_KERNEL_LEVELS, homogeneous=True
-        )
+        if num_inducing is None:
+            max_degree = EXACT_KERNEL_LEVELS
+        else:
+            max_degree = harmonic_layout(ambient_dim, num_inducing)[0] + EXTRA_KERNEL_LEVELS
+        base = PolynomialDecayKernel(ambient_dim, max_degree=max_degree, homogeneous=True)
     else:
         raise ValueError(f"no kernel {name!r} to build (resolve 'auto' first)")
     return ScaleKernel(base).double()

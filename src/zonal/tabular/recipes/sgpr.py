@@ -7,8 +7,6 @@ polynomial-decay kernel and keeps the one with the larger bound. Gaussian only
 
 from __future__ import annotations
 
-import math
-import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -19,6 +17,7 @@ from zonal.models.training import TrainingControl
 from zonal.tabular.options import RECIPE_DEFAULTS, RECIPE_SUMMARIES
 from zonal.tabular.recipes.parts import (
     INITIAL_NOISE,
+    best_kernel_fit,
     build_kernel,
     harmonic_features,
     input_embedding,
@@ -51,33 +50,19 @@ def train_sgpr(
     kernel of ``"auto"`` may use its share of the time left; the second is not started after the
     deadline); the scales and the pass run to their end."""
     names = ["arccos", "polynomial-decay"] if spec["kernel"] == "auto" else [spec["kernel"]]
-    fits: dict[str, tuple[SGPR, float]] = {}
-    failures: list[ValueError] = []
-    for position, name in enumerate(names):
-        remaining = control.remaining()
-        if fits and remaining <= 0:
-            break
-        deadline = None if math.isinf(remaining) else \
-            time.monotonic() + remaining / (len(names) - position)  # fmt: skip
-        try:
-            model = build_sgpr({**spec, "kernel": name})
-            if spec.get("ard", False):
-                model.fit_input_scales(x, y, subsample_size=ARD_SUBSAMPLE,
-                                       max_iter=ARD_ITERATIONS, seed=spec["seed"])  # fmt: skip
-            model.fit_statistics(x, y)
-            trace = model.fit(max_iter=spec["steps"], lr=spec["learning_rate"], deadline=deadline)
-            with torch.no_grad():
-                objective = float(model.elbo()) / float(model.stat_count)
-            if not math.isfinite(objective):
-                raise ValueError(f"SGPR with the {name} kernel diverged (bound {trace[-1:]})")
-            fits[name] = (model, objective)
-        except ValueError as error:  # e.g. a Cholesky failure: the other kernel may do
-            failures.append(error)
-    if not fits:
-        raise failures[0]
-    best = max(fits, key=lambda name: fits[name][1])
-    candidates = {name: fit[1] for name, fit in fits.items()}
-    return Fit(fits[best][0], {**spec, "kernel": best}, fits[best][1], candidates)
+
+    def fit_one(name: str, deadline: float | None) -> tuple[SGPR, float]:
+        model = build_sgpr({**spec, "kernel": name})
+        if spec.get("ard", False):
+            model.fit_input_scales(x, y, subsample_size=ARD_SUBSAMPLE,
+                                   max_iter=ARD_ITERATIONS, seed=spec["seed"])  # fmt: skip
+        model.fit_statistics(x, y)
+        model.fit(max_iter=spec["steps"], lr=spec["learning_rate"], deadline=deadline)
+        with torch.no_grad():
+            return model, float(model.elbo()) / float(model.stat_count)
+
+    model, best, objective, candidates = best_kernel_fit(names, control, fit_one)
+    return Fit(model, {**spec, "kernel": best}, objective, candidates)
 
 
 register(

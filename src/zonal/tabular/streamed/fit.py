@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import math
 import os
 import time
 from collections.abc import Sequence
@@ -16,6 +15,7 @@ import torch
 from zonal._files import check_new_output
 from zonal.datasets import Standardizer
 from zonal.models import SGPR
+from zonal.models.training import TrainingControl
 from zonal.tabular.metrics import in_target_units
 from zonal.tabular.model import TabularModel, Trained
 from zonal.tabular.options import DEFAULT_VALIDATION_FRACTION
@@ -26,6 +26,7 @@ from zonal.tabular.recipes import (
     build_sgpr,
     resolve_spec,
 )
+from zonal.tabular.recipes.parts import best_kernel_fit
 from zonal.tabular.saved import save_model
 from zonal.tabular.streamed.partitions import PartitionReader, list_partitions
 from zonal.tabular.streamed.passes import CHECKPOINT_EVERY, first_pass, second_pass, third_pass
@@ -150,26 +151,18 @@ def _optimise(
 ) -> TabularModel:
     """Commit the totals, maximise each kernel's bound by L-BFGS and keep the larger bound (a
     kernel whose fit fails is skipped if another succeeds), as ``zonal.tabular.recipes.train_sgpr``."""
-    fits: dict[str, tuple[SGPR, float]] = {}
-    failures: list[ValueError] = []
-    for name, sgpr in models.items():
+
+    def fit_one(name: str, deadline: float | None) -> tuple[SGPR, float]:
+        sgpr = models[name]
         sgpr.commit_statistics(state["totals"][name])
-        try:
-            sgpr.fit(max_iter=spec["steps"], lr=spec["learning_rate"])
-            with torch.no_grad():
-                objective = float(sgpr.elbo() / sgpr.stat_count)
-            if not math.isfinite(objective):
-                raise ValueError(f"SGPR with the {name} kernel diverged (bound {objective})")
-            fits[name] = (sgpr, objective)
-        except ValueError as error:
-            failures.append(error)
-    if not fits:
-        raise failures[0]
-    best = max(fits, key=lambda name: fits[name][1])
+        sgpr.fit(max_iter=spec["steps"], lr=spec["learning_rate"])
+        with torch.no_grad():
+            return sgpr, float(sgpr.elbo() / sgpr.stat_count)
+
+    model, best, objective, objectives = best_kernel_fit(list(models), TrainingControl(), fit_one)
     first = state["first_pass"]
-    trained = Trained({**spec, "kernel": best}, fits[best][0], fits[best][1],
-                      time.perf_counter() - started,
-                      {name: fit[1] for name, fit in fits.items()})  # fmt: skip
+    trained = Trained({**spec, "kernel": best}, model, objective,
+                      time.perf_counter() - started, objectives)  # fmt: skip
     source = str(partitions[0]) if len(partitions) == 1 else \
         f"{len(partitions)} partitions: {partitions[0]} ... {partitions[-1]}"  # fmt: skip
     return TabularModel(
