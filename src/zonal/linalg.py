@@ -43,7 +43,7 @@ class _GaussianLogDensity(torch.autograd.Function):
     """log N(r; 0, K) with the closed-form gradient (``gaussian_log_density``)."""
 
     @staticmethod
-    def forward(  # type: ignore[override]
+    def forward(
         ctx: torch.autograd.function.FunctionCtx,
         matrix: torch.Tensor,
         residual: torch.Tensor,
@@ -60,7 +60,7 @@ class _GaussianLogDensity(torch.autograd.Function):
         )
 
     @staticmethod
-    def backward(  # type: ignore[override]
+    def backward(
         ctx: torch.autograd.function.FunctionCtx, grad: torch.Tensor
     ) -> tuple[torch.Tensor | None, torch.Tensor | None, None]:
         factor, weights = ctx.saved_tensors  # type: ignore[attr-defined]

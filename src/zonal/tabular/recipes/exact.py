@@ -7,8 +7,9 @@ nor a variational gap. Gaussian only.
 
 ``exact_fits_budget`` is ``auto``'s size rule for it: the exact GP is a candidate when
 ``EXACT_EVALUATIONS`` evaluations of log p(y) and its gradient per kernel at N rows are
-predicted to fit in its share of the budget, from the timed cost of one evaluation on subsamples of the table in
-hand (doubled until the N^2 and N^3 extrapolations agree, or the subsample is the table).
+predicted to fit in its share of the budget, from the timed cost of one evaluation on
+subsamples of the table in hand (doubled until the N^2 and N^3 extrapolations agree, or the
+subsample is the table).
 """
 
 from __future__ import annotations
@@ -111,8 +112,8 @@ def evaluation_seconds(
 
 def exact_fits_budget(x: torch.Tensor, share: float | None) -> bool:
     """``auto``'s size rule (module docstring): whether ``EXACT_EVALUATIONS`` evaluations of each
-    kernel of ``EXACT_KERNELS`` at the N rows of x are predicted to take at most ``share`` seconds (None: no budget, only
-    ``EXACT_MAX_ROWS`` binds).
+    kernel of ``EXACT_KERNELS`` at the N rows of x are predicted to take at most ``share``
+    seconds (None: no budget, only ``EXACT_MAX_ROWS`` binds).
 
     An evaluation's cost grows between N^2 (the kernel matrix) and N^3 (its factor), so a timing
     on n rows bounds the cost at N between (N / n)^2 and (N / n)^3 times it. The rule times n =
