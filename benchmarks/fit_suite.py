@@ -69,6 +69,7 @@ from gp_baselines import (
     svgp_regression,
 )
 from zonal._files import to_jsonable, write_json_atomic
+from zonal.cli.common import terminate_as_interrupt
 from zonal.datasets import Standardizer, get_spec, load_dataset, random_splits
 from zonal.datasets.registry_suite import SUITE_CLASSIFICATION, SUITE_REGRESSION
 from zonal.tabular.diagnostics import FitDiagnostics
@@ -455,9 +456,16 @@ def finished_splits(
         yield from map(run_split, items)
         return
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(jobs, mp_context=context) as pool:
+    pool = ProcessPoolExecutor(jobs, mp_context=context)
+    try:
         for future in as_completed([pool.submit(run_split, item) for item in items]):
             yield future.result()
+    except BaseException:  # Ctrl-C or kill -TERM: stop the workers too (their units are lost)
+        for process in list((pool._processes or {}).values()):  # no public way before 3.14
+            process.terminate()
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def main() -> None:
@@ -496,4 +504,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with terminate_as_interrupt():  # kill -TERM stops the workers as Ctrl-C does
+        main()

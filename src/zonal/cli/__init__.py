@@ -34,7 +34,7 @@ import sys
 from collections.abc import Sequence
 
 import zonal
-from zonal.cli.common import EXIT_ERROR, CommandError, exit_code
+from zonal.cli.common import EXIT_ERROR, CommandError, exit_code, terminate_as_interrupt
 from zonal.cli.data import add_data_parser
 from zonal.cli.experiment import add_experiment_parser
 from zonal.cli.fit_args import add_fit_parser, add_predict_parser
@@ -75,7 +75,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exit_request:  # --help, --version and usage errors
         return exit_code(exit_request.code)
     try:
-        return int(args.handler(args))
+        with terminate_as_interrupt():
+            return int(args.handler(args))
     except CommandError as error:
         print(f"zonal: error: {error}", file=sys.stderr)
         return EXIT_ERROR

@@ -4,8 +4,12 @@ plain-text tables."""
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from types import FrameType
 
 EXIT_ERROR = 1
 EXIT_INTERRUPTED = 130
@@ -66,3 +70,25 @@ def exit_code(code: object) -> int:
         return code
     print(code, file=sys.stderr)
     return EXIT_ERROR
+
+
+@contextmanager
+def terminate_as_interrupt() -> Iterator[None]:
+    """Within the block, SIGTERM raises ``KeyboardInterrupt`` as Ctrl-C does, so that ``kill``
+    stops a command the way Ctrl-C would: runs checkpoint and print how to go on, and worker
+    processes are terminated rather than orphaned (a background job started with ``&`` ignores
+    SIGINT, so ``kill -TERM`` is how it is stopped; with the default action the parent died at
+    once and its workers went on competing for the cores). Only in the main thread, where Python
+    runs signal handlers; the previous handler comes back at the end."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
