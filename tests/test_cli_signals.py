@@ -1,18 +1,18 @@
 """SIGTERM stops a zonal command as Ctrl-C does (``zonal.cli.common.terminate_as_interrupt``):
-a KeyboardInterrupt inside the block, the previous handler back after it, and a command killed
-with ``kill -TERM`` exits with the interrupted status and its resume hint."""
+a KeyboardInterrupt inside the block, the previous handler back after it, and a command stopped
+by SIGTERM mid-run returns the interrupted status with its resume hint."""
 
 from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import time
 
 import pytest
 
+from zonal.cli import main
 from zonal.cli.common import EXIT_INTERRUPTED, terminate_as_interrupt
+from zonal.experiments import run as experiment_run
 
 
 def test_sigterm_raises_keyboard_interrupt_inside_the_block_only():
@@ -23,17 +23,19 @@ def test_sigterm_raises_keyboard_interrupt_inside_the_block_only():
     assert signal.getsignal(signal.SIGTERM) is before
 
 
-@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
-def test_a_killed_experiment_exits_interrupted_with_its_resume_hint(tmp_path):
-    command = [sys.executable, "-m", "zonal.cli", "experiment", "run", "uci-dgp",
-               "--protocol", "quick", "--output-dir", str(tmp_path)]  # fmt: skip
-    process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
-    # wait until the run has started (its folder exists), then stop it as a background job is
-    deadline = time.monotonic() + 60
-    while not any(tmp_path.iterdir()) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    time.sleep(1.0)
-    process.send_signal(signal.SIGTERM)
-    _, errors = process.communicate(timeout=60)
-    assert process.returncode == EXIT_INTERRUPTED, errors
-    assert "interrupted; resume with: zonal experiment run uci-dgp --resume" in errors
+def test_an_experiment_stopped_by_sigterm_returns_interrupted_with_its_resume_hint(
+    tmp_path, monkeypatch, capsys
+):
+    def killed(run):  # the run receives SIGTERM while it trains
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)
+        raise AssertionError("SIGTERM did not stop the run")
+
+    monkeypatch.setattr(experiment_run, "execute_run", killed)
+    before = signal.getsignal(signal.SIGTERM)
+    code = main(["experiment", "run", "uci-dgp", "--output-dir", str(tmp_path)])
+    assert code == EXIT_INTERRUPTED
+    assert (
+        "interrupted; resume with: zonal experiment run uci-dgp --resume" in capsys.readouterr().err
+    )
+    assert signal.getsignal(signal.SIGTERM) is before
