@@ -11,7 +11,7 @@ kernel variances, likelihood) is then trained by the ELBO: ``two_stage_fit``.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import cast
 
 import torch
@@ -185,7 +185,7 @@ class ActivatedDGP(DGP):
         self,
         network: ActivatedNetwork,
         *,
-        kernel_variance: float | None = None,
+        kernel_variance: float | Sequence[float] | None = None,
         variational_scale: float | None = None,
     ) -> ActivatedDGP:
         """Set inducing directions and variational means so that the posterior mean is ``network``.
@@ -195,20 +195,30 @@ class ActivatedDGP(DGP):
         ``ValueError`` naming the layer and the shapes. Input scales are copied into the layer's
         ``SphereEmbedding``.
 
-        ``kernel_variance`` first sets every layer's arc-cosine variance: the copied mean does not
-        depend on it (the variational mean absorbs it), but everything the DGP adds to the
-        network, Kff - Qff + Q S Q^T in every layer, scales with it (see the ``uci-dgp``
-        experiment: 1e-3 starts a deep regression model at the network). ``variational_scale``
-        then sets every q covariance to scale^2 I (``set_variational_scale``).
+        ``kernel_variance`` first sets the layers' arc-cosine variances (one for every layer, or
+        one per layer, first to last): the copied mean does not depend on them (the variational
+        mean absorbs them), but everything the DGP adds to the network, Kff - Qff + Q S Q^T in
+        every layer, scales with them (see the ``uci-dgp`` experiment: 1e-3 starts a deep
+        regression model at the network). ``variational_scale`` then sets every q covariance to
+        scale^2 I (``set_variational_scale``).
         """
         layers = _network_layers(network)
         if len(layers) != len(self.layers):
             raise ValueError(f"the network has {len(layers)} layers, the DGP {len(self.layers)}")
         if kernel_variance is not None:
-            if kernel_variance <= 0:
+            variances = (
+                [float(kernel_variance)] * len(layers)
+                if isinstance(kernel_variance, int | float)
+                else [float(v) for v in kernel_variance]
+            )
+            if len(variances) != len(layers):
+                raise ValueError(
+                    f"kernel_variance holds {len(variances)} values for {len(layers)} layers"
+                )
+            if min(variances) <= 0:
                 raise ValueError(f"kernel_variance must be positive, got {kernel_variance}")
-            for layer in self._dgp_layers():
-                layer.covar_module.outputscale = kernel_variance
+            for layer, variance in zip(self._dgp_layers(), variances, strict=True):
+                layer.covar_module.outputscale = variance
         for index, (net_layer, layer) in enumerate(zip(layers, self._dgp_layers(), strict=True)):
             features, embedding = _activated_parts(layer)
             expected = (layer.input_dims, features.num_inducing, layer.output_dims or 1)
