@@ -226,6 +226,27 @@ def test_copy_with_a_kernel_variance_keeps_the_network_and_sets_q(kernel_varianc
         model.from_torch_module(network, kernel_variance=0.0)
 
 
+def test_copy_with_one_kernel_variance_per_layer_keeps_the_network():
+    from zonal.tabular.recipes.network import (
+        ADGP_CLASSIFIER_OUTPUT_VARIANCE,
+        ADGP_KERNEL_VARIANCE,
+        copy_variances,
+    )
+
+    x, _ = data(25)
+    model = ActivatedDGP(2, [3], gpytorch.likelihoods.GaussianLikelihood().double(), num_inducing=7)
+    network = model.network_like(seed=3)
+    variances = copy_variances(len(model.layers), "bce")  # a classifier's
+    assert variances == [ADGP_KERNEL_VARIANCE, ADGP_CLASSIFIER_OUTPUT_VARIANCE]
+    assert copy_variances(2, "mse") == [ADGP_KERNEL_VARIANCE] * 2
+    model.from_torch_module(network, kernel_variance=variances, variational_scale=0.05)
+    assert (network(x) - model.posterior_mean(x)).abs().max() < 1e-10
+    for layer, variance in zip(model.layers, variances, strict=True):
+        assert abs(float(layer.covar_module.outputscale) - variance) < 1e-6 * variance
+    with pytest.raises(ValueError, match="holds 3 values for 2 layers"):
+        model.from_torch_module(network, kernel_variance=[1.0, 1.0, 1.0])
+
+
 def test_noise_starts_at_the_networks_training_error():
     from zonal.models.activated_dgp import noise_from_network
 
@@ -268,3 +289,20 @@ def test_softmax_head_predicts_the_copied_networks_classes():
     assert len(set(expected.argmax(-1).tolist())) == classes  # every class is predicted
     assert (probabilities - expected).abs().max() < 1e-4
     assert torch.equal(probabilities.argmax(-1), expected.argmax(-1))
+
+
+@pytest.mark.parametrize(("likelihood", "last"), [("bernoulli", 1.0), ("gaussian", 1e-3)])
+def test_a_fitted_classifiers_last_layer_starts_at_unit_kernel_variance(likelihood, last):
+    """``zonal fit --model adgp``: a classifier's last layer keeps (after 4 ELBO steps at the
+    default rate, within 20%) the unit variance of the copy; a regression's the 1e-3 of every
+    layer (at 1e-3 a classifier's latent variance stayed near 0: overconfident)."""
+    from zonal.tabular.fitting import fit_data
+
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(60, 2, generator=generator, dtype=torch.float64).numpy()
+    y = (x[:, 0] > 0).astype(int) if likelihood == "bernoulli" else x[:, 0]
+    fitted = fit_data(x, y, feature_columns=["a", "b"], likelihood=likelihood, model="adgp",
+                      num_inducing=8, steps=4, budget=None)  # fmt: skip
+    layers = fitted.trained.model.layers
+    assert abs(float(layers[-1].covar_module.outputscale) / last - 1) < 0.2
+    assert abs(float(layers[0].covar_module.outputscale) / 1e-3 - 1) < 0.2
