@@ -210,10 +210,12 @@ def test_softmax_probabilities_match_gauss_hermite_quadrature():
 
 @pytest.mark.parametrize(("likelihood", "num_classes"), [("bernoulli", 2), ("softmax", 3)])
 def test_the_activated_dgp_classifier_starts_at_its_network(likelihood, num_classes):
-    """After the network stage the activated DGP's posterior mean is the network (to rounding),
-    and the class probabilities ``zonal predict`` writes are the network's probit / softmax
-    probabilities up to the predictive variance at initialisation (measured < 0.012; the
-    layers' arc-cosine variance is 1e-3 and their q covariances 1e-4 I)."""
+    """After the network stage the activated DGP's posterior mean is the network (to rounding);
+    the class probabilities ``zonal predict`` writes are less confident than the network's
+    (mean entropy higher: the last layer starts at the prior's unit variance,
+    ``ADGP_CLASSIFIER_OUTPUT_VARIANCE``, so its latent variance is not ~0 as it was at 1e-3,
+    which gave a test log likelihood of -41 per row on ionosphere) and name the same class on
+    almost every row."""
     torch.manual_seed(0)
     x = torch.randn(200, 3, dtype=torch.float64)
     y = (x[:, 0] > 0).long() + ((x[:, 1] > 0).long() if num_classes > 2 else 0)
@@ -241,8 +243,12 @@ def test_the_activated_dgp_classifier_starts_at_its_network(likelihood, num_clas
             expected = torch.softmax(output, -1)
     target = Target(likelihood, tuple(map(str, range(num_classes))))
     probabilities = class_probabilities(model, x, target, draws=2000)
-    assert (probabilities - expected).abs().max() < 0.02
-    assert (probabilities.argmax(-1) == expected.argmax(-1)).double().mean() > 0.97
+
+    def entropy(p: torch.Tensor) -> float:
+        return float(-(p * p.clamp(min=1e-300).log()).sum(-1).mean())
+
+    assert entropy(probabilities) > entropy(expected) + 0.05
+    assert (probabilities.argmax(-1) == expected.argmax(-1)).double().mean() > 0.95
 
 
 @pytest.mark.parametrize("model", ["adgp", "dgp", "svgp"])
