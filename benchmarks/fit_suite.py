@@ -46,12 +46,10 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import multiprocessing
 import os
 import platform
 import time
 from collections.abc import Iterator
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -69,6 +67,7 @@ from gp_baselines import (
     svgp_regression,
 )
 from zonal._files import to_jsonable, write_json_atomic
+from zonal._workers import in_worker_processes
 from zonal.cli.common import terminate_as_interrupt
 from zonal.datasets import Standardizer, get_spec, load_dataset, random_splits
 from zonal.datasets.registry_suite import SUITE_CLASSIFICATION, SUITE_REGRESSION
@@ -455,17 +454,8 @@ def finished_splits(
     if jobs == 1:
         yield from map(run_split, items)
         return
-    context = multiprocessing.get_context("spawn")
-    pool = ProcessPoolExecutor(jobs, mp_context=context)
-    try:
-        for future in as_completed([pool.submit(run_split, item) for item in items]):
-            yield future.result()
-    except BaseException:  # Ctrl-C or kill -TERM: stop the workers too (their units are lost)
-        for process in list((pool._processes or {}).values()):  # no public way before 3.14
-            process.terminate()
-        raise
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+    for _, units in in_worker_processes(run_split, items, jobs):  # stopped with the caller
+        yield units
 
 
 def main() -> None:

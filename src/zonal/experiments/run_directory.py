@@ -174,7 +174,8 @@ class RunDirectory:
         Units must not depend on one another or on the order they run in (each seeds itself), so
         that a run gives the same rows whatever its ``jobs``; the caller checkpoints after each.
         If the caller stops (Ctrl-C, a unit that raised, an early exit), the workers are
-        terminated rather than left to finish their units.
+        terminated rather than left to finish their units (``zonal._workers``); their units'
+        progress is what they last checkpointed.
         A resumed run passes the number of units it has ``finished`` before, where the bar starts.
         """
         tqdm_kwargs.setdefault("total", finished + len(units))
@@ -183,25 +184,14 @@ class RunDirectory:
             for unit in self.progress(units, **tqdm_kwargs):
                 yield unit, function(unit)
             return
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor, as_completed
+        from zonal._workers import in_worker_processes
 
-        context = multiprocessing.get_context("spawn")
-        pool = ProcessPoolExecutor(min(self.jobs, len(units)), mp_context=context)
-        try:
-            futures = {pool.submit(function, unit): unit for unit in units}
-            for future in self.progress(as_completed(futures), **tqdm_kwargs):
-                yield futures[future], future.result()
-        except BaseException:
-            # Ctrl-C, a failed unit or a caller that stops early: a worker that survives its own
-            # KeyboardInterrupt (the executor sends it back as the unit's result) would go on to
-            # the next unit and the shutdown below would wait for every unit; stop them instead.
-            # Their units' progress is what they last checkpointed.
-            for process in list((pool._processes or {}).values()):  # no public way before 3.14
-                process.terminate()
-            raise
-        finally:
-            pool.shutdown(wait=True, cancel_futures=True)
+        yield from in_worker_processes(
+            function,
+            units,
+            min(self.jobs, len(units)),
+            wrap=lambda futures: self.progress(futures, **tqdm_kwargs),
+        )
 
     # Checkpoints ---------------------------------------------------------------------------------
 

@@ -24,10 +24,12 @@ from zonal.models import ExactZonalGP
 from zonal.models.training import TrainingControl
 from zonal.tabular.options import RECIPE_DEFAULTS, RECIPE_SUMMARIES
 from zonal.tabular.recipes.parts import (
+    AUTO_KERNELS,
     INITIAL_NOISE,
     best_kernel_fit,
     build_kernel,
     input_embedding,
+    kernel_names,
 )
 from zonal.tabular.recipes.registry import Fit, Recipe, register
 
@@ -35,8 +37,6 @@ from zonal.tabular.recipes.registry import Fit, Recipe, register
 #: strong Wolfe line searches, 20-40 evaluations bring log p(y) / N within 1e-3 of its plateau
 #: on the tables of tests/test_fit_exact.py
 EXACT_EVALUATIONS = 30
-#: the kernel families of ``kernel="auto"``, fitted in this order
-EXACT_KERNELS = ("arccos", "polynomial-decay")
 #: the rows of the subsample whose evaluation is timed
 EXACT_PROBE_ROWS = 512
 #: the most training rows the exact GP takes (its N x N matrices, a few of them alive at once
@@ -82,13 +82,8 @@ def train_exact(
     return Fit(model, {**spec, "kernel": best}, objective, candidates)
 
 
-def kernel_names(spec: Mapping[str, Any]) -> list[str]:
-    """The kernels a fit of ``spec`` tries: both families for ``"auto"``."""
-    return list(EXACT_KERNELS) if spec["kernel"] == "auto" else [spec["kernel"]]
-
-
 def evaluation_seconds(
-    x: torch.Tensor, rows: int = EXACT_PROBE_ROWS, kernels: Sequence[str] = EXACT_KERNELS
+    x: torch.Tensor, rows: int = EXACT_PROBE_ROWS, kernels: Sequence[str] = AUTO_KERNELS
 ) -> tuple[float, int]:
     """(seconds of one evaluation of log p(y) and its gradient, with input scales, for each of
     ``kernels`` in turn, on the first ``rows`` rows of x [N, D] (all when fewer), that row
@@ -112,7 +107,7 @@ def evaluation_seconds(
 
 def exact_fits_budget(x: torch.Tensor, share: float | None) -> bool:
     """``auto``'s size rule (module docstring): whether ``EXACT_EVALUATIONS`` evaluations of each
-    kernel of ``EXACT_KERNELS`` at the N rows of x are predicted to take at most ``share``
+    kernel of ``AUTO_KERNELS`` at the N rows of x are predicted to take at most ``share``
     seconds (None: no budget, only ``EXACT_MAX_ROWS`` binds).
 
     An evaluation's cost grows between N^2 (the kernel matrix) and N^3 (its factor), so a timing
@@ -141,7 +136,7 @@ register(
         name="exact",
         summary=RECIPE_SUMMARIES["exact"],
         defaults=RECIPE_DEFAULTS["exact"],
-        kernels=("auto", *EXACT_KERNELS),
+        kernels=("auto", *AUTO_KERNELS),
         feature_kind="training rows",
         build=build_exact,
         train=train_exact,

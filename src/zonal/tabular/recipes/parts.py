@@ -74,6 +74,15 @@ def output_dim(spec: Mapping[str, Any]) -> int:
     return spec["num_classes"] if spec.get("likelihood", "gaussian") == "softmax" else 1
 
 
+#: the kernel families that ``kernel="auto"`` fits in turn, keeping the larger objective
+AUTO_KERNELS = ("arccos", "polynomial-decay")
+
+
+def kernel_names(spec: Mapping[str, Any]) -> list[str]:
+    """The kernels a fit of ``spec`` tries: ``AUTO_KERNELS`` for ``"auto"``, else its own."""
+    return list(AUTO_KERNELS) if spec["kernel"] == "auto" else [spec["kernel"]]
+
+
 def best_kernel_fit(
     names: Sequence[str],
     control: TrainingControl,

@@ -16,11 +16,13 @@ from zonal.models import SGPR
 from zonal.models.training import TrainingControl
 from zonal.tabular.options import RECIPE_DEFAULTS, RECIPE_SUMMARIES
 from zonal.tabular.recipes.parts import (
+    AUTO_KERNELS,
     INITIAL_NOISE,
     best_kernel_fit,
     build_kernel,
     harmonic_features,
     input_embedding,
+    kernel_names,
 )
 from zonal.tabular.recipes.registry import Fit, Recipe, register
 
@@ -49,7 +51,6 @@ def train_sgpr(
     (``SGPR.fit_input_scales``). The L-BFGS iterations stop at ``control``'s deadline (each
     kernel of ``"auto"`` may use its share of the time left; the second is not started after the
     deadline); the scales and the pass run to their end."""
-    names = ["arccos", "polynomial-decay"] if spec["kernel"] == "auto" else [spec["kernel"]]
 
     def fit_one(name: str, deadline: float | None) -> tuple[SGPR, float]:
         model = build_sgpr({**spec, "kernel": name})
@@ -61,7 +62,7 @@ def train_sgpr(
         with torch.no_grad():
             return model, float(model.elbo()) / float(model.stat_count)
 
-    model, best, objective, candidates = best_kernel_fit(names, control, fit_one)
+    model, best, objective, candidates = best_kernel_fit(kernel_names(spec), control, fit_one)
     return Fit(model, {**spec, "kernel": best}, objective, candidates)
 
 
@@ -70,7 +71,7 @@ register(
         name="sgpr",
         summary=RECIPE_SUMMARIES["sgpr"],
         defaults=RECIPE_DEFAULTS["sgpr"],
-        kernels=("auto", "arccos", "polynomial-decay"),
+        kernels=("auto", *AUTO_KERNELS),
         feature_kind="spherical-harmonic features",
         build=build_sgpr,
         train=train_sgpr,

@@ -26,7 +26,7 @@ from zonal.tabular.recipes import (
     build_sgpr,
     resolve_spec,
 )
-from zonal.tabular.recipes.parts import best_kernel_fit
+from zonal.tabular.recipes.parts import best_kernel_fit, kernel_names
 from zonal.tabular.saved import save_model
 from zonal.tabular.streamed.partitions import PartitionReader, list_partitions
 from zonal.tabular.streamed.passes import CHECKPOINT_EVERY, first_pass, second_pass, third_pass
@@ -101,7 +101,7 @@ def streamed_fit(
     state_path = state_path_for(output)
     inputs = fingerprint(partitions)
     state = load_state(state_path, inputs, settings, restart)
-    names = ["arccos", "polynomial-decay"] if spec["kernel"] == "auto" else [spec["kernel"]]
+    names = kernel_names(spec)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         models = {name: build_sgpr({**spec, "kernel": name}) for name in names}
