@@ -303,14 +303,15 @@ def test_the_reproduce_queue_adds_the_unfinished_ablations_after_the_protocols(t
 
 def test_cli_reproduce_lists_its_ablations_as_commands(tmp_path, capsys):
     assert main(["experiment", "reproduce", "--runs-dir", str(tmp_path), "--list",
-                 "--ablations"]) == 0  # fmt: skip
+                 "--ablations", "--ledger", str(tmp_path / "none.json")]) == 0  # fmt: skip
     err = capsys.readouterr().err
     assert "--set 'models=[\"residual\"]' --set hidden_variance=0.1 (new run; cost not " in err
     assert "claim 10a ablation: residual, hidden-layer prior variance 10x (0.1)" in err
 
 
 def test_cli_reproduce_lists_its_queue_with_its_cost(tmp_path, capsys):
-    assert main(["experiment", "reproduce", "--runs-dir", str(tmp_path), "--list"]) == 0
+    assert main(["experiment", "reproduce", "--runs-dir", str(tmp_path), "--list",
+                 "--ledger", str(tmp_path / "none.json")]) == 0  # fmt: skip
     err = capsys.readouterr().err
     assert "queued uci-dgp --protocol converged (new run; about 2.5 CPU-hours)" in err
     assert "CPU-hours in all" in err
@@ -356,3 +357,93 @@ def test_an_unfinished_run_shows_the_columns_its_experiment_derives(tmp_path):
     result = evaluate_claim(claim, find_runs(tmp_path))
     assert result.partial_fits == 2
     assert result.values["speed-up"].centre == 10.0  # 20 s to the SGPR's RMSE over its 2 s
+
+
+def _ablated_claim():
+    return _claim(ablations=(Ablation("variance 0.1", {"hidden_variance": 0.1}, "cmd a"),))
+
+
+def _report_body(text):
+    """The report less its 'recorded' markers."""
+    return text.replace(", *recorded*)", ")").replace(" (*recorded*)", "")
+
+
+def test_a_report_without_its_run_folders_keeps_their_numbers_from_the_ledger(tmp_path):
+    runs = tmp_path / "runs"
+    _fake_run(runs, "main")
+    shifted = [dict(row, score=row["score"] + 0.5) for row in ROWS]
+    _fake_run(runs, "ablation", overridden=["hidden_variance"], config={"hidden_variance": 0.1},
+              rows=shifted)  # fmt: skip
+    output = tmp_path / "reproductions.md"
+    first = write_reproductions(runs, output, [_ablated_claim()])
+    written = output.read_text()
+    ledger = json.loads(output.with_suffix(".json").read_text())
+    assert ledger["claims"]["8"]["run"] == "main"
+    assert ledger["claims"]["8"]["values"]["deep"]["centre"] == pytest.approx(2.2)
+    assert "*recorded*)" not in written
+
+    second = write_reproductions(tmp_path / "elsewhere", output, [_ablated_claim()])
+    assert second[0].verdict == first[0].verdict == "reproduced"
+    assert second[0].recorded and second[0].run.name == "main"
+    ((_, path, values),) = second[0].ablations
+    assert path.name == "ablation" and values["deep"].centre == pytest.approx(2.7)
+    again = output.read_text()
+    assert "(run folder `main`, *recorded*)" in again
+    assert "`cmd a`) (run folder `ablation`, *recorded*):" in again
+    assert _report_body(again) == written
+    assert json.loads(output.with_suffix(".json").read_text()) == ledger  # nothing lost
+
+
+def test_a_finished_run_supersedes_its_ledger_entry(tmp_path):
+    output = tmp_path / "reproductions.md"
+    write_reproductions(_fake_run(tmp_path / "old", "old-run").parent, output, [_claim()])
+    worse = [dict(row, score=-row["score"]) for row in ROWS]
+    _fake_run(tmp_path / "new", "new-run", rows=worse)
+    (result,) = write_reproductions(tmp_path / "new", output, [_claim()])
+    assert (result.run.name, result.recorded, result.verdict) == (
+        "new-run",
+        False,
+        "not reproduced",
+    )
+    ledger = json.loads(output.with_suffix(".json").read_text())
+    assert ledger["claims"]["8"]["run"] == "new-run"
+
+
+def test_a_ledger_entry_of_another_protocol_is_not_used(tmp_path):
+    output = tmp_path / "reproductions.md"
+    write_reproductions(_fake_run(tmp_path / "runs", "main").parent, output, [_claim()])
+    (result,) = write_reproductions(tmp_path / "none", output, [_claim(protocol="full")])
+    assert result.verdict == "not run" and result.run is None
+
+
+def test_an_unreadable_ledger_is_a_named_error_that_writes_nothing(tmp_path, capsys):
+    output = tmp_path / "out.md"
+    output.with_suffix(".json").write_text('{"claims": []}')
+    code = main(["experiment", "report", "reproductions", "--runs-dir", str(tmp_path),
+                 "--output", str(output)])  # fmt: skip
+    assert code != 0 and not output.exists()
+    assert "no 'claims' mapping: not a reproduction ledger" in capsys.readouterr().err
+
+
+def test_the_reproduce_queue_skips_what_the_ledger_records(tmp_path):
+    """A claim or ablation recorded in the ledger (its folder on another machine) is not rerun;
+    an entry of another protocol does not count."""
+    from zonal.experiments.reproductions import ablation_key, reproduction_queue
+
+    recorded_ablation = Ablation("recorded", {"steps": 10}, "cmd")
+    new = Ablation("new", {"hidden_variance": 0.1}, "cmd")
+    claims = [
+        _claim(number="8", ablations=(recorded_ablation, new)),
+        _claim(number="10b", ablations=(new,)),  # the same experiment as claim 8
+        _claim(number="9", experiment="bo-sphere"),
+    ]
+    ledger = {
+        "8": {"experiment": "residual-dgp-sphere", "protocol": "converged", "run": "gone",
+              "values": {}, "ablations": {ablation_key({"steps": 10}): {"run": "", "values": {}}}},
+        "9": {"experiment": "bo-sphere", "protocol": "full", "run": "gone", "values": {}},
+    }  # fmt: skip
+    queue = reproduction_queue(tmp_path, claims, ablations=True, recorded=ledger)
+    assert [(item.experiment, dict(item.settings)) for item in queue] == [
+        ("bo-sphere", {}),
+        ("residual-dgp-sphere", {"hidden_variance": 0.1}),
+    ]

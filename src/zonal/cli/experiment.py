@@ -87,18 +87,26 @@ def add_experiment_parser(commands: Any) -> None:
     )  # fmt: skip
     reproduce.add_argument("--jobs", type=positive_int, default=1, metavar="N",
                            help=JOBS_HELP)  # fmt: skip
+    reproduce.add_argument(
+        "--ledger", type=Path, default=Path("docs/reproductions.json"), metavar="FILE",
+        help="the reproduction report's ledger: claims and ablations it records a finished run "
+        "of are not run again (default: docs/reproductions.json; a missing file records none)",
+    )  # fmt: skip
     reproduce.set_defaults(handler=experiment_reproduce)
     report = experiment_commands.add_parser(
         "report",
         help="write the reproduction report from the run folders",
         description="Judge the seeds' claims on the finished converged and full runs under "
-        "--runs-dir and write the reproduction report (docs/reproductions.md).",
+        "--runs-dir and write the reproduction report (docs/reproductions.md) and its ledger "
+        "(docs/reproductions.json: the numbers, so that claims whose run folders are not on "
+        "this machine keep theirs).",
     )
     report.add_argument("which", choices=("reproductions",), help="the report to write")
     add_runs_dir(report)
     report.add_argument(
         "--output", type=Path, default=Path("docs/reproductions.md"), metavar="FILE",
-        help="the markdown file to write (default: docs/reproductions.md)",
+        help="the markdown file to write (default: docs/reproductions.md); its ledger is the "
+        "same name with .json",
     )  # fmt: skip
     report.set_defaults(handler=experiment_report)
 
@@ -167,10 +175,15 @@ JOBS_HELP = (
 def experiment_reproduce(args: argparse.Namespace) -> int:
     from zonal.experiments.errors import ExperimentError
     from zonal.experiments.registry import get_experiment
+    from zonal.experiments.reproduction_ledger import LedgerError, read_ledger
     from zonal.experiments.reproductions import reproduction_queue
     from zonal.experiments.run import create_run, execute_run, open_run
 
-    queue = reproduction_queue(args.runs_dir, ablations=args.ablations)
+    try:
+        recorded = read_ledger(args.ledger)
+    except LedgerError as error:
+        raise CommandError(f"cannot read the reproduction ledger: {error}") from error
+    queue = reproduction_queue(args.runs_dir, ablations=args.ablations, recorded=recorded)
     total, unknown = 0.0, 0
     for item in queue:
         action = f"resume {item.folder}" if item.folder else "new run"
@@ -218,10 +231,13 @@ def experiment_reproduce(args: argparse.Namespace) -> int:
 
 
 def experiment_report(args: argparse.Namespace) -> int:
+    from zonal.experiments.reproduction_ledger import LedgerError
     from zonal.experiments.reproduction_report import write_reproductions
 
     try:
         results = write_reproductions(args.runs_dir, args.output)
+    except LedgerError as error:
+        raise CommandError(f"cannot read the reproduction ledger: {error}") from error
     except OSError as error:
         raise CommandError(f"cannot write {args.output}: {error.strerror or error}") from error
     verdicts = [result.verdict for result in results]

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 from zonal._files import write_text_atomic
 from zonal.experiments.report import markdown_table
+from zonal.experiments.reproduction_ledger import fill_from_ledger, read_ledger, write_ledger
 from zonal.experiments.reproductions import (
     NO_VALUE,
     VERDICTS,
@@ -17,6 +19,7 @@ from zonal.experiments.reproductions import (
     ClaimResult,
     Statistic,
     Value,
+    ablation_key,
     evaluate_claim,
     find_runs,
     format_number,
@@ -65,7 +68,10 @@ def render_reproductions(
         "where the seed reports medians. Verdicts follow fixed rules (module "
         "`zonal.experiments.reproductions`): an ordering the seed claims must hold between "
         "zonal's central values; *reproduced* also needs the seed's data and every number within "
-        "the seed's spread or better.",
+        "the seed's spread or better. Run folders are not committed: the numbers of runs whose "
+        "folders were not on the machine that wrote this report come from the ledger beside it "
+        "(`docs/reproductions.json`, `zonal.experiments.reproduction_ledger`) and are marked "
+        "*recorded*.",
         "",
         "Summary: " + ", ".join(f"{counts[v]} {v}" for v in VERDICTS) + f" (of {len(results)}).",
         "",
@@ -110,8 +116,7 @@ def _claim_section(result: ClaimResult) -> list[str]:
         f"- Seed: {claim.source}. Data: {claim.data}.",
         f"- Protocol: {claim.protocol}; differences from the seed's: {_differences(claim)}.",
         f"- Command: `{claim.command}`",
-        f"- Verdict: **{result.verdict}**"
-        + (f" (run folder `{result.run.name}`)" if result.run else ""),
+        f"- Verdict: **{result.verdict}**" + _run_note(result.run, result.recorded),
     ]
     if result.converged:
         lines.append(
@@ -144,13 +149,27 @@ def _claim_section(result: ClaimResult) -> list[str]:
     if claim.notes:
         lines += ["", claim.notes]
     for ablation, ablation_path, values in result.ablations:
-        lines += ["", f"Ablation, {ablation.label} (`{ablation.command}`):"]
+        recorded = ablation_key(ablation.settings) in result.recorded_ablations
+        lines += [
+            "",
+            f"Ablation, {ablation.label} (`{ablation.command}`)"
+            + _run_note(ablation_path, recorded)
+            + ":",
+        ]
         if ablation_path is None:
             lines.append("not run.")
         else:  # the statistics the ablation measures (it may run a part of the protocol)
             measured = [s for s in claim.statistics if values.get(s.label, NO_VALUE).count > 0]
             lines += ["", _values_table(measured, values)]
     return lines
+
+
+def _run_note(run: Path | None, recorded: bool) -> str:
+    if run is None:
+        return ""
+    if not run.name:  # recorded before the ledger named ablations' folders
+        return " (*recorded*)"
+    return f" (run folder `{run.name}`" + (", *recorded*)" if recorded else ")")
 
 
 def _values_table(statistics_: Sequence[Statistic], values: Mapping[str, Value]) -> str:
@@ -174,17 +193,25 @@ def write_reproductions(
     claims: Sequence[Claim] | None = None,
     *,
     command: str = "zonal experiment report reproductions",
+    ledger: str | os.PathLike[str] | None = None,
 ) -> list[ClaimResult]:
-    """Judge every claim on the runs under ``runs_root`` and write the report to ``output`` (the
-    catalogue of ``zonal.experiments.claims`` and its notes when ``claims`` is None)."""
+    """Judge every claim on the runs under ``runs_root`` (what they lack from the ``ledger``,
+    default ``output`` with the suffix ``.json``) and write the report to ``output`` and the
+    ledger beside it (the catalogue of ``zonal.experiments.claims`` and its notes when
+    ``claims`` is None)."""
     notes: Sequence[str] = ()
     if claims is None:
         from zonal.experiments.claims import CLAIMS, REPORT_NOTES
 
         claims, notes = CLAIMS, REPORT_NOTES
+    ledger = Path(output).with_suffix(".json") if ledger is None else Path(ledger)
+    earlier = read_ledger(ledger)
     runs = find_runs(runs_root)
-    results = [evaluate_claim(claim, runs) for claim in claims]
+    results = [
+        fill_from_ledger(evaluate_claim(claim, runs), earlier.get(claim.number)) for claim in claims
+    ]
     write_text_atomic(output, render_reproductions(results, command=command, notes=notes))
+    write_ledger(ledger, results, earlier)
     return results
 
 

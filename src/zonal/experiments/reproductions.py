@@ -163,6 +163,10 @@ class ClaimResult:
     in_flight: list[Path] = field(default_factory=list)
     partial_fits: int = 0  # > 0: ``values`` come from an unfinished run's checkpoint ...
     partial_noun: str = "fits"  # ... holding that many of these
+    #: the main run's numbers come from the reproduction ledger (its folder is not here) ...
+    recorded: bool = False
+    #: ... and so do those of these ablations (``reproduction_ledger.ablation_key``)
+    recorded_ablations: set[str] = field(default_factory=set)
 
 
 # -------------------------------------------------------------------------------------- runs
@@ -463,18 +467,26 @@ class QueuedRun(NamedTuple):
     label: str = ""
 
 
+def ablation_key(settings: Mapping[str, Any]) -> str:
+    """An ablation's identity (in the reproduction ledger): its settings as canonical JSON."""
+    return json.dumps(dict(settings), sort_keys=True)
+
+
 def reproduction_queue(
     runs_root: str | os.PathLike[str],
     claims: Sequence[Claim] | None = None,
     *,
     ablations: bool = False,
+    recorded: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> list[QueuedRun]:
     """What ``zonal experiment reproduce`` still has to run: one ``QueuedRun`` per experiment
     whose claim protocol has no finished run under ``runs_root`` (claims without an experiment,
     or whose experiment does not offer the protocol yet, are left out); runs in flight first, then
     the cheapest by the experiment's ``cpu_hours`` (those without an estimate last), ties in the
     claims' order. With ``ablations``, then every declared ablation without a finished run (in
-    flight first, then in the claims' order; an ablation two claims share is queued once)."""
+    flight first, then in the claims' order; an ablation two claims share is queued once).
+    Protocols and ablations the reproduction ledger ``recorded`` (its claims) holds a finished
+    run of are not queued."""
     from zonal.experiments.registry import get_experiment
 
     if claims is None:
@@ -484,12 +496,19 @@ def reproduction_queue(
     runs = find_runs(runs_root)
     queue: list[QueuedRun] = []
     extra: list[QueuedRun] = []
+    settled: set[str] = set()  # experiments queued, or recorded in the ledger
     for claim in claims:
         if claim.experiment is None:
             continue
         if claim.protocol not in get_experiment(claim.experiment).protocols:
             continue
-        if not any(item.experiment == claim.experiment for item in queue):
+        entry = (recorded or {}).get(claim.number, {})
+        if (entry.get("experiment"), entry.get("protocol")) != (claim.experiment, claim.protocol):
+            entry = {}
+        if "run" in entry:
+            settled.add(claim.experiment)
+        if claim.experiment not in settled:
+            settled.add(claim.experiment)
             matching = _matching(runs, claim, {})
             if not any(run.finished for run in matching):
                 folder = matching[0].path if matching else None
@@ -498,6 +517,8 @@ def reproduction_queue(
             settings = dict(ablation.settings)
             if any(item[:2] == (claim.experiment, claim.protocol) and item.settings == settings
                    for item in extra):  # fmt: skip
+                continue
+            if ablation_key(settings) in entry.get("ablations", {}):
                 continue
             matching = _matching(runs, claim, settings)
             if not any(run.finished for run in matching):
@@ -525,6 +546,7 @@ __all__ = [
     "RunFolder",
     "Statistic",
     "Value",
+    "ablation_key",
     "compute",
     "evaluate_claim",
     "find_runs",
