@@ -238,7 +238,7 @@ def test_an_unfinished_run_that_checkpoints_units_shows_their_rows(tmp_path):
 
 
 def test_the_reproduce_queue_resumes_runs_in_flight_first_and_skips_finished_ones(tmp_path):
-    from zonal.experiments.reproductions import reproduction_queue
+    from zonal.experiments.reproduction_queue import reproduction_queue
 
     claims = [
         _claim(number="1", experiment="uci-dgp"),
@@ -262,7 +262,7 @@ def test_the_reproduce_queue_runs_the_cheapest_new_run_first(tmp_path, monkeypat
     """New runs follow the experiments' cpu_hours, not the claims' order; unestimated ones last."""
     from zonal.experiments import registry
     from zonal.experiments.registry import get_experiment
-    from zonal.experiments.reproductions import reproduction_queue
+    from zonal.experiments.reproduction_queue import reproduction_queue
 
     claims = [
         _claim(number="9", experiment="bo-sphere"),
@@ -280,7 +280,7 @@ def test_the_reproduce_queue_runs_the_cheapest_new_run_first(tmp_path, monkeypat
 def test_the_reproduce_queue_adds_the_unfinished_ablations_after_the_protocols(tmp_path):
     """--ablations: each declared ablation without a finished run, after the claims' own runs,
     the one in flight first (to resume), a finished one skipped, one two claims share once."""
-    from zonal.experiments.reproductions import reproduction_queue
+    from zonal.experiments.reproduction_queue import reproduction_queue
 
     done = Ablation("done", {"steps": 10}, "cmd")
     flying = Ablation("flying", {"steps": 20}, "cmd")
@@ -428,7 +428,8 @@ def test_an_unreadable_ledger_is_a_named_error_that_writes_nothing(tmp_path, cap
 def test_the_reproduce_queue_skips_what_the_ledger_records(tmp_path):
     """A claim or ablation recorded in the ledger (its folder on another machine) is not rerun;
     an entry of another protocol does not count."""
-    from zonal.experiments.reproductions import ablation_key, reproduction_queue
+    from zonal.experiments.reproduction_queue import reproduction_queue
+    from zonal.experiments.reproductions import ablation_key
 
     recorded_ablation = Ablation("recorded", {"steps": 10}, "cmd")
     new = Ablation("new", {"hidden_variance": 0.1}, "cmd")

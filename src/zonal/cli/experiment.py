@@ -176,7 +176,7 @@ def experiment_reproduce(args: argparse.Namespace) -> int:
     from zonal.experiments.errors import ExperimentError
     from zonal.experiments.registry import get_experiment
     from zonal.experiments.reproduction_ledger import LedgerError, read_ledger
-    from zonal.experiments.reproductions import reproduction_queue
+    from zonal.experiments.reproduction_queue import reproduction_queue
     from zonal.experiments.run import create_run, execute_run, open_run
 
     try:

@@ -34,7 +34,7 @@ import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 VERDICTS = ("reproduced", "reproduced in direction only", "not reproduced", "not run")
 LAST = "last"
@@ -214,7 +214,7 @@ def find_runs(runs_root: str | os.PathLike[str]) -> list[RunFolder]:
 PLACEMENT_KEYS = frozenset({"device"})
 
 
-def _matching(
+def matching_runs(
     runs: Sequence[RunFolder], claim: Claim, settings: Mapping[str, Any]
 ) -> list[RunFolder]:
     """Runs of the claim's experiment and protocol whose overridden keys, less those that only
@@ -424,12 +424,12 @@ def evaluate_claim(claim: Claim, runs: Sequence[RunFolder]) -> ClaimResult:
     """Judge ``claim`` on the newest finished run of its protocol (and its ablations)."""
     if claim.experiment is None:
         return ClaimResult(claim, "not run")
-    matching = _matching(runs, claim, {})
+    matching = matching_runs(runs, claim, {})
     finished = [run for run in matching if run.finished]
     in_flight = [run.path for run in matching if not run.finished]
     ablations = []
     for ablation in claim.ablations:
-        done = [run for run in _matching(runs, claim, ablation.settings) if run.finished]
+        done = [run for run in matching_runs(runs, claim, ablation.settings) if run.finished]
         path = done[0].path if done else None
         ablations.append((ablation, path, _run_values(claim, path) if path else {}))
     if not finished:
@@ -454,84 +454,9 @@ def format_number(value: float | None) -> str:
     return f"{value:.4g}"
 
 
-class QueuedRun(NamedTuple):
-    """One run ``zonal experiment reproduce`` still has to do."""
-
-    experiment: str
-    protocol: str
-    #: an unfinished run folder to resume, or None for a new run
-    folder: Path | None
-    #: the settings of an ablation (empty: the claim's protocol itself)
-    settings: Mapping[str, Any] = {}
-    #: what the run is for, e.g. "claim 10a ablation: ..." (empty for a claim's protocol)
-    label: str = ""
-
-
 def ablation_key(settings: Mapping[str, Any]) -> str:
     """An ablation's identity (in the reproduction ledger): its settings as canonical JSON."""
     return json.dumps(dict(settings), sort_keys=True)
-
-
-def reproduction_queue(
-    runs_root: str | os.PathLike[str],
-    claims: Sequence[Claim] | None = None,
-    *,
-    ablations: bool = False,
-    recorded: Mapping[str, Mapping[str, Any]] | None = None,
-) -> list[QueuedRun]:
-    """What ``zonal experiment reproduce`` still has to run: one ``QueuedRun`` per experiment
-    whose claim protocol has no finished run under ``runs_root`` (claims without an experiment,
-    or whose experiment does not offer the protocol yet, are left out); runs in flight first, then
-    the cheapest by the experiment's ``cpu_hours`` (those without an estimate last), ties in the
-    claims' order. With ``ablations``, then every declared ablation without a finished run (in
-    flight first, then in the claims' order; an ablation two claims share is queued once).
-    Protocols and ablations the reproduction ledger ``recorded`` (its claims) holds a finished
-    run of are not queued."""
-    from zonal.experiments.registry import get_experiment
-
-    if claims is None:
-        from zonal.experiments.claims import CLAIMS
-
-        claims = CLAIMS
-    runs = find_runs(runs_root)
-    queue: list[QueuedRun] = []
-    extra: list[QueuedRun] = []
-    settled: set[str] = set()  # experiments queued, or recorded in the ledger
-    for claim in claims:
-        if claim.experiment is None:
-            continue
-        if claim.protocol not in get_experiment(claim.experiment).protocols:
-            continue
-        entry = (recorded or {}).get(claim.number, {})
-        if (entry.get("experiment"), entry.get("protocol")) != (claim.experiment, claim.protocol):
-            entry = {}
-        if "run" in entry:
-            settled.add(claim.experiment)
-        if claim.experiment not in settled:
-            settled.add(claim.experiment)
-            matching = _matching(runs, claim, {})
-            if not any(run.finished for run in matching):
-                folder = matching[0].path if matching else None
-                queue.append(QueuedRun(claim.experiment, claim.protocol, folder))
-        for ablation in claim.ablations if ablations else ():
-            settings = dict(ablation.settings)
-            if any(item[:2] == (claim.experiment, claim.protocol) and item.settings == settings
-                   for item in extra):  # fmt: skip
-                continue
-            if ablation_key(settings) in entry.get("ablations", {}):
-                continue
-            matching = _matching(runs, claim, settings)
-            if not any(run.finished for run in matching):
-                folder = matching[0].path if matching else None
-                label = f"claim {claim.number} ablation: {ablation.label}"
-                extra.append(QueuedRun(claim.experiment, claim.protocol, folder, settings, label))
-
-    def cost(item: QueuedRun) -> float:
-        return get_experiment(item.experiment).cpu_hours.get(item.protocol, math.inf)
-
-    queue.sort(key=lambda item: (item.folder is None, cost(item)))
-    extra.sort(key=lambda item: item.folder is None)  # stable: the claims' order otherwise
-    return queue + extra
 
 
 __all__ = [
@@ -542,7 +467,6 @@ __all__ = [
     "Claim",
     "ClaimResult",
     "Ordering",
-    "QueuedRun",
     "RunFolder",
     "Statistic",
     "Value",
@@ -552,6 +476,6 @@ __all__ = [
     "find_runs",
     "format_number",
     "judge",
-    "reproduction_queue",
+    "matching_runs",
     "unmeasured",
 ]
