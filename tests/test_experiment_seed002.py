@@ -157,6 +157,30 @@ def test_magic_gps_learn_input_scales_when_asked() -> None:
     assert getattr(plain.input_map, "input_scales", None) is None
 
 
+def test_magic_network_early_stopped_keeps_its_best_validation_state() -> None:
+    """``network_validation_fraction`` (claim 5's ablation): the network trains without a seeded
+    share of the training rows and keeps the state of best AUC on them among the checks every
+    ``eval_every`` steps; without it the network is trained to the last step (the seed's)."""
+    from zonal.datasets import train_test_split
+    from zonal.experiments._dgp_common import Stopwatch
+
+    config = {**magic_module.QUICK, **TINY_MAGIC, "network_steps": 40, "eval_every": 10,
+              "network_validation_fraction": 0.25}  # fmt: skip
+    data = magic_module.load_data(config)
+    row, network = magic_module.fit_network(data, config, seed=3, clock=Stopwatch())
+    _, held_out = train_test_split(len(data[0]), 0.25, 3)
+    with torch.no_grad():
+        probability = torch.special.ndtr(network(data[0][held_out])).numpy()
+    assert roc_auc(probability, data[1][held_out]) == pytest.approx(row["validation_auc"])
+    assert row["best_step"] in (0, 10, 20, 30, 40)
+    test_probability, _ = magic_module.network_scores(network, data[2], data[3])
+    assert row["auc"] == pytest.approx(roc_auc(test_probability, data[3]))
+    plain, _ = magic_module.fit_network(
+        data, {**config, "network_validation_fraction": 0.0}, seed=3, clock=Stopwatch()
+    )
+    assert plain["best_step"] == 40 and np.isnan(plain["validation_auc"])
+
+
 def test_magic_resumes_with_the_metrics_of_an_uninterrupted_run(
     magic_reference, tmp_path, monkeypatch
 ) -> None:
