@@ -47,6 +47,7 @@ from zonal.experiments.registry import register_experiment
 from zonal.experiments.run_directory import RunDirectory
 
 if TYPE_CHECKING:
+    from zonal.experiments._dgp_common import Stopwatch
     from zonal.models import SVGP
 
 MODELS = ("sparse", "complete", "network")
@@ -219,7 +220,7 @@ def fit_one(
 
 
 def fit_network(
-    data: tuple[torch.Tensor, ...], config: dict[str, Any], seed: int, clock: Any
+    data: tuple[torch.Tensor, ...], config: dict[str, Any], seed: int, clock: Stopwatch
 ) -> tuple[dict[str, Any], torch.nn.Module]:
     """Train the network (early-stopped on a held-out share of the training rows when
     ``network_validation_fraction`` > 0, drawn by ``train_test_split`` with ``seed``); (its test
