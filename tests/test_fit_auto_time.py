@@ -29,6 +29,22 @@ def test_the_sgpr_fallback_learns_input_scales_only_without_a_deep_candidate():
     assert not auto_uses_ard("dgp", ["sgpr", "dgp"])
 
 
+def test_auto_multiplies_the_adam_steps_and_keeps_the_lbfgs_iterations():
+    """Under auto the Adam recipes run ``AUTO_STEP_FACTOR`` times their default steps (early
+    stopping and the budget end them); the L-BFGS recipes (the SGPR, the exact GP) keep theirs,
+    since L-BFGS stops at convergence and ten times as many iterations only ran the exact GP to
+    its share's deadline; a named model, and steps the user gives, are left as they are."""
+    for name, recipe in recipes.RECIPES.items():
+        chosen = candidates.recipe_options(name, {}, automatic=True)
+        if recipe.lbfgs:
+            assert "steps" not in chosen, name
+        else:
+            assert chosen["steps"] == candidates.AUTO_STEP_FACTOR * recipe.defaults["steps"], name
+    assert {name for name, recipe in recipes.RECIPES.items() if recipe.lbfgs} == {"sgpr", "exact"}
+    assert candidates.recipe_options("exact", {"steps": 7}, automatic=True)["steps"] == 7
+    assert "steps" not in candidates.recipe_options("svgp", {}, automatic=False)
+
+
 def test_auto_trains_the_sgpr_without_scales_before_the_activated_dgp_with_them(monkeypatch):
     """On 150 rows auto's candidates are sgpr, the exact GP and adgp, and its refinement (forced
     here) svgp: although ARD is on by default under auto, the sgpr it trains has a plain

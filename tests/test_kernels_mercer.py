@@ -61,3 +61,38 @@ def test_mercer_sum_degree_zero_and_bad_coefficients():
     assert torch.equal(t.grad, torch.zeros(2, dtype=torch.float64))
     with pytest.raises(ValueError, match="last dimension"):
         gegenbauer_series(t, torch.zeros(0, dtype=torch.float64), 0.5)
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.5, 4.5])
+def test_gegenbauer_moments_are_the_weighted_sums_of_the_polynomials(alpha):
+    """sum_i w_i C_n(t_i) over more than one block, t and w differing by axes of size 1."""
+    from zonal.harmonics.recurrence import gegenbauer_moments
+
+    generator = torch.Generator().manual_seed(3)
+    t = torch.rand(BLOCK + 77, generator=generator, dtype=torch.float64) * 2 - 1
+    weights = torch.randn(1, BLOCK + 77, generator=generator, dtype=torch.float64)
+    expected = weights[0] @ gegenbauer(t, 15, alpha)  # [16]
+    actual = gegenbauer_moments(t, weights, 15, alpha)
+    torch.testing.assert_close(actual, expected, rtol=1e-12, atol=1e-12 * float(expected.abs().max()))
+    with pytest.raises(ValueError, match="differ in size"):
+        gegenbauer_moments(t, weights[:, :-1], 15, alpha)
+
+
+def test_series_gradient_of_one_coefficient_set_matches_the_stacked_path():
+    """The coefficient gradient of one coefficient set (by the moments) equals the stacked
+    autograd path's (taken with create_graph), and passes gradcheck and gradgradcheck."""
+    generator = torch.Generator().manual_seed(5)
+    t = (torch.rand(300, 200, generator=generator, dtype=torch.float64) * 2 - 1).requires_grad_()
+    coeffs = torch.rand(1, 1, 21, generator=generator, dtype=torch.float64).requires_grad_()
+    weights = torch.randn(300, 200, generator=generator, dtype=torch.float64)
+    fast = torch.autograd.grad((gegenbauer_series(t, coeffs, 1.5) * weights).sum(), (t, coeffs))
+    stacked = torch.autograd.grad(
+        (gegenbauer_series(t, coeffs, 1.5) * weights).sum(), (t, coeffs), create_graph=True
+    )
+    for a, b in zip(fast, stacked, strict=True):
+        torch.testing.assert_close(a, b.detach(), rtol=1e-12, atol=1e-12 * float(b.abs().max()))
+    small_t = t[:3, :4].detach().clone().requires_grad_()
+    assert torch.autograd.gradcheck(lambda x, c: gegenbauer_series(x, c, 1.5), (small_t, coeffs))
+    assert torch.autograd.gradgradcheck(
+        lambda x, c: gegenbauer_series(x, c, 1.5), (small_t, coeffs)
+    )

@@ -159,6 +159,42 @@ def series_no_grad(t: torch.Tensor, coeffs: torch.Tensor, alpha: float) -> torch
         return clenshaw_series(t, coeffs, alpha)
 
 
+def gegenbauer_moments(
+    t: torch.Tensor, weights: torch.Tensor, max_degree: int, alpha: float
+) -> torch.Tensor:
+    """m_n = sum_i weights_i C_n^alpha(t_i) for n = 0..L: [L + 1] (no autograd).
+
+    ``t`` and ``weights`` hold the same number of entries (their shapes may differ by axes of
+    size 1). The recurrence runs in place over blocks of ``BLOCK`` entries, each held in cache
+    for every degree (two in-place operations and one dot product per degree), where stacking
+    C_0..C_L of the whole of t reads and writes L + 1 arrays of t's size.
+    """
+    with torch.no_grad():
+        flat_t = t.reshape(-1)  # [T]
+        flat_weights = weights.reshape(-1)  # [T]
+        if flat_t.numel() != flat_weights.numel():
+            raise ValueError(
+                f"t {tuple(t.shape)} and weights {tuple(weights.shape)} differ in size"
+            )
+        dtype = torch.promote_types(t.dtype, weights.dtype)
+        moments = torch.zeros(max_degree + 1, dtype=dtype, device=t.device)  # [L + 1]
+        steps = [step_coefficients(n, alpha) for n in range(2, max_degree + 1)]
+        for start in range(0, flat_t.numel(), BLOCK):
+            block_t = flat_t[start : start + BLOCK].to(dtype)  # [B]
+            block_weights = flat_weights[start : start + BLOCK].to(dtype)  # [B]
+            moments[0] += block_weights.sum()
+            if max_degree == 0:
+                continue
+            previous = torch.ones_like(block_t)  # C_0
+            current = block_t * first_coefficient(alpha)  # C_1
+            moments[1] += torch.dot(block_weights, current)
+            for n, (a, b) in enumerate(steps, start=2):
+                previous.mul_(-b).addcmul_(block_t, current, value=a)  # C_n into C_{n-2}'s buffer
+                previous, current = current, previous
+                moments[n] += torch.dot(block_weights, current)
+        return moments
+
+
 def zonal_by_level(cosines: torch.Tensor, level_sizes: list[int], ambient_dim: int) -> torch.Tensor:
     """Z_{n(m)}(t_m) for columns grouped by degree: t [..., M] -> [..., M].
 
@@ -290,7 +326,10 @@ def gegenbauer_differentiable(t: torch.Tensor, max_degree: int, alpha: float) ->
 class _GegenbauerSeries(torch.autograd.Function):
     """S(t; c) = sum_n c_n C_n^alpha(t), differentiable to any order in t and c.
 
-    dS/dt = sum_{n>=1} c_n s C_{n-1}^{alpha+1}(t) (a series again), dS/dc_n = C_n^alpha(t).
+    dS/dt = sum_{n>=1} c_n s C_{n-1}^{alpha+1}(t) (a series again), dS/dc_n = C_n^alpha(t), so
+    the gradient in c is the moments sum_i g_i C_n(t_i) of the incoming gradient g
+    (``gegenbauer_moments`` when there is one set of coefficients and no second derivative is
+    being built; stacked autograd operations otherwise).
     """
 
     @staticmethod
@@ -315,7 +354,12 @@ class _GegenbauerSeries(torch.autograd.Function):
                 shifted = coeffs[..., 1:] * derivative_scale(alpha)  # [..., L]
                 derivative = _GegenbauerSeries.apply(t, shifted, alpha + 1)
                 grad_t = (grad_output * derivative).sum_to_size(t.shape)
-        if ctx.needs_input_grad[1]:
+        if ctx.needs_input_grad[1] and coeffs[..., 0].numel() == 1 \
+                and not torch.is_grad_enabled():  # fmt: skip
+            # one set of coefficients, no second derivative: the moments of grad_output, in cache
+            moments = gegenbauer_moments(t, grad_output, max_degree, alpha)  # [L + 1]
+            grad_coeffs = moments.to(coeffs.dtype).reshape(coeffs.shape)
+        elif ctx.needs_input_grad[1]:
             batch = coeffs.shape[:-1]
             grad_coeffs = torch.stack(
                 [

@@ -141,5 +141,6 @@ register(
         build=build_exact,
         train=train_exact,
         likelihoods=("gaussian",),
+        lbfgs=True,
     )
 )

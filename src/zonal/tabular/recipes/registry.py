@@ -62,7 +62,9 @@ class Fit:
 class Recipe:
     """A named preset: ``build(spec, x)`` makes the untrained model (``x`` None when a checkpoint
     is loaded), ``train(spec, x, y, control)`` builds and trains it; ``layered`` recipes read
-    ``num_layers``; ``likelihoods`` are those it can train."""
+    ``num_layers``; ``likelihoods`` are those it can train; ``lbfgs`` recipes count their
+    ``steps`` in L-BFGS iterations, which stop on their own at convergence (the others in Adam
+    steps, which early stopping ends)."""
 
     name: str
     summary: str
@@ -73,6 +75,7 @@ class Recipe:
     train: Callable[[Mapping[str, Any], torch.Tensor, torch.Tensor, TrainingControl], Fit]
     layered: bool = False
     likelihoods: tuple[str, ...] = LIKELIHOODS
+    lbfgs: bool = False
 
 
 RECIPES: dict[str, Recipe] = {}

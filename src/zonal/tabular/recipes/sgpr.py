@@ -76,5 +76,6 @@ register(
         build=build_sgpr,
         train=train_sgpr,
         likelihoods=("gaussian",),
+        lbfgs=True,
     )
 )
