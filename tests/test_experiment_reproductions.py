@@ -448,3 +448,21 @@ def test_the_reproduce_queue_skips_what_the_ledger_records(tmp_path):
         ("bo-sphere", {}),
         ("residual-dgp-sphere", {"hidden_variance": 0.1}),
     ]
+
+
+def test_an_ablation_without_its_main_run_is_kept_by_the_ledger(tmp_path):
+    """An ablation that finished where its claim's main run has not is recorded, and a later
+    report without its folder shows it from the ledger."""
+    runs = tmp_path / "runs"
+    _fake_run(runs, "ablation", overridden=["hidden_variance"], config={"hidden_variance": 0.1})
+    output = tmp_path / "reproductions.md"
+    (first,) = write_reproductions(runs, output, [_ablated_claim()])
+    assert first.verdict == "not run"
+    entry = json.loads(output.with_suffix(".json").read_text())["claims"]["8"]
+    assert (entry["experiment"], entry["protocol"], "run" in entry) == (
+        "residual-dgp-sphere", "converged", False
+    )  # fmt: skip
+    (later,) = write_reproductions(tmp_path / "none", output, [_ablated_claim()])
+    ((_, path, values),) = later.ablations
+    assert path.name == "ablation" and values["deep"].centre == pytest.approx(2.2)
+    assert "`cmd a`) (run folder `ablation`, *recorded*):" in output.read_text()

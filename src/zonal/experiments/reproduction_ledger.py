@@ -78,30 +78,35 @@ def read_ledger(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 
 def claim_entry(result: ClaimResult, earlier: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """The ledger entry of a judged claim: its finished runs' values, and the earlier entry's
-    ablations that no finished run replaced (None when there is nothing to keep)."""
+    """The ledger entry of a judged claim: its finished runs' values, with what the earlier entry
+    of the same experiment and protocol holds that no finished run replaced; an earlier entry of
+    another protocol is kept as it is while no run of the claim's own has finished (None when
+    there is nothing to keep)."""
     claim = result.claim
-    entry: dict[str, Any] = {}
-    if result.run is not None and not result.recorded:
-        entry = {
-            "experiment": claim.experiment,
-            "protocol": claim.protocol,
-            "run": result.run.name,
-            "converged": result.converged,
-            "values": _values_entry(result.values),
-        }
-    elif earlier and "run" in earlier:
-        entry = {key: earlier[key] for key in earlier if key != "ablations"}
-    ablations = dict(earlier.get("ablations", {})) if earlier else {}
-    for ablation, path, values in result.ablations:
-        if path is not None:
-            ablations[ablation_key(ablation.settings)] = {
-                "run": path.name,
-                "values": _values_entry(values),
-            }
+    protocol = {"experiment": claim.experiment, "protocol": claim.protocol}
+    earlier = dict(earlier or {})
+    fresh_main = result.run is not None and not result.recorded
+    fresh_ablations = {
+        ablation_key(ablation.settings): {"run": path.name, "values": _values_entry(values)}
+        for ablation, path, values in result.ablations
+        if path is not None and ablation_key(ablation.settings) not in result.recorded_ablations
+    }
+    same = {key: earlier.get(key) for key in protocol} == protocol
+    if not same and not fresh_main and not fresh_ablations:
+        return earlier or None
+    entry: dict[str, Any] = dict(protocol)
+    if fresh_main:
+        assert result.run is not None
+        entry.update(run=result.run.name, converged=result.converged,
+                     values=_values_entry(result.values))  # fmt: skip
+    elif same and "run" in earlier:
+        entry.update(
+            {key: earlier[key] for key in ("run", "converged", "values") if key in earlier}
+        )
+    ablations = {**(earlier.get("ablations", {}) if same else {}), **fresh_ablations}
     if ablations:
         entry["ablations"] = ablations
-    return entry or None
+    return entry if len(entry) > len(protocol) else None
 
 
 def fill_from_ledger(result: ClaimResult, entry: Mapping[str, Any] | None) -> ClaimResult:
