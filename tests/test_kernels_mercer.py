@@ -73,7 +73,9 @@ def test_gegenbauer_moments_are_the_weighted_sums_of_the_polynomials(alpha):
     weights = torch.randn(1, BLOCK + 77, generator=generator, dtype=torch.float64)
     expected = weights[0] @ gegenbauer(t, 15, alpha)  # [16]
     actual = gegenbauer_moments(t, weights, 15, alpha)
-    torch.testing.assert_close(actual, expected, rtol=1e-12, atol=1e-12 * float(expected.abs().max()))
+    torch.testing.assert_close(
+        actual, expected, rtol=1e-12, atol=1e-12 * float(expected.abs().max())
+    )
     with pytest.raises(ValueError, match="differ in size"):
         gegenbauer_moments(t, weights[:, :-1], 15, alpha)
 
