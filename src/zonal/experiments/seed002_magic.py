@@ -36,8 +36,10 @@ AUC against steps), a checkpoint after every fit; a resumed run skips the fits i
 
 from __future__ import annotations
 
+import functools
 import statistics
 import zlib
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -174,7 +176,7 @@ def fit_one(
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Train one model; (its test metrics, its AUC trace)."""
     from zonal.experiments._convergence import curve_summary
-    from zonal.experiments._dgp_common import Stopwatch, timed
+    from zonal.experiments._dgp_common import Stopwatch
     from zonal.experiments.seed002_common import roc_auc
     from zonal.models import fit_svgp
 
@@ -189,25 +191,11 @@ def fit_one(
     def evaluate() -> float:
         return roc_auc(gp_scores(model, x_test, y_test)[0], y_test)
 
-    losses = timed(
-        lambda callback: fit_svgp(
-            model,
-            x_train,
-            y_train,
-            num_steps=config["steps"],
-            batch_size=config["batch_size"],
-            lr=config["learning_rate"],
-            seed=seed,
-            callback=callback,
-        ),
-        config["steps"],
-        clock=clock,
-        evaluate=evaluate,
-        every=config["eval_every"],
-        on_evaluate=lambda step, seconds, value: trace.append(
-            {"step": step, "seconds": seconds, "auc": value}
-        ),
-    )
+    losses = timed_adam(
+        fit_svgp, model, (x_train, y_train), config["steps"], config["learning_rate"],
+        config, seed, clock, evaluate,
+        lambda step, seconds, value: trace.append({"step": step, "seconds": seconds, "auc": value}),
+    )  # fmt: skip
     probability, tll = gp_scores(model, x_test, y_test)
     return {
         "auc": roc_auc(probability, y_test),
@@ -217,6 +205,30 @@ def fit_one(
         "train_seconds": clock.read(),
         **curve_summary(losses),
     }, trace
+
+
+def timed_adam(
+    fit: Callable[..., list[float]],
+    module: torch.nn.Module,
+    data: tuple[torch.Tensor, torch.Tensor],
+    steps: int,
+    learning_rate: float,
+    config: dict[str, Any],
+    seed: int,
+    clock: Stopwatch,
+    evaluate: Callable[[], float] | None,
+    on_evaluate: Callable[[int, float, float], None] | None,
+) -> list[float]:
+    """``fit(module, x, y, ...)`` (``fit_svgp`` or ``train_network``) for ``steps`` Adam steps on
+    minibatches of ``batch_size`` on ``clock``, ``evaluate`` off the clock every ``eval_every``
+    steps (``zonal.experiments._dgp_common.timed``); the losses."""
+    from zonal.experiments._dgp_common import timed
+
+    return timed(
+        lambda callback: fit(module, *data, num_steps=steps, batch_size=config["batch_size"],
+                             lr=learning_rate, seed=seed, callback=callback),
+        steps, clock=clock, evaluate=evaluate, every=config["eval_every"], on_evaluate=on_evaluate,
+    )  # fmt: skip
 
 
 def fit_network(
@@ -229,7 +241,6 @@ def fit_network(
 
     from zonal.datasets import train_test_split
     from zonal.experiments._convergence import curve_summary
-    from zonal.experiments._dgp_common import timed
     from zonal.experiments.seed002_common import roc_auc
     from zonal.models import train_network
 
@@ -251,24 +262,11 @@ def fit_network(
             if auc > best["auc"]:
                 best.update(auc=auc, state=copy.deepcopy(network.state_dict()), step=step)
 
-    losses = timed(
-        lambda callback: train_network(
-            network,
-            x_train,
-            y_train,
-            loss="bce",
-            num_steps=config["network_steps"],
-            batch_size=config["batch_size"],
-            lr=config["network_learning_rate"],
-            seed=seed,
-            callback=callback,
-        ),
-        config["network_steps"],
-        clock=clock,
-        evaluate=evaluate,
-        every=config["eval_every"],
-        on_evaluate=on_evaluate,
-    )
+    losses = timed_adam(
+        functools.partial(train_network, loss="bce"), network, (x_train, y_train),
+        config["network_steps"], config["network_learning_rate"], config, seed, clock, evaluate,
+        on_evaluate,
+    )  # fmt: skip
     if best["state"] is not None:
         network.load_state_dict(best["state"])
     with torch.no_grad():
