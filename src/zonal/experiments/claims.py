@@ -359,6 +359,20 @@ CLAIMS: tuple[Claim, ...] = (
             Ordering("categorical accuracy", "Gaussian accuracy"),
             Ordering("Batch/Batch accuracy", "Batch/Location accuracy"),
         ),
+        # declared in session 19, before it ran: the converged protocol's 2 epochs stop while the
+        # objective still rises; five times the epochs, the rate divided by 10 at 40% and 80% of
+        # them as the seed's schedule (its 100 epochs, 40 and 80), for the base (nu = 1) and the
+        # NNGP limit only: does the gap between them hold, and how near the seed's 99.2% does
+        # the narrow stack come, once training.csv's epoch objectives flatten?
+        ablations=(
+            Ablation(
+                "ten epochs, the rate divided by 10 after epochs 4 and 8 (the seed's schedule "
+                "in proportion), nu = 1 and the NNGP limit only",
+                {"epochs": 10, "milestones": [4, 8], "sweep": "nu", "nus": ["inf", "1"]},
+                f"{RUN} cdkm-mnist --protocol converged --set epochs=10 "
+                "--set 'milestones=[4, 8]' --set sweep=nu --set 'nus=[\"inf\", \"1\"]'",
+            ),
+        ),
         notes=CDKM_NOTES,
     ),
     Claim(
