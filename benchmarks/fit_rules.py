@@ -19,6 +19,9 @@ Rules checked:
 * **SGPR input scales when a deep model follows** (``auto_uses_ard``): off (current), on (the
   SGPR with ARD replaces it), or both (stacking weighs them).
 * **stacking against choosing** the candidate with the best validation log likelihood.
+* **stacking weights**: fitted to the scoring rows (``auto``), or the mean of their Bayesian
+  bootstrap replicates (``BOOTSTRAP_DRAWS``), which the few scoring rows of a small table pull
+  less far; no constant, so every table is out of sample (units with per-row records only).
 
 Classification: ``auto`` chooses by validation log likelihood (no constant); the report says how
 often that choice is the test's best.
@@ -38,11 +41,16 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
+from zonal.models.stacking import quantize_weights, stacking_weights
 from zonal.tabular.diagnostics import REFINEMENT, SGPR_ARD
 from zonal.tabular.recipes.auto import AUTO_REFINEMENT_GAP
+from zonal.tabular.stacking import validation_weights
 
 RESULTS = Path(__file__).resolve().parent / "results" / "fit_suite.json"
+#: Bayesian-bootstrap draws of the bagged stacking weights
+BOOTSTRAP_DRAWS = 200
 
 Unit = dict[str, Any]
 #: a rule's outcome on one unit: the set of models stacked
@@ -205,6 +213,59 @@ def regression_rules(units: list[Unit]) -> None:
     rows = leave_one_table_out(zonal, {"stack": lambda u: frozenset(u["diagnostics"]["auto_models"]),
                                        "choose": chosen}, "stack", svgp)  # fmt: skip
     print_rule("rule: stack the candidates, or choose the best by validation", rows, "stack")
+    weighting_rule(zonal, svgp, BOOTSTRAP_DRAWS)
+
+
+def stack_mse(unit: Unit, members: frozenset[str], draws: int = 0, seed: int = 0) -> float:
+    """Test MSE of the stack of ``members`` rebuilt from the unit's per-row records
+    (``suite_rows.model_rows``): weights by ``validation_weights`` on the scoring rows (draws = 0,
+    ``auto``'s rule), or the mean of ``draws`` Bayesian-bootstrap replicates of the unquantised
+    weights (each row weight set c ~ Dirichlet(1, ..., 1)), rounded as ``auto`` rounds."""
+    diagnostics = unit["diagnostics"]
+    names = [name for name in diagnostics["auto_models"] if name in members] + sorted(
+        members - set(diagnostics["auto_models"])
+    )
+    models = diagnostics["models"]
+    densities = torch.tensor(
+        [models[n]["validation_log_density"] for n in names], dtype=torch.float64
+    ).T  # [n, K]
+    if draws == 0:
+        weights = validation_weights(densities)
+    else:
+        rng = np.random.default_rng(seed)
+        row_weights = torch.from_numpy(rng.dirichlet(np.ones(len(densities)), size=draws))
+        replicates = [stacking_weights(densities, row_weights=c) for c in row_weights]  # [B] x [K]
+        weights = quantize_weights(torch.stack(replicates).mean(0))
+    assert weights is not None
+    means = torch.tensor([models[n]["mean"] for n in names], dtype=torch.float64).T  # [T, K]
+    mixture = means @ weights  # [T]
+    targets = torch.tensor(diagnostics["test_targets"], dtype=torch.float64)  # [T]
+    return float((mixture - targets).square().mean())
+
+
+def weighting_rule(units: list[Unit], svgp: dict[str, float], draws: int) -> None:
+    """``auto``'s stacking weights (fitted to the scoring rows) against their Bayesian-bootstrap
+    mean (smoother where the scoring rows are few), on ``auto``'s own candidates; a rule with no
+    constant, so every table is out of sample. Units without per-row records are left out."""
+    usable = [u for u in units if "models" in u["diagnostics"]]
+    if not usable:
+        print("\nrule: stacking weights: no units with per-row records (fit_suite.py's models)")
+        return
+    found: dict[str, dict[str, list[float]]] = {}
+    for unit in usable:
+        members = frozenset(unit["diagnostics"]["auto_models"])
+        entry = found.setdefault(unit["table"], {"plain": [], "bagged": []})
+        entry["plain"].append(stack_mse(unit, members))
+        entry["bagged"].append(stack_mse(unit, members, draws, seed=unit["split"]))
+    print(f"\nrule: stacking weights on the scoring rows, or their mean over {draws} Bayesian "
+          f"bootstrap draws\n{'table':<24}{'plain':>10}{'bagged':>10}")  # fmt: skip
+    ratios: dict[str, list[float]] = {"plain": [], "bagged": []}
+    for table, entry in found.items():
+        for key in ratios:
+            ratios[key].append(float(np.mean(entry[key])) / svgp[table])
+        print(f"{table:<24}{ratios['plain'][-1]:>10.3f}{ratios['bagged'][-1]:>10.3f}")
+    print(f"  geometric mean: plain {geometric_mean(ratios['plain']):.4f}, bagged "
+          f"{geometric_mean(ratios['bagged']):.4f} ({len(found)} tables)")  # fmt: skip
 
 
 def classification_choice(units: list[Unit]) -> None:

@@ -14,7 +14,9 @@ split. On each split, in one process and on the same threads, the methods are
   named (gaussian; bernoulli or softmax by the number of classes) and ``seed=s``; after the fit,
   outside its budget and its seconds, the models ``auto``'s rules left out are trained
   (``zonal.tabular.diagnostics``) and every model and stack is scored on the test rows (the unit's
-  ``diagnostics``: what ``fit_rules.py`` checks the rules with, leaving one table out);
+  ``diagnostics``: what ``fit_rules.py`` checks the rules with, leaving one table out; for
+  regression also every model's test moments and validation log densities, row by row, so that
+  stacks of other weights can be scored without training again: ``suite_rows.model_rows``);
 * ``svgp``: GPyTorch's SVGP with RBF-ARD, M = 256 inducing points, 1000 Adam steps
   (``gp_baselines``: Gaussian, probit or softmax likelihood);
 * ``exact``: GPyTorch's exact GP with RBF-ARD, regression tables of at most 3,000 training rows;
@@ -24,8 +26,10 @@ GPs see standardised inputs (training rows' statistics); regression scores are i
 training target standardised: test MSE of the predictive mean and mean test log likelihood (TLL)
 of the Gaussian predictive with noise (none for ``hgb``). Classification: accuracy and TLL
 (= -log loss). Per table the means over splits and ratios zonal / svgp (MSE, or log loss, and
-seconds; < 1 favours zonal); per task the geometric mean of those ratios, the worst table, the mean
-TLL difference zonal - svgp and the time ratio.
+seconds; < 1 favours zonal) with the ratio's paired bootstrap interval over the test rows (every
+unit keeps its per-row figures, ``test_rows``: ``suite_rows``); per task the geometric mean of
+those ratios, the worst table, the tables behind beyond the test rows' noise, the mean TLL
+difference zonal - svgp and the time ratio.
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/fit_suite.py [--resume] [--tables ...]
         [--splits 0 1 2] [--methods zonal svgp exact hgb] [--quick] [--jobs 2]
@@ -66,6 +70,8 @@ from gp_baselines import (
     svgp_classifier,
     svgp_regression,
 )
+from suite_rows import classification_rows, compact, model_rows, regression_rows
+from suite_summary import print_task, table_means, task_summary
 from zonal._files import to_jsonable, write_json_atomic
 from zonal._workers import in_worker_processes
 from zonal.cli.common import terminate_as_interrupt
@@ -182,6 +188,11 @@ def run_zonal(data: SplitData, split: int, budget: float) -> dict[str, Any]:
         "overhead_seconds": diagnostics.overhead_seconds,
         "variants": variants,
     }
+    if not data.classify:  # what a stack of any weights predicts (``suite_rows.model_rows``)
+        result["diagnostics"]["models"] = model_rows(
+            diagnostics, x_test, fitted.y_scaler, data.y_scaler, split
+        )
+        result["diagnostics"]["test_targets"] = compact(data.y_scaler.transform(data.y_test))
     return result
 
 
@@ -221,108 +232,14 @@ def run_method(
             scores[key] = result[key]
     if data.classify:
         scores["accuracy"], scores["tll"] = class_scores(result["probabilities"], data.y_test)
+        scores["test_rows"] = classification_rows(result["probabilities"], data.y_test)
     else:
         y_test = data.y_scaler.transform(data.y_test)
         scores["mse"] = float(np.mean((result["mean"] - y_test) ** 2))
         if "variance" in result:
             scores["tll"] = gaussian_scores(result["mean"], result["variance"], y_test)[1]
+        scores["test_rows"] = regression_rows(result["mean"], result.get("variance"), y_test)
     return scores
-
-
-# ------------------------------------------------------------------------------------ summary
-
-
-def geometric_mean(values: list[float]) -> float:
-    """exp(mean(log v)) of positive values (nan for none)."""
-    return float(math.exp(np.mean(np.log(values)))) if values else math.nan
-
-
-def table_means(units: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per table: means over splits of each method's scores (``<method>_<score>``), the splits
-    counted, and the ratios zonal / svgp (``ratio``: MSE for regression, log loss for
-    classification; ``time_ratio``) where both ran on the same splits."""
-    entries = []
-    for name in dict.fromkeys(unit["table"] for unit in units):
-        group = [unit for unit in units if unit["table"] == name and "skipped" not in unit]
-        entry: dict[str, Any] = {"table": name, "task": group[0]["task"] if group else ""}
-        for method in dict.fromkeys(unit["method"] for unit in group):
-            runs = [unit for unit in group if unit["method"] == method]
-            entry[f"{method}_splits"] = sorted(unit["split"] for unit in runs)
-            for key in ("mse", "accuracy", "tll", "seconds"):
-                if all(key in unit for unit in runs):
-                    entry[f"{method}_{key}"] = float(np.mean([unit[key] for unit in runs]))
-        if entry.get("zonal_splits") and entry.get("zonal_splits") == entry.get("svgp_splits"):
-            metric = "mse" if entry["task"] == "regression" else "tll"
-            zonal, svgp = entry[f"zonal_{metric}"], entry[f"svgp_{metric}"]
-            entry["ratio"] = zonal / svgp if metric == "mse" else (-zonal) / (-svgp)
-            entry["time_ratio"] = entry["zonal_seconds"] / entry["svgp_seconds"]
-            entry["tll_difference"] = entry["zonal_tll"] - entry["svgp_tll"]
-            if "zonal_accuracy" in entry:
-                entry["accuracy_difference"] = entry["zonal_accuracy"] - entry["svgp_accuracy"]
-        entries.append(entry)
-    return entries
-
-
-def task_summary(entries: list[dict[str, Any]]) -> dict[str, Any]:
-    """Over the tables with a ratio: their number, the geometric mean of the ratios, the worst
-    table (largest ratio), the mean TLL difference zonal - svgp, the geometric mean of the time
-    ratios and the ratio of total seconds; for classification the tables where zonal's accuracy
-    and log loss are both at least as good."""
-    compared = [entry for entry in entries if "ratio" in entry]
-    if not compared:
-        return {"tables": 0}
-    worst = max(compared, key=lambda entry: entry["ratio"])
-    summary = {
-        "tables": len(compared),
-        "geometric_mean_ratio": geometric_mean([entry["ratio"] for entry in compared]),
-        "worst_table": worst["table"],
-        "worst_ratio": worst["ratio"],
-        "mean_tll_difference": float(np.mean([entry["tll_difference"] for entry in compared])),
-        "geometric_mean_time_ratio": geometric_mean([entry["time_ratio"] for entry in compared]),
-        "total_time_ratio": sum(entry["zonal_seconds"] for entry in compared)
-        / sum(entry["svgp_seconds"] for entry in compared),
-    }
-    if all("accuracy_difference" in entry for entry in compared):
-        summary["tables_at_least_as_good"] = sum(
-            entry["accuracy_difference"] >= 0 and entry["ratio"] <= 1 for entry in compared
-        )
-    return summary
-
-
-def _cell(entry: dict[str, Any], key: str, digits: int, width: int = 10) -> str:
-    value = entry.get(key)
-    return f"{value:>{width}.{digits}f}" if isinstance(value, float) else f"{'-':>{width}}"
-
-
-def print_task(task: str, entries: list[dict[str, Any]], methods: list[str]) -> None:
-    """The per-table table and the summary of one task."""
-    metric = "mse" if task == "regression" else "accuracy"
-    print(f"\n{task}: means over splits; ratio = zonal / svgp "
-          f"({'MSE' if metric == 'mse' else 'log loss'}; < 1 favours zonal)")  # fmt: skip
-    header = f"{'table':<22}" + "".join(
-        f"{m + ' ' + k:>10}" for m in methods for k in (metric[:3], "TLL", "s")
-    ) + f"{'ratio':>8}{'t ratio':>8}"  # fmt: skip
-    print(header)
-    for entry in (entry for entry in entries if entry["task"] == task):
-        cells = "".join(
-            _cell(entry, f"{m}_{key}", digits)
-            for m in methods for key, digits in ((metric, 4), ("tll", 3), ("seconds", 1))
-        )  # fmt: skip
-        print(f"{entry['table']:<22}{cells}{_cell(entry, 'ratio', 3, 8)}"
-              f"{_cell(entry, 'time_ratio', 2, 8)}")  # fmt: skip
-    summary = task_summary([entry for entry in entries if entry["task"] == task])
-    if summary["tables"]:
-        line = (f"  {summary['tables']} tables: geometric mean ratio "
-                f"{summary['geometric_mean_ratio']:.3f}, worst {summary['worst_table']} "
-                f"{summary['worst_ratio']:.3f}, mean TLL difference zonal - svgp "
-                f"{summary['mean_tll_difference']:+.3f}, time ratio (geometric mean) "
-                f"{summary['geometric_mean_time_ratio']:.2f}, total "
-                f"{summary['total_time_ratio']:.2f}")  # fmt: skip
-        if "tables_at_least_as_good" in summary:
-            line += (
-                f"; accuracy and log loss at least as good on {summary['tables_at_least_as_good']}"
-            )
-        print(line)
 
 
 # ------------------------------------------------------------------------------------ running
@@ -480,8 +397,9 @@ def main() -> None:
         units.sort(key=lambda unit: (order.get(unit["table"], -1), unit["split"]))
         write_results(args.output, settings, units, baselines, args.baselines)
         for unit in found:
+            hidden = ("table", "task", "split", "method", "diagnostics", "test_rows")
             shown = {k: round(v, 4) if isinstance(v, float) else v for k, v in unit.items()
-                     if k not in ("table", "task", "split", "method", "diagnostics")}  # fmt: skip
+                     if k not in hidden}  # fmt: skip
             print(f"  {unit['table']} split {unit['split']} {unit['method']}: {shown}", flush=True)
     if not items:  # nothing left to run: the file is written again with these baselines
         write_results(args.output, settings, units, baselines, args.baselines)

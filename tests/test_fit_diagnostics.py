@@ -159,6 +159,31 @@ def fit_rules(benchmark_module):
     return benchmark_module("fit_rules")
 
 
+def test_per_row_records_rebuild_every_stack(diagnosed, benchmark_module, fit_rules):
+    """``suite_rows.model_rows`` keeps what a stack needs (test moments in the suite's units,
+    validation log densities): with auto's weights, ``fit_rules.stack_mse`` gives back each
+    variant's test MSE, in another unit of the target too (the suite's standardisation, here
+    twice the fit's scale and shifted); the Bayesian-bootstrap weights are a stack's too."""
+    suite_rows = benchmark_module("suite_rows")
+    _, _, fitted, diagnostics = diagnosed
+    x_test, y_test = rows(80, 1)
+    x = torch.from_numpy(fitted.x_scaler.transform(x_test))
+    variants = diagnostics.test_scores(x, torch.from_numpy(fitted.y_scaler.transform(y_test)))
+    suite_scaler = Standardizer(mean=np.float64(fitted.y_scaler.mean + 0.3),
+                                std=np.float64(2 * fitted.y_scaler.std))  # fmt: skip
+    models = suite_rows.model_rows(diagnostics, x, fitted.y_scaler, suite_scaler, 0)
+    unit = {"split": 0, "diagnostics": {"auto_models": diagnostics.auto_models, "models": models,
+            "test_targets": suite_rows.compact(suite_scaler.transform(y_test))}}  # fmt: skip
+    for key, scores in variants.items():
+        members = frozenset(key.split("+"))
+        expected = scores["mse"] / 4  # the suite's unit is twice the fit's
+        assert fit_rules.stack_mse(unit, members) == pytest.approx(expected, rel=1e-4), key
+    everything = frozenset(diagnostics.fits)
+    bagged = fit_rules.stack_mse(unit, everything, draws=20)
+    single = [fit_rules.stack_mse(unit, frozenset([name])) for name in everything]
+    assert min(single) * 0.5 < bagged < max(single) * 1.5  # a mixture's error, not a new model's
+
+
 def made_up_unit(table: str, gap: float, mse_without: float, mse_with: float) -> dict:
     """A zonal unit whose stack without the refinement has ``mse_without`` and with it
     ``mse_with``; the SGPR's validation score is the DGP's minus ``gap``."""

@@ -40,8 +40,10 @@ def regression_rows(num_rows: int = 160, seed: int = 0) -> tuple[np.ndarray, np.
 def fixed_weights(monkeypatch: pytest.MonkeyPatch, weights: list[float]) -> None:
     """Make ``stack_fits`` use ``weights`` (for tests of what is done with a stack, not of how
     its weights are found)."""
-    monkeypatch.setattr(stacking, "stacking_weights",
-                        lambda log_densities: torch.tensor(weights, dtype=torch.float64))  # fmt: skip
+    chosen = torch.tensor(weights, dtype=torch.float64)
+    monkeypatch.setattr(
+        stacking, "stacking_weights", lambda log_densities, row_weights=None: chosen
+    )
 
 
 def force_refinement(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,16 +1,28 @@
-"""The summary maths of ``benchmarks/fit_suite.py`` on made-up units: per-table means and ratios
-zonal / svgp, the geometric mean of the ratios, the worst table, the TLL difference, time ratios."""
+"""The summary maths of ``benchmarks/fit_suite.py`` (``suite_summary``, ``suite_rows``) on made-up
+units: per-table means and ratios zonal / svgp, the geometric mean of the ratios, the worst table,
+the TLL difference, time ratios, and the ratio's paired bootstrap interval over test rows."""
 
 from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 
 @pytest.fixture(scope="module")
 def fit_suite(benchmark_module):
     return benchmark_module("fit_suite")
+
+
+@pytest.fixture(scope="module")
+def summary(benchmark_module):
+    return benchmark_module("suite_summary")
+
+
+@pytest.fixture(scope="module")
+def suite_rows(benchmark_module):
+    return benchmark_module("suite_rows")
 
 
 def unit(table: str, task: str, split: int, method: str, **scores: float) -> dict:
@@ -66,10 +78,10 @@ def test_task_summary_geometric_mean_and_worst_table(fit_suite) -> None:
     assert fit_suite.task_summary([]) == {"tables": 0}
 
 
-def test_geometric_mean(fit_suite) -> None:
-    assert fit_suite.geometric_mean([0.25, 4.0, 1.0]) == pytest.approx(1.0)
-    assert fit_suite.geometric_mean([2.0, 8.0]) == pytest.approx(4.0)
-    assert math.isnan(fit_suite.geometric_mean([]))
+def test_geometric_mean(summary) -> None:
+    assert summary.geometric_mean([0.25, 4.0, 1.0]) == pytest.approx(1.0)
+    assert summary.geometric_mean([2.0, 8.0]) == pytest.approx(4.0)
+    assert math.isnan(summary.geometric_mean([]))
 
 
 def test_results_are_written_into_a_folder_that_does_not_exist_yet(fit_suite, tmp_path) -> None:
@@ -104,3 +116,97 @@ def test_a_zonal_only_run_is_compared_with_an_earlier_runs_baselines(fit_suite, 
     assert a["ratio"] == pytest.approx(0.25)
     with pytest.raises(SystemExit, match="other settings"):
         fit_suite.baseline_units(earlier, {"quick": False}, ["zonal"])
+
+
+# ------------------------------------------------------------------------------- per-row records
+
+
+def rows_unit(split: int, method: str, squared_errors, task: str = "regression") -> dict:
+    errors = np.asarray(squared_errors, dtype=float)
+    if task == "regression":
+        rows = {"squared_error": errors.tolist()}
+        return unit("t", task, split, method, mse=float(errors.mean()), tll=-1.0, seconds=1.0,
+                    test_rows=rows)  # fmt: skip
+    rows = {"correct": [1.0] * len(errors), "log_density": (-errors).tolist()}
+    return unit("t", task, split, method, accuracy=1.0, tll=float(-errors.mean()), seconds=1.0,
+                test_rows=rows)  # fmt: skip
+
+
+def test_regression_rows_hold_squared_errors_and_gaussian_log_densities(suite_rows) -> None:
+    from scipy.stats import norm
+
+    rng = np.random.default_rng(0)
+    mean, y = rng.standard_normal(50), rng.standard_normal(50)
+    variance = rng.uniform(0.1, 2.0, 50)
+    rows = suite_rows.regression_rows(mean, variance, y)
+    np.testing.assert_allclose(rows["squared_error"], (mean - y) ** 2, rtol=1e-5)
+    np.testing.assert_allclose(rows["log_density"], norm.logpdf(y, mean, np.sqrt(variance)),
+                               rtol=1e-5)  # fmt: skip
+    assert "log_density" not in suite_rows.regression_rows(mean, None, y)
+    probabilities = np.array([[0.7, 0.3], [0.2, 0.8], [1.0, 0.0]])
+    labels = np.array([0, 0, 1])
+    found = suite_rows.classification_rows(probabilities, labels)
+    assert found["correct"] == [1.0, 0.0, 0.0]
+    np.testing.assert_allclose(found["log_density"][:2], np.log([0.7, 0.2]), rtol=1e-5)
+    assert found["log_density"][2] == pytest.approx(np.log(np.finfo(np.float64).tiny), rel=1e-5)
+
+
+def test_a_ratio_that_holds_row_by_row_has_a_point_interval(suite_rows) -> None:
+    """zonal's squared error is 0.8 of the SVGP's on every row of both splits: every bootstrap
+    draw gives 0.8, whichever rows it picks (the pairing keeps each row's two errors together)."""
+    rng = np.random.default_rng(1)
+    theirs = [rng.exponential(size=20), rng.exponential(size=30)]
+    zonal = [rows_unit(s, "zonal", 0.8 * errors) for s, errors in enumerate(theirs)]
+    svgp = [rows_unit(s, "svgp", errors) for s, errors in enumerate(theirs)]
+    low, high = suite_rows.ratio_interval(zonal, svgp)
+    assert low == pytest.approx(0.8, rel=1e-9) and high == pytest.approx(0.8, rel=1e-9)
+
+
+def test_the_interval_covers_the_ratio_and_narrows_with_more_rows(suite_rows) -> None:
+    """Independent errors with expected ratio 1.2: at 20 rows the 90% interval is wide and holds
+    the observed ratio; at 2,000 rows it is about 10 times narrower (1 / sqrt(n)) and holds 1.2."""
+    rng = np.random.default_rng(2)
+    widths = {}
+    for count in (20, 2000):
+        theirs = rng.exponential(size=count)
+        ours = 1.2 * rng.exponential(size=count)
+        low, high = suite_rows.ratio_interval([rows_unit(0, "zonal", ours)],
+                                              [rows_unit(0, "svgp", theirs)])  # fmt: skip
+        assert low < ours.mean() / theirs.mean() < high
+        widths[count] = high - low
+    assert 5 < widths[20] / widths[2000] < 20
+    assert low < 1.2 < high
+
+
+def test_no_interval_without_rows_or_on_other_splits(suite_rows) -> None:
+    errors = np.ones(5)
+    assert suite_rows.ratio_interval([unit("t", "regression", 0, "zonal", mse=1.0)],
+                                     [rows_unit(0, "svgp", errors)]) is None  # fmt: skip
+    assert suite_rows.ratio_interval([rows_unit(0, "zonal", errors)],
+                                     [rows_unit(1, "svgp", errors)]) is None  # fmt: skip
+    assert suite_rows.ratio_interval([rows_unit(0, "zonal", errors)],
+                                     [rows_unit(0, "svgp", np.ones(4))]) is None  # fmt: skip
+
+
+def test_tables_behind_beyond_the_rows_noise_are_named(summary) -> None:
+    """A table whose zonal errors are twice the SVGP's on every row is behind beyond noise (its
+    whole interval above 1); one with a ratio near 1 on few rows is not. Classification compares
+    log losses, row by row."""
+    rng = np.random.default_rng(3)
+    theirs = rng.exponential(size=40)
+    units = [rows_unit(0, "zonal", 2 * theirs), rows_unit(0, "svgp", theirs)]
+    noisy = rng.exponential(size=10)
+    units += [{**u, "table": "n"} for u in (rows_unit(0, "zonal", noisy * rng.uniform(0.5, 1.6, 10)),
+                                            rows_unit(0, "svgp", noisy))]  # fmt: skip
+    entries = {entry["table"]: entry for entry in summary.table_means(units)}
+    assert entries["t"]["ratio_interval"] == pytest.approx([2.0, 2.0])
+    low, high = entries["n"]["ratio_interval"]
+    assert low < 1 < high
+    assert summary.task_summary(list(entries.values()))["losses_beyond_noise"] == ["t"]
+    losses = rng.uniform(0.1, 0.5, size=30)
+    classified = [rows_unit(0, "zonal", 1.5 * losses, "classification"),
+                  rows_unit(0, "svgp", losses, "classification")]  # fmt: skip
+    (entry,) = summary.table_means(classified)
+    assert entry["ratio"] == pytest.approx(1.5) and entry["ratio_interval"] == pytest.approx(
+        [1.5, 1.5]
+    )

@@ -152,6 +152,30 @@ def test_stacking_weights_of_two_models_match_a_bounded_scalar_search():
     np.testing.assert_allclose(weights.numpy(), [result.x, 1 - result.x], atol=1e-6)
 
 
+def test_integer_row_weights_equal_repeating_the_rows():
+    """Row weights c_i = 1, 2, 3, ... weigh row i as c_i copies of it (the objective is the same
+    function of w), and scaling every row weight changes nothing."""
+    log_densities = synthetic_log_densities()[:40]  # [40, 3]
+    counts = torch.arange(1, 41) % 4  # 0-3 copies of each row
+    repeated = log_densities.repeat_interleave(counts, dim=0)  # [sum counts, 3]
+    exact = {"iterations": 100_000, "tolerance": 0.0}
+    expected = stacking_weights(repeated, **exact)
+    weighted = stacking_weights(log_densities, row_weights=counts.double(), **exact)
+    np.testing.assert_allclose(weighted.numpy(), expected.numpy(), atol=1e-9)
+    scaled = stacking_weights(log_densities, row_weights=7.5 * counts.double(), **exact)
+    np.testing.assert_allclose(scaled.numpy(), expected.numpy(), atol=1e-9)
+
+
+def test_row_weights_are_checked():
+    log_densities = synthetic_log_densities()[:10]
+    with pytest.raises(ValueError, match=r"row_weights must be \[n\] = \[10\], got \(9,\)"):
+        stacking_weights(log_densities, row_weights=torch.ones(9))
+    with pytest.raises(ValueError, match="finite and non-negative"):
+        stacking_weights(log_densities, row_weights=-torch.ones(10))
+    with pytest.raises(ValueError, match="no weight to any row"):
+        stacking_weights(log_densities, row_weights=torch.zeros(10))
+
+
 def test_stacking_weights_pick_a_model_that_dominates_every_row():
     log_densities = synthetic_log_densities()
     log_densities[:, 1] = log_densities[:, [0, 2]].max(dim=1).values + 1.0  # model 1 best

@@ -46,14 +46,18 @@ STACKING_TOLERANCE = 1e-10
 def stacking_weights(
     log_densities: torch.Tensor,
     *,
+    row_weights: torch.Tensor | None = None,
     iterations: int = STACKING_ITERATIONS,
     tolerance: float = STACKING_TOLERANCE,
 ) -> torch.Tensor:
-    """The weights w [K] on the simplex maximising (1/n) sum_i log sum_k w_k exp(L_ik) for held-out
-    log densities L [n, K] (row i, model k).
+    """The weights w [K] on the simplex maximising sum_i c_i log sum_k w_k exp(L_ik) for held-out
+    log densities L [n, K] (row i, model k) and row weights c [n] (``row_weights``, non-negative,
+    normalised to sum to 1; equal by default: the mean log density of the mixture). Row weights
+    of a Bayesian bootstrap (c ~ Dirichlet(1, ..., 1)) give the weights' uncertainty over the
+    held-out rows.
 
-    EM from equal weights: responsibilities r_ik = w_k p_ik / sum_j w_j p_ij, then w_k = mean_i
-    r_ik; each step raises the (concave) objective, and the loop ends when it gains less than
+    EM from equal weights: responsibilities r_ik = w_k p_ik / sum_j w_j p_ij, then w_k = sum_i
+    c_i r_ik; each step raises the (concave) objective, and the loop ends when it gains less than
     ``tolerance``. A model whose density is -inf on some rows is not excluded by that alone; a
     column that is not finite anywhere gets weight 0, and a row to which every model gives
     density 0 says nothing about the weights and is left out.
@@ -65,17 +69,30 @@ def stacking_weights(
     if torch.isnan(log_densities).any() or (log_densities == math.inf).any():
         raise ValueError("log_densities holds NaN or +inf: the models' densities are not valid")
     log_densities = log_densities.to(torch.float64)
-    log_densities = log_densities[torch.isfinite(log_densities).any(1)]  # [n', K]
+    if row_weights is None:
+        row_weights = torch.ones(len(log_densities), dtype=torch.float64, device=log_densities.device)
+    row_weights = torch.as_tensor(row_weights, dtype=torch.float64, device=log_densities.device)
+    if row_weights.shape != log_densities.shape[:1]:
+        raise ValueError(
+            f"row_weights must be [n] = [{len(log_densities)}], got {tuple(row_weights.shape)}"
+        )
+    if not torch.isfinite(row_weights).all() or (row_weights < 0).any():
+        raise ValueError("row_weights must be finite and non-negative")
+    informative = torch.isfinite(log_densities).any(1)  # [n]
+    log_densities, row_weights = log_densities[informative], row_weights[informative]  # [n', K]
     usable = torch.isfinite(log_densities).any(0)  # [K]
     if not usable.any():
         raise ValueError("every model gives zero density to every held-out row")
+    if not row_weights.sum() > 0:
+        raise ValueError("row_weights give no weight to any row that a model gives density")
+    row_weights = (row_weights / row_weights.sum()).unsqueeze(-1)  # [n', 1]
     weights = usable.to(log_densities) / usable.sum()  # [K]
     previous = -math.inf
     for _ in range(iterations):
         joint = log_densities + weights.log()  # [n, K], log w_k p_ik
         mixture = torch.logsumexp(joint, dim=1, keepdim=True)  # [n, 1]
-        objective = float(mixture.mean())
-        weights = torch.exp(joint - mixture).mean(0)  # [K]
+        objective = float((row_weights * mixture).sum())
+        weights = (row_weights * torch.exp(joint - mixture)).sum(0)  # [K]
         if objective - previous < tolerance:
             break
         previous = objective

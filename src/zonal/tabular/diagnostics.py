@@ -195,17 +195,26 @@ class FitDiagnostics:
                     "validation_log_likelihood": self.validation_log_likelihood.get(name, math.nan),
                 }
             return found
-        moments = {}
-        for name in names:
-            model = self.fits[name].model
-            _seed_draws(model, seed)
-            mean, variance = model.predict(x_test, include_noise=True)  # [T], [T]
-            moments[name] = (mean, variance)
+        moments = self.test_moments(x_test, seed)
         found = {}
         for size in range(1, len(names) + 1):
             for members in itertools.combinations(names, size):
                 found["+".join(members)] = self._stack_scores(members, moments, y_test)
         return found
+
+    @torch.no_grad()
+    def test_moments(
+        self, x_test: torch.Tensor, seed: int = 0
+    ) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+        """Per kept regression model, its predictive mean and variance with noise ([T], [T]) at
+        standardised inputs x_test [T, D] (deep models' draws from ``seed``): with
+        ``validation_log_density``, what any stack of them predicts, for weights chosen by any
+        rule."""
+        moments = {}
+        for name, fit in self.fits.items():
+            _seed_draws(fit.model, seed)
+            moments[name] = fit.model.predict(x_test, include_noise=True)  # [T], [T]
+        return moments
 
     def _stack_scores(
         self,

@@ -72,15 +72,18 @@ def stack_fits(
     return Fit(model, spec, objective, candidates), {**scores, STACKED: score}
 
 
-def validation_weights(log_densities: torch.Tensor) -> torch.Tensor | None:
+def validation_weights(
+    log_densities: torch.Tensor, row_weights: torch.Tensor | None = None
+) -> torch.Tensor | None:
     """The stacking weights [K] of candidates with validation log densities [n_valid, K]
-    (``stacking_weights`` rounded by ``quantize_weights``): a column with a NaN anywhere is a
-    broken candidate and gets weight 0; None when no candidate gives any row a finite density."""
+    (``stacking_weights`` with ``row_weights`` [n_valid], equal by default, rounded by
+    ``quantize_weights``): a column with a NaN anywhere is a broken candidate and gets weight 0;
+    None when no candidate gives any row a finite density."""
     broken = log_densities.isnan().any(0)  # [K]
     log_densities = log_densities.masked_fill(broken, -math.inf)
     if not torch.isfinite(log_densities).any():
         return None
-    return quantize_weights(stacking_weights(log_densities))
+    return quantize_weights(stacking_weights(log_densities, row_weights=row_weights))
 
 
 @torch.no_grad()
