@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from zonal.models.stacking import quantize_weights, stacking_weights
+from zonal.models.stacking import bootstrap_stacking_weights, quantize_weights
 from zonal.tabular.diagnostics import REFINEMENT, SGPR_ARD
 from zonal.tabular.recipes.auto import AUTO_REFINEMENT_GAP
 from zonal.tabular.stacking import validation_weights
@@ -219,8 +219,8 @@ def regression_rules(units: list[Unit]) -> None:
 def stack_mse(unit: Unit, members: frozenset[str], draws: int = 0, seed: int = 0) -> float:
     """Test MSE of the stack of ``members`` rebuilt from the unit's per-row records
     (``suite_rows.model_rows``): weights by ``validation_weights`` on the scoring rows (draws = 0,
-    ``auto``'s rule), or the mean of ``draws`` Bayesian-bootstrap replicates of the unquantised
-    weights (each row weight set c ~ Dirichlet(1, ..., 1)), rounded as ``auto`` rounds."""
+    ``auto``'s rule), or ``bootstrap_stacking_weights`` of ``draws`` replicates, rounded as
+    ``auto`` rounds."""
     diagnostics = unit["diagnostics"]
     names = [name for name in diagnostics["auto_models"] if name in members] + sorted(
         members - set(diagnostics["auto_models"])
@@ -229,13 +229,11 @@ def stack_mse(unit: Unit, members: frozenset[str], draws: int = 0, seed: int = 0
     densities = torch.tensor(
         [models[n]["validation_log_density"] for n in names], dtype=torch.float64
     ).T  # [n, K]
-    if draws == 0:
-        weights = validation_weights(densities)
-    else:
-        rng = np.random.default_rng(seed)
-        row_weights = torch.from_numpy(rng.dirichlet(np.ones(len(densities)), size=draws))
-        replicates = [stacking_weights(densities, row_weights=c) for c in row_weights]  # [B] x [K]
-        weights = quantize_weights(torch.stack(replicates).mean(0))
+    weights = (
+        validation_weights(densities)
+        if draws == 0
+        else quantize_weights(bootstrap_stacking_weights(densities, draws, seed=seed))
+    )
     assert weights is not None
     means = torch.tensor([models[n]["mean"] for n in names], dtype=torch.float64).T  # [T, K]
     mixture = means @ weights  # [T]
