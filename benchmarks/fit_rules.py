@@ -284,6 +284,62 @@ def classification_choice(units: list[Unit]) -> None:
         print(f"{unit['table']:<24}{unit['split']:>6}{picked:>16}{variants[picked]['tll']:>10.4f}"
               f"{best:>16}{variants[best]['tll']:>10.4f}")  # fmt: skip
     print(f"  validation picked the test's best on {agree} of {len(zonal)} splits")
+    mixtures = [u for u in zonal if "models" in u["diagnostics"]]
+    if mixtures:
+        classifier_mixtures(mixtures, BOOTSTRAP_DRAWS)
+
+
+def mixture_scores(unit: Unit, draws: int = 0, seed: int = 0) -> tuple[float, float]:
+    """(test accuracy, test TLL) of the mixture sum_k w_k p_k(class | x) of ``auto``'s
+    classifiers, rebuilt from the unit's per-row records (``suite_rows.classifier_rows``), with
+    the stacking weights of their validation log densities (draws = 0) or their
+    ``bootstrap_stacking_weights`` (``draws`` replicates), rounded as ``auto`` rounds stacks."""
+    diagnostics = unit["diagnostics"]
+    names = list(diagnostics["auto_models"])
+    models = diagnostics["models"]
+    densities = torch.tensor(
+        [models[n]["validation_log_density"] for n in names], dtype=torch.float64
+    ).T  # [n, K]
+    weights = (
+        validation_weights(densities)
+        if draws == 0
+        else quantize_weights(bootstrap_stacking_weights(densities, draws, seed=seed))
+    )
+    assert weights is not None
+    probabilities = torch.stack(
+        [torch.tensor(models[n]["probabilities"], dtype=torch.float64) for n in names], -1
+    )  # [T, C, K]
+    mixture = probabilities @ weights  # [T, C]
+    labels = torch.tensor(diagnostics["test_targets"])  # [T]
+    picked = (
+        mixture.gather(1, labels[:, None]).squeeze(1).clamp(min=torch.finfo(torch.float64).tiny)
+    )
+    return float((mixture.argmax(-1) == labels).double().mean()), float(picked.log().mean())
+
+
+def classifier_mixtures(units: list[Unit], draws: int) -> None:
+    """``auto``'s choice of one classifier against the stacked mixture of its classifiers (plain
+    and Bayesian-bootstrap weights), per table (means over splits); no constant, every table out
+    of sample."""
+    print(f"\nclassification: auto's choice against stacking its classifiers (weights on the "
+          f"scoring rows, or their mean over {draws} bootstrap draws); accuracy / TLL")  # fmt: skip
+    print(f"{'table':<24}{'chosen':>18}{'stacked':>18}{'bagged':>18}")
+    found: dict[str, dict[str, list[tuple[float, float]]]] = {}
+    for unit in units:
+        entry = found.setdefault(unit["table"], {"chosen": [], "stacked": [], "bagged": []})
+        entry["chosen"].append((unit["accuracy"], unit["tll"]))
+        entry["stacked"].append(mixture_scores(unit))
+        entry["bagged"].append(mixture_scores(unit, draws, seed=unit["split"]))
+    totals: dict[str, list[float]] = {"chosen": [], "stacked": [], "bagged": []}
+    for table, entry in found.items():
+        cells = ""
+        for key, values in entry.items():
+            accuracy, tll = np.mean(values, axis=0)
+            totals[key].append(float(tll))
+            cells += f"{f'{accuracy:.4f} / {tll:.3f}':>18}"
+        print(f"{table:<24}{cells}")
+    print("  mean TLL over tables: " + ", ".join(
+        f"{key} {np.mean(values):.4f}" for key, values in totals.items()))  # fmt: skip
 
 
 def main() -> None:

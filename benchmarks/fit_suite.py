@@ -70,7 +70,13 @@ from gp_baselines import (
     svgp_classifier,
     svgp_regression,
 )
-from suite_rows import classification_rows, compact, model_rows, regression_rows
+from suite_rows import (
+    classification_rows,
+    classifier_rows,
+    compact,
+    model_rows,
+    regression_rows,
+)
 from suite_summary import print_task, table_means, task_summary
 from zonal._files import to_jsonable, write_json_atomic
 from zonal._workers import in_worker_processes
@@ -171,6 +177,8 @@ def run_zonal(data: SplitData, split: int, budget: float) -> dict[str, Any]:
         index = {float(label): code for code, label in enumerate(fitted.target.classes)}
         codes = torch.tensor([index[float(label)] for label in data.y_test])
         variants = diagnostics.test_scores(x_test, codes, seed=split)
+        # what a mixture of any weights predicts (``suite_rows``)
+        models, targets = classifier_rows(diagnostics, x_test, split), codes.tolist()
     else:
         result["mean"] = data.y_scaler.transform(predictions["mean"])
         result["variance"] = predictions["variance"] / float(data.y_scaler.std) ** 2
@@ -180,6 +188,8 @@ def run_zonal(data: SplitData, split: int, budget: float) -> dict[str, Any]:
         for scores in variants.values():
             scores["mse"] *= ratio**2
             scores["tll"] -= math.log(ratio)
+        models = model_rows(diagnostics, x_test, fitted.y_scaler, data.y_scaler, split)
+        targets = compact(data.y_scaler.transform(data.y_test))
     result["diagnostics"] = {
         "auto_models": diagnostics.auto_models,
         "gap": diagnostics.gap,
@@ -187,12 +197,9 @@ def run_zonal(data: SplitData, split: int, budget: float) -> dict[str, Any]:
         "seconds": diagnostics.seconds,
         "overhead_seconds": diagnostics.overhead_seconds,
         "variants": variants,
+        "models": models,
+        "test_targets": targets,
     }
-    if not data.classify:  # what a stack of any weights predicts (``suite_rows.model_rows``)
-        result["diagnostics"]["models"] = model_rows(
-            diagnostics, x_test, fitted.y_scaler, data.y_scaler, split
-        )
-        result["diagnostics"]["test_targets"] = compact(data.y_scaler.transform(data.y_test))
     return result
 
 

@@ -88,6 +88,22 @@ def model_rows(
     return rows
 
 
+def classifier_rows(
+    diagnostics: FitDiagnostics, x_test: torch.Tensor, seed: int
+) -> dict[str, dict[str, list]]:
+    """Per classifier ``auto`` kept, what a mixture of any weights needs: its test class
+    ``probabilities`` [T][C] and its ``validation_log_density`` (log p of the true class) on the
+    rows ``auto`` scored it on."""
+    rows: dict[str, dict[str, list]] = {}
+    for name, probabilities in diagnostics.test_probabilities(x_test, seed).items():
+        rows[name] = {"probabilities": [compact(row) for row in probabilities.numpy()]}
+        if name in diagnostics.validation_log_density:
+            rows[name]["validation_log_density"] = compact(
+                diagnostics.validation_log_density[name].numpy()
+            )
+    return rows
+
+
 def _losses(unit: dict[str, Any]) -> np.ndarray | None:
     """The per-row losses whose mean the ratio compares: squared errors (regression) or
     -log p (classification); None when the unit has no rows."""
@@ -137,6 +153,7 @@ __all__ = [
     "BOOTSTRAP_DRAWS",
     "INTERVAL_LEVEL",
     "classification_rows",
+    "classifier_rows",
     "compact",
     "model_rows",
     "ratio_interval",

@@ -130,19 +130,57 @@ def test_the_suite_scores_variants_in_its_own_units(benchmark_module):
     assert rebuilt["tll"] == pytest.approx(tll, rel=1e-9)
 
 
-def test_classification_keeps_each_candidate_with_accuracy_and_tll():
+@pytest.fixture(scope="module")
+def classified():
     rng = np.random.default_rng(3)
     x = rng.standard_normal((150, 2))
     labels = (x[:, 0] + 0.3 * rng.standard_normal(150) > 0).astype(int)
     diagnostics = FitDiagnostics()
     fitted = fit_data(x, labels, feature_columns=["a", "b"], likelihood="bernoulli", seed=0,
                       diagnostics=diagnostics, **SMALL)  # fmt: skip
+    return x, labels, fitted, diagnostics
+
+
+def test_classification_keeps_each_candidate_with_accuracy_and_tll(classified):
+    x, labels, fitted, diagnostics = classified
     assert set(diagnostics.fits) == set(diagnostics.auto_models)  # no counterfactuals
     x_test = torch.from_numpy(fitted.x_scaler.transform(x[:30]))
     variants = diagnostics.test_scores(x_test, torch.from_numpy(labels[:30]))
     chosen = max(variants, key=lambda name: variants[name]["validation_log_likelihood"])
     assert fitted.spec["model"] == chosen
     assert all(0 <= v["accuracy"] <= 1 and v["tll"] <= 0 for v in variants.values())
+
+
+def test_a_classifiers_validation_densities_are_what_auto_scored(classified):
+    """Per row, log p(true class) whose mean is auto's own validation score of the candidate."""
+    _, _, fitted, diagnostics = classified
+    for name, density in diagnostics.validation_log_density.items():
+        assert density.shape == (len(diagnostics.scoring.y_valid),)
+        assert float(density.mean()) == pytest.approx(fitted.scores[name]["log_likelihood"])
+
+
+def test_classifier_records_rebuild_each_candidate_and_mixture(classified, benchmark_module,
+                                                               fit_rules):  # fmt: skip
+    """``suite_rows.classifier_rows`` keeps each classifier's test probabilities and validation
+    densities: a one-member mixture gives back that candidate's test accuracy and TLL; a mixture
+    of all of them has a TLL at least its weighted members' mean (log is concave), so at least
+    their lowest."""
+    suite_rows = benchmark_module("suite_rows")
+    x, labels, fitted, diagnostics = classified
+    x_test = torch.from_numpy(fitted.x_scaler.transform(x[:60]))
+    variants = diagnostics.test_scores(x_test, torch.from_numpy(labels[:60]))
+    models = suite_rows.classifier_rows(diagnostics, x_test, 0)
+    for name, scores in variants.items():
+        unit = {"diagnostics": {"auto_models": [name], "models": models,
+                                "test_targets": labels[:60].tolist()}}  # fmt: skip
+        accuracy, tll = fit_rules.mixture_scores(unit)
+        assert accuracy == pytest.approx(scores["accuracy"])
+        assert tll == pytest.approx(scores["tll"], rel=1e-4)
+    everything = {"diagnostics": {"auto_models": list(models), "models": models,
+                                  "test_targets": labels[:60].tolist()}}  # fmt: skip
+    for draws in (0, 10):
+        _, tll = fit_rules.mixture_scores(everything, draws)
+        assert tll >= min(variants[name]["tll"] for name in models) - 1e-4
 
 
 def test_a_named_model_has_no_rules_to_diagnose():

@@ -30,7 +30,7 @@ from typing import Any
 import torch
 
 from zonal.tabular.candidates import auto_uses_ard, start_options, train_candidates
-from zonal.tabular.metrics import class_probabilities, validation_score
+from zonal.tabular.metrics import class_probabilities
 from zonal.tabular.recipes import AUTO_REFINEMENT_SHARE, Fit
 from zonal.tabular.split import Split, validation_roles
 from zonal.tabular.stacking import condition_on_all_rows, validation_weights
@@ -161,11 +161,11 @@ class FitDiagnostics:
         self.seconds[name] = seconds
         if len(split.y_valid) == 0:
             return
-        if self.target.is_classification:
-            score = validation_score(fit.model, self.target, split.x_valid, split.y_valid)
-            self.validation_log_likelihood[name] = score
-            return
-        density = fit.model.log_predictive_density(split.x_valid, split.y_valid)  # [n_valid]
+        if self.target.is_classification:  # log p(y_i | x_i) of the true classes [n_valid]
+            probabilities = class_probabilities(fit.model, split.x_valid, self.target)
+            density = probabilities.gather(1, split.y_valid.long()[:, None]).squeeze(1).log()
+        else:
+            density = fit.model.log_predictive_density(split.x_valid, split.y_valid)  # [n_valid]
         self.validation_log_density[name] = density.detach()
         self.validation_log_likelihood[name] = float(density.mean())
 
@@ -184,10 +184,7 @@ class FitDiagnostics:
         names = list(self.fits)
         if self.target.is_classification:
             found: dict[str, dict[str, Any]] = {}
-            for name in names:
-                model = self.fits[name].model
-                _seed_draws(model, seed)
-                probabilities = class_probabilities(model, x_test, self.target, seed=seed)
+            for name, probabilities in self.test_probabilities(x_test, seed).items():
                 chosen = probabilities.gather(1, y_test.long()[:, None]).squeeze(1)  # [T]
                 found[name] = {
                     "accuracy": float((probabilities.argmax(-1) == y_test).double().mean()),
@@ -215,6 +212,18 @@ class FitDiagnostics:
             _seed_draws(fit.model, seed)
             moments[name] = fit.model.predict(x_test, include_noise=True)  # [T], [T]
         return moments
+
+    @torch.no_grad()
+    def test_probabilities(self, x_test: torch.Tensor, seed: int = 0) -> dict[str, torch.Tensor]:
+        """Per kept classifier, its class probabilities [T, C] at standardised inputs x_test
+        [T, D] (``class_probabilities`` with ``seed``; deep models' draws from it too): with
+        ``validation_log_density``, what any mixture of them predicts."""
+        assert self.target is not None
+        found = {}
+        for name, fit in self.fits.items():
+            _seed_draws(fit.model, seed)
+            found[name] = class_probabilities(fit.model, x_test, self.target, seed=seed)
+        return found
 
     def _stack_scores(
         self,
