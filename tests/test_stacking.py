@@ -193,9 +193,22 @@ def test_bootstrap_weights_keep_a_model_that_wins_some_of_few_rows():
         bootstrap_stacking_weights(log_densities, 0)
 
 
+def test_a_batch_of_row_weights_solves_each_problem_as_alone():
+    """Row weights [B, n]: each row of the batch gives the weights it gives alone (to the
+    convergence of both; the batch runs until every problem has converged)."""
+    log_densities = synthetic_log_densities()[:60]
+    batch = torch.rand(4, 60, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    exact = {"iterations": 100_000, "tolerance": 0.0}
+    together = stacking_weights(log_densities, row_weights=batch, **exact)  # [4, 3]
+    assert together.shape == (4, 3)
+    for weights, row in zip(together, batch, strict=True):
+        alone = stacking_weights(log_densities, row_weights=row, **exact)
+        np.testing.assert_allclose(weights.numpy(), alone.numpy(), atol=1e-9)
+
+
 def test_row_weights_are_checked():
     log_densities = synthetic_log_densities()[:10]
-    with pytest.raises(ValueError, match=r"row_weights must be \[n\] = \[10\], got \(9,\)"):
+    with pytest.raises(ValueError, match=r"\[n\] or \[B, n\] with n = 10, got \(9,\)"):
         stacking_weights(log_densities, row_weights=torch.ones(9))
     with pytest.raises(ValueError, match="finite and non-negative"):
         stacking_weights(log_densities, row_weights=-torch.ones(10))

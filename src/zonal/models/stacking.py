@@ -53,14 +53,13 @@ def stacking_weights(
     """The weights w [K] on the simplex maximising sum_i c_i log sum_k w_k exp(L_ik) for held-out
     log densities L [n, K] (row i, model k) and row weights c [n] (``row_weights``, non-negative,
     normalised to sum to 1; equal by default: the mean log density of the mixture). Row weights
-    of a Bayesian bootstrap (c ~ Dirichlet(1, ..., 1)) give the weights' uncertainty over the
-    held-out rows.
+    [B, n] give B such problems at once (weights [B, K]): ``bootstrap_stacking_weights``.
 
     EM from equal weights: responsibilities r_ik = w_k p_ik / sum_j w_j p_ij, then w_k = sum_i
     c_i r_ik; each step raises the (concave) objective, and the loop ends when it gains less than
-    ``tolerance``. A model whose density is -inf on some rows is not excluded by that alone; a
-    column that is not finite anywhere gets weight 0, and a row to which every model gives
-    density 0 says nothing about the weights and is left out.
+    ``tolerance`` (in every problem of a batch). A model whose density is -inf on some rows is
+    not excluded by that alone; a column that is not finite anywhere gets weight 0, and a row to
+    which every model gives density 0 says nothing about the weights and is left out.
     """
     if log_densities.dim() != 2 or log_densities.shape[0] == 0 or log_densities.shape[1] == 0:
         raise ValueError(
@@ -69,36 +68,39 @@ def stacking_weights(
     if torch.isnan(log_densities).any() or (log_densities == math.inf).any():
         raise ValueError("log_densities holds NaN or +inf: the models' densities are not valid")
     log_densities = log_densities.to(torch.float64)
+    count = len(log_densities)
     if row_weights is None:
-        row_weights = torch.ones(
-            len(log_densities), dtype=torch.float64, device=log_densities.device
-        )
+        row_weights = torch.ones(count, dtype=torch.float64, device=log_densities.device)
     row_weights = torch.as_tensor(row_weights, dtype=torch.float64, device=log_densities.device)
-    if row_weights.shape != log_densities.shape[:1]:
+    if row_weights.shape[-1:] != (count,) or row_weights.dim() > 2:
         raise ValueError(
-            f"row_weights must be [n] = [{len(log_densities)}], got {tuple(row_weights.shape)}"
+            f"row_weights must be [n] or [B, n] with n = {count}, got {tuple(row_weights.shape)}"
         )
     if not torch.isfinite(row_weights).all() or (row_weights < 0).any():
         raise ValueError("row_weights must be finite and non-negative")
+    batched = row_weights.dim() == 2
+    row_weights = row_weights.reshape(-1, count)  # [B, n]
     informative = torch.isfinite(log_densities).any(1)  # [n]
-    log_densities, row_weights = log_densities[informative], row_weights[informative]  # [n', K]
+    log_densities, row_weights = log_densities[informative], row_weights[:, informative]
     usable = torch.isfinite(log_densities).any(0)  # [K]
     if not usable.any():
         raise ValueError("every model gives zero density to every held-out row")
-    if not row_weights.sum() > 0:
+    totals = row_weights.sum(-1, keepdim=True)  # [B, 1]
+    if not (totals > 0).all():
         raise ValueError("row_weights give no weight to any row that a model gives density")
-    row_weights = (row_weights / row_weights.sum()).unsqueeze(-1)  # [n', 1]
-    weights = usable.to(log_densities) / usable.sum()  # [K]
-    previous = -math.inf
+    row_weights = (row_weights / totals).unsqueeze(-1)  # [B, n', 1]
+    weights = (usable.to(log_densities) / usable.sum()).expand(len(totals), -1)  # [B, K]
+    previous = torch.full((len(totals),), -math.inf, dtype=torch.float64, device=totals.device)
     for _ in range(iterations):
-        joint = log_densities + weights.log()  # [n, K], log w_k p_ik
-        mixture = torch.logsumexp(joint, dim=1, keepdim=True)  # [n, 1]
-        objective = float((row_weights * mixture).sum())
-        weights = (row_weights * torch.exp(joint - mixture)).sum(0)  # [K]
-        if objective - previous < tolerance:
+        joint = log_densities + weights.log().unsqueeze(1)  # [B, n', K], log w_k p_ik
+        mixture = torch.logsumexp(joint, dim=-1, keepdim=True)  # [B, n', 1]
+        objective = (row_weights * mixture).sum((1, 2))  # [B]
+        weights = (row_weights * torch.exp(joint - mixture)).sum(1)  # [B, K]
+        if float((objective - previous).max()) < tolerance:
             break
         previous = objective
-    return weights / weights.sum()
+    weights = weights / weights.sum(-1, keepdim=True)
+    return weights if batched else weights[0]
 
 
 def bootstrap_stacking_weights(
@@ -112,26 +114,24 @@ def bootstrap_stacking_weights(
     """The mean over ``draws`` Bayesian-bootstrap replicates of the stacking weights [K] of
     held-out log densities L [n, K]: each replicate weighs the rows by c ~ Dirichlet(1, ..., 1)
     (Rubin 1981; the row weights of Yao et al. 2018's pseudo-BMA+) and maximises sum_i c_i log
-    sum_k w_k p_ik (``stacking_weights``, with ``iterations`` and ``tolerance``). Where a few
-    rows decide the weights, the replicates disagree and their mean keeps some weight on every
-    model that wins some replicate; on many rows it tends to the plain weights. The draws come
-    from a generator seeded with ``seed`` (the same weights for the same rows)."""
+    sum_k w_k p_ik (``stacking_weights``, all replicates in one batch, with ``iterations`` and
+    ``tolerance``). Where a few rows decide the weights, the replicates disagree and their mean
+    keeps some weight on every model that wins some replicate; on many rows it tends to the
+    plain weights. The draws come from a generator seeded with ``seed`` (the same weights for
+    the same rows)."""
     if isinstance(draws, bool) or not isinstance(draws, int) or draws < 1:
         raise ValueError(f"draws must be a positive integer, got {draws!r}")
     generator = torch.Generator().manual_seed(seed)
     gamma = torch.empty(draws, len(log_densities), dtype=torch.float64).exponential_(
         generator=generator
-    )  # [B, n]: normalised, Dirichlet(1, ..., 1) rows
-    replicates = [
-        stacking_weights(
-            log_densities,
-            row_weights=row.to(log_densities.device),
-            iterations=iterations,
-            tolerance=tolerance,
-        )
-        for row in gamma
-    ]  # B x [K]
-    weights = torch.stack(replicates).mean(0)  # [K]
+    )  # [B, n]: each row, normalised, a Dirichlet(1, ..., 1) draw
+    replicates = stacking_weights(
+        log_densities,
+        row_weights=gamma.to(log_densities.device),
+        iterations=iterations,
+        tolerance=tolerance,
+    )  # [B, K]
+    weights = replicates.mean(0)  # [K]
     return weights / weights.sum()
 
 
