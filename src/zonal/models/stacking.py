@@ -88,14 +88,16 @@ def stacking_weights(
     totals = row_weights.sum(-1, keepdim=True)  # [B, 1]
     if not (totals > 0).all():
         raise ValueError("row_weights give no weight to any row that a model gives density")
-    row_weights = (row_weights / totals).unsqueeze(-1)  # [B, n', 1]
+    row_weights = row_weights / totals  # [B, n']
+    # densities scaled by each row's largest (at most 1, and 1 somewhere in the row): the EM
+    # step w_k <- w_k sum_i c_i p_ik / sum_j w_j p_ij is the same in these units
+    scaled = torch.exp(log_densities - log_densities.max(-1, keepdim=True).values)  # [n', K]
     weights = (usable.to(log_densities) / usable.sum()).expand(len(totals), -1)  # [B, K]
     previous = torch.full((len(totals),), -math.inf, dtype=torch.float64, device=totals.device)
     for _ in range(iterations):
-        joint = log_densities + weights.log().unsqueeze(1)  # [B, n', K], log w_k p_ik
-        mixture = torch.logsumexp(joint, dim=-1, keepdim=True)  # [B, n', 1]
-        objective = (row_weights * mixture).sum((1, 2))  # [B]
-        weights = (row_weights * torch.exp(joint - mixture)).sum(1)  # [B, K]
+        mixture = weights @ scaled.mT  # [B, n'], sum_k w_k p_ik (scaled)
+        objective = (row_weights * mixture.log()).sum(-1)  # [B], up to a constant
+        weights = weights * ((row_weights / mixture) @ scaled)  # [B, K]
         if float((objective - previous).max()) < tolerance:
             break
         previous = objective
