@@ -94,15 +94,20 @@ def mean_log_mixture_density(log_densities: torch.Tensor, weights) -> float:
     return float(torch.logsumexp(log_densities + log_weights, dim=1).mean())
 
 
-def scipy_stacking_weights(log_densities: torch.Tensor) -> np.ndarray:
-    """The maximiser of (1/n) sum_i log sum_k w_k exp(L_ik) over the simplex, by SLSQP."""
+def scipy_stacking_weights(
+    log_densities: torch.Tensor, row_weights: np.ndarray | None = None
+) -> np.ndarray:
+    """The maximiser of sum_i c_i log sum_k w_k exp(L_ik) over the simplex (c: ``row_weights``
+    normalised, equal by default), by SLSQP."""
     shifted = log_densities - log_densities.max(dim=1, keepdim=True).values
     densities = shifted.exp().numpy()  # [n, K], each row's largest entry 1
+    c = np.ones(len(densities)) if row_weights is None else np.asarray(row_weights, float)
+    c = c / c.sum()
 
     def negative_objective(weights: np.ndarray) -> tuple[float, np.ndarray]:
         mixture = densities @ weights  # [n]
-        gradient = -(densities / mixture[:, None]).mean(0)  # [K]
-        return -float(np.log(mixture).mean()), gradient
+        gradient = -(c[:, None] * densities / mixture[:, None]).sum(0)  # [K]
+        return -float(c @ np.log(mixture)), gradient
 
     num_models = densities.shape[1]
     result = minimize(
@@ -191,6 +196,17 @@ def test_bootstrap_weights_keep_a_model_that_wins_some_of_few_rows():
     np.testing.assert_allclose(bagged.numpy(), [0.6, 0.4], atol=4 * 0.2 / 2000**0.5)
     with pytest.raises(ValueError, match="draws must be a positive integer"):
         bootstrap_stacking_weights(log_densities, 0)
+
+
+def test_weighted_rows_give_scipys_weighted_optimum():
+    """Row weights drawn as a Bayesian bootstrap's (normalised exponentials) on 60 rows: the EM
+    maximiser is scipy's maximiser of the weighted objective."""
+    log_densities = synthetic_log_densities()[:60]
+    row_weights = np.random.default_rng(5).exponential(size=60)
+    expected = scipy_stacking_weights(log_densities, row_weights)
+    found = stacking_weights(log_densities, row_weights=torch.from_numpy(row_weights),
+                             iterations=100_000, tolerance=0.0)  # fmt: skip
+    np.testing.assert_allclose(found.numpy(), expected, atol=1e-6)
 
 
 def test_a_batch_of_row_weights_solves_each_problem_as_alone():
