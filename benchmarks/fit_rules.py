@@ -19,9 +19,10 @@ Rules checked:
 * **SGPR input scales when a deep model follows** (``auto_uses_ard``): off (current), on (the
   SGPR with ARD replaces it), or both (stacking weighs them).
 * **stacking against choosing** the candidate with the best validation log likelihood.
-* **stacking weights**: fitted to the scoring rows (``auto``), or the mean of their Bayesian
-  bootstrap replicates (``BOOTSTRAP_DRAWS``), which the few scoring rows of a small table pull
-  less far; no constant, so every table is out of sample (units with per-row records only).
+* **stacking weights**: fitted to the scoring rows as they are, or the mean of their Bayesian
+  bootstrap replicates (``STACKING_DRAWS``, ``auto``'s), which the few scoring rows of a small
+  table pull less far; no constant, so every table is out of sample (units with per-row records
+  only).
 
 Classification: ``auto`` chooses by validation log likelihood (no constant); the report says how
 often that choice is the test's best.
@@ -43,14 +44,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from zonal.models.stacking import bootstrap_stacking_weights, quantize_weights
 from zonal.tabular.diagnostics import REFINEMENT, SGPR_ARD
 from zonal.tabular.recipes.auto import AUTO_REFINEMENT_GAP
-from zonal.tabular.stacking import validation_weights
+from zonal.tabular.stacking import STACKING_DRAWS, validation_weights
 
 RESULTS = Path(__file__).resolve().parent / "results" / "fit_suite.json"
-#: Bayesian-bootstrap draws of the bagged stacking weights
-BOOTSTRAP_DRAWS = 200
 
 Unit = dict[str, Any]
 #: a rule's outcome on one unit: the set of models stacked
@@ -213,14 +211,17 @@ def regression_rules(units: list[Unit]) -> None:
     rows = leave_one_table_out(zonal, {"stack": lambda u: frozenset(u["diagnostics"]["auto_models"]),
                                        "choose": chosen}, "stack", svgp)  # fmt: skip
     print_rule("rule: stack the candidates, or choose the best by validation", rows, "stack")
-    weighting_rule(zonal, svgp, BOOTSTRAP_DRAWS)
+    weighting_rule(zonal, svgp, STACKING_DRAWS)
 
 
-def stack_mse(unit: Unit, members: frozenset[str], draws: int = 0, seed: int = 0) -> float:
-    """Test MSE of the stack of ``members`` rebuilt from the unit's per-row records
-    (``suite_rows.model_rows``): weights by ``validation_weights`` on the scoring rows (draws = 0,
-    ``auto``'s rule), or ``bootstrap_stacking_weights`` of ``draws`` replicates, rounded as
-    ``auto`` rounds."""
+def stack_scores(
+    unit: Unit, members: frozenset[str], draws: int = 0, seed: int = 0
+) -> tuple[float, float]:
+    """(test MSE, test TLL) of the stack of ``members`` rebuilt from the unit's per-row records
+    (the TLL of the Gaussian with the mixture's moments, as ``zonal fit`` scores a stack)
+    (``suite_rows.model_rows``): weights by ``validation_weights`` on the scoring rows as they
+    are (draws = 0) or the mean of ``draws`` Bayesian-bootstrap replicates of them (``auto``'s,
+    with ``STACKING_DRAWS`` and the fit's seed, the split)."""
     diagnostics = unit["diagnostics"]
     names = [name for name in diagnostics["auto_models"] if name in members] + sorted(
         members - set(diagnostics["auto_models"])
@@ -229,41 +230,47 @@ def stack_mse(unit: Unit, members: frozenset[str], draws: int = 0, seed: int = 0
     densities = torch.tensor(
         [models[n]["validation_log_density"] for n in names], dtype=torch.float64
     ).T  # [n, K]
-    weights = (
-        validation_weights(densities)
-        if draws == 0
-        else quantize_weights(bootstrap_stacking_weights(densities, draws, seed=seed))
-    )
+    weights = validation_weights(densities, draws=draws, seed=seed)
     assert weights is not None
     means = torch.tensor([models[n]["mean"] for n in names], dtype=torch.float64).T  # [T, K]
-    mixture = means @ weights  # [T]
+    variances = torch.tensor([models[n]["variance"] for n in names], dtype=torch.float64).T
+    mean = means @ weights  # [T]
+    variance = (variances + means.square()) @ weights - mean.square()  # [T]
     targets = torch.tensor(diagnostics["test_targets"], dtype=torch.float64)  # [T]
-    return float((mixture - targets).square().mean())
+    tll = -0.5 * (torch.log(2 * math.pi * variance) + (targets - mean).square() / variance)
+    return float((mean - targets).square().mean()), float(tll.mean())
 
 
 def weighting_rule(units: list[Unit], svgp: dict[str, float], draws: int) -> None:
-    """``auto``'s stacking weights (fitted to the scoring rows) against their Bayesian-bootstrap
-    mean (smoother where the scoring rows are few), on ``auto``'s own candidates; a rule with no
-    constant, so every table is out of sample. Units without per-row records are left out."""
+    """Stacking weights fitted to the scoring rows as they are ("plain", ``auto``'s until session
+    19) against their Bayesian-bootstrap mean ("bagged", ``auto``'s since), on ``auto``'s own
+    candidates; a rule with no constant, so every table is out of sample. Units without per-row
+    records are left out."""
     usable = [u for u in units if "models" in u["diagnostics"]]
     if not usable:
         print("\nrule: stacking weights: no units with per-row records (fit_suite.py's models)")
         return
-    found: dict[str, dict[str, list[float]]] = {}
+    found: dict[str, dict[str, list[tuple[float, float]]]] = {}
     for unit in usable:
         members = frozenset(unit["diagnostics"]["auto_models"])
         entry = found.setdefault(unit["table"], {"plain": [], "bagged": []})
-        entry["plain"].append(stack_mse(unit, members))
-        entry["bagged"].append(stack_mse(unit, members, draws, seed=unit["split"]))
+        entry["plain"].append(stack_scores(unit, members))
+        entry["bagged"].append(stack_scores(unit, members, draws, seed=unit["split"]))
     print(f"\nrule: stacking weights on the scoring rows, or their mean over {draws} Bayesian "
-          f"bootstrap draws\n{'table':<24}{'plain':>10}{'bagged':>10}")  # fmt: skip
+          f"bootstrap draws: test MSE / SVGP's and test TLL, means over splits\n"
+          f"{'table':<24}{'plain':>10}{'bagged':>10}{'plain TLL':>11}{'bagged TLL':>11}")  # fmt: skip
     ratios: dict[str, list[float]] = {"plain": [], "bagged": []}
+    tlls: dict[str, list[float]] = {"plain": [], "bagged": []}
     for table, entry in found.items():
         for key in ratios:
-            ratios[key].append(float(np.mean(entry[key])) / svgp[table])
-        print(f"{table:<24}{ratios['plain'][-1]:>10.3f}{ratios['bagged'][-1]:>10.3f}")
+            mse, tll = np.mean(entry[key], axis=0)
+            ratios[key].append(float(mse) / svgp[table])
+            tlls[key].append(float(tll))
+        print(f"{table:<24}{ratios['plain'][-1]:>10.3f}{ratios['bagged'][-1]:>10.3f}"
+              f"{tlls['plain'][-1]:>11.3f}{tlls['bagged'][-1]:>11.3f}")  # fmt: skip
     print(f"  geometric mean: plain {geometric_mean(ratios['plain']):.4f}, bagged "
-          f"{geometric_mean(ratios['bagged']):.4f} ({len(found)} tables)")  # fmt: skip
+          f"{geometric_mean(ratios['bagged']):.4f}; mean TLL: plain {np.mean(tlls['plain']):.4f}, "
+          f"bagged {np.mean(tlls['bagged']):.4f} ({len(found)} tables)")  # fmt: skip
 
 
 def classification_choice(units: list[Unit]) -> None:
@@ -286,7 +293,7 @@ def classification_choice(units: list[Unit]) -> None:
     print(f"  validation picked the test's best on {agree} of {len(zonal)} splits")
     mixtures = [u for u in zonal if "models" in u["diagnostics"]]
     if mixtures:
-        classifier_mixtures(mixtures, BOOTSTRAP_DRAWS)
+        classifier_mixtures(mixtures, STACKING_DRAWS)
 
 
 def mixture_scores(unit: Unit, draws: int = 0, seed: int = 0) -> tuple[float, float]:
@@ -300,11 +307,7 @@ def mixture_scores(unit: Unit, draws: int = 0, seed: int = 0) -> tuple[float, fl
     densities = torch.tensor(
         [models[n]["validation_log_density"] for n in names], dtype=torch.float64
     ).T  # [n, K]
-    weights = (
-        validation_weights(densities)
-        if draws == 0
-        else quantize_weights(bootstrap_stacking_weights(densities, draws, seed=seed))
-    )
+    weights = validation_weights(densities, draws=draws, seed=seed)
     assert weights is not None
     probabilities = torch.stack(
         [torch.tensor(models[n]["probabilities"], dtype=torch.float64) for n in names], -1

@@ -17,6 +17,7 @@ from zonal.tabular.fitting import fit_data
 from zonal.tabular.options import DEFAULT_VALIDATION_FRACTION
 from zonal.tabular.predict import predict_data
 from zonal.tabular.split import Split
+from zonal.tabular.stacking import STACKING_DRAWS
 from zonal.tabular.targets import REGRESSION
 
 SMALL = {"num_inducing": 16, "steps": 10}
@@ -199,9 +200,10 @@ def fit_rules(benchmark_module):
 
 def test_per_row_records_rebuild_every_stack(diagnosed, benchmark_module, fit_rules):
     """``suite_rows.model_rows`` keeps what a stack needs (test moments in the suite's units,
-    validation log densities): with auto's weights, ``fit_rules.stack_mse`` gives back each
-    variant's test MSE, in another unit of the target too (the suite's standardisation, here
-    twice the fit's scale and shifted); the Bayesian-bootstrap weights are a stack's too."""
+    validation log densities): with auto's weights (the bootstrap's, from the fit's seed),
+    ``fit_rules.stack_scores`` gives back each variant's test MSE and TLL, in another unit of the target
+    too (the suite's standardisation, here twice the fit's scale and shifted); the plain
+    weights give a stack's error too."""
     suite_rows = benchmark_module("suite_rows")
     _, _, fitted, diagnostics = diagnosed
     x_test, y_test = rows(80, 1)
@@ -214,12 +216,13 @@ def test_per_row_records_rebuild_every_stack(diagnosed, benchmark_module, fit_ru
             "test_targets": suite_rows.compact(suite_scaler.transform(y_test))}}  # fmt: skip
     for key, scores in variants.items():
         members = frozenset(key.split("+"))
-        expected = scores["mse"] / 4  # the suite's unit is twice the fit's
-        assert fit_rules.stack_mse(unit, members) == pytest.approx(expected, rel=1e-4), key
+        mse, tll = fit_rules.stack_scores(unit, members, STACKING_DRAWS, seed=0)  # auto's weights
+        assert mse == pytest.approx(scores["mse"] / 4, rel=1e-4), key  # the suite's unit: 2x
+        assert tll == pytest.approx(scores["tll"] + math.log(2), abs=1e-4), key  # densities 2x
     everything = frozenset(diagnostics.fits)
-    bagged = fit_rules.stack_mse(unit, everything, draws=20)
-    single = [fit_rules.stack_mse(unit, frozenset([name])) for name in everything]
-    assert min(single) * 0.5 < bagged < max(single) * 1.5  # a mixture's error, not a new model's
+    plain, _ = fit_rules.stack_scores(unit, everything, draws=0)
+    single = [fit_rules.stack_scores(unit, frozenset([name]))[0] for name in everything]
+    assert min(single) * 0.5 < plain < max(single) * 1.5  # a mixture's error, not a new model's
 
 
 def made_up_unit(table: str, gap: float, mse_without: float, mse_with: float) -> dict:

@@ -10,10 +10,14 @@ import numpy as np
 import pytest
 import torch
 
-from test_stacking import scipy_stacking_weights
 from zonal.cli import main
 from zonal.models import SVGP
-from zonal.models.stacking import WEIGHT_RESOLUTION, StackedModel
+from zonal.models.stacking import (
+    WEIGHT_RESOLUTION,
+    StackedModel,
+    bootstrap_stacking_weights,
+    quantize_weights,
+)
 from zonal.tabular import candidates, fitting, stacking
 from zonal.tabular.fitting import fit_data
 from zonal.tabular.model import STACKED
@@ -21,6 +25,7 @@ from zonal.tabular.predict import predict_data
 from zonal.tabular.recipes import AUTO_REFINEMENT_GAP, AUTO_REFINEMENT_SHARE, auto_refinement
 from zonal.tabular.saved import ModelFileError, load_model, save_model
 from zonal.tabular.split import Split
+from zonal.tabular.stacking import STACKING_DRAWS
 from zonal.tabular.tables import TableError
 from zonal.tabular.targets import REGRESSION
 
@@ -41,9 +46,7 @@ def fixed_weights(monkeypatch: pytest.MonkeyPatch, weights: list[float]) -> None
     """Make ``stack_fits`` use ``weights`` (for tests of what is done with a stack, not of how
     its weights are found)."""
     chosen = torch.tensor(weights, dtype=torch.float64)
-    monkeypatch.setattr(
-        stacking, "stacking_weights", lambda log_densities, row_weights=None: chosen
-    )
+    monkeypatch.setattr(stacking, "validation_weights", lambda log_densities, **options: chosen)
 
 
 def force_refinement(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -51,9 +54,13 @@ def force_refinement(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(fitting, "auto_refinement", lambda scores, likelihood: "svgp")
 
 
-def test_auto_stacks_its_regression_candidates_with_the_weights_that_maximise_the_validation_density(
+def test_auto_stacks_its_regression_candidates_with_bootstrap_weights_of_the_validation_density(
     monkeypatch,
 ):
+    """The weights are the mean over Bayesian-bootstrap replicates of the validation rows of the
+    weights maximising the mixture's validation density (each replicate's EM is checked against
+    scipy in test_stacking.py), rounded to multiples of 1/20; the stack's density is the
+    weighted mixture's."""
     recorded = {}
     stack_fits = fitting.stack_fits
 
@@ -77,13 +84,14 @@ def test_auto_stacks_its_regression_candidates_with_the_weights_that_maximise_th
     names = recorded["names"]
     assert names == ["sgpr", "adgp", "svgp"]
     log_densities = recorded["log_densities"]  # [n_valid, 3]
-    optimum = scipy_stacking_weights(log_densities)
+    bagged = bootstrap_stacking_weights(log_densities, STACKING_DRAWS, seed=0)  # fit's seed
     weights = np.array([fitted.scores[name]["weight"] for name in names])
-    # the weights are the optimum rounded to multiples of 1/20 (largest remainder: within 1/20)
+    # the mean rounded to multiples of 1/20 (largest remainder: within 1/20)
     np.testing.assert_allclose(weights * WEIGHT_RESOLUTION, np.round(weights * WEIGHT_RESOLUTION),
                                atol=1e-9)  # fmt: skip
     assert weights.sum() == pytest.approx(1.0, abs=1e-12)
-    assert np.abs(weights - optimum).max() <= 1.0 / WEIGHT_RESOLUTION + 1e-6
+    np.testing.assert_allclose(weights, quantize_weights(bagged).numpy(), atol=1e-12)
+    assert np.abs(weights - bagged.numpy()).max() <= 1.0 / WEIGHT_RESOLUTION + 1e-6
     if fitted.spec["model"] == STACKED:  # the mixture's density is the weighted one
         kept = [name for name in names if fitted.scores[name]["weight"] > 0]
         expected = torch.logsumexp(

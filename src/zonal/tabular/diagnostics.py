@@ -74,6 +74,8 @@ class FitDiagnostics:
     target: Target | None = None
     #: the split whose validation rows ``auto`` scored its fits on (``validation_roles``)
     scoring: Split | None = None
+    #: the fit's seed, which its stacking weights' bootstrap draws come from
+    seed: int = 0
 
     @property
     def refinement_possible(self) -> bool:
@@ -91,15 +93,17 @@ class FitDiagnostics:
         candidates: list[str],
         budget: float | None,
         time_left: float | None,
+        seed: int = 0,
     ) -> None:
         """Keep ``auto``'s trained models with their validation densities (before conditioning),
         forgetting any earlier fit's. ``candidates``: the recipes ``auto`` chose to train (some may
         have failed); ``time_left``: the budget's seconds left after them, when the refinement
-        would have started (None: no budget)."""
+        would have started (None: no budget); ``seed``: the fit's (its stacking weights')."""
         started = time.perf_counter()
         self.fits, self.seconds = {}, {}
         self.validation_log_density, self.validation_log_likelihood = {}, {}
         self.target, self.budget, self.candidates = target, budget, list(candidates)
+        self.seed = seed
         self.auto_models = list(fits)
         self.refinement_seconds = None
         if budget is not None and time_left is not None:
@@ -237,7 +241,7 @@ class FitDiagnostics:
             weights: torch.Tensor | None = torch.ones(1, dtype=torch.float64, device=y_test.device)
         elif self.validation_log_density:
             densities = torch.stack([self.validation_log_density[m] for m in members], 1)
-            weights = validation_weights(densities)  # [K] or None
+            weights = validation_weights(densities, seed=self.seed)  # [K] or None
         else:
             weights = None
         if weights is None:

@@ -21,7 +21,8 @@
    (the harmonic SVGP with ARD, within a fifth of the budget, where the SGPR's validation score
    is close to the activated DGP's). Regression candidates are then **stacked** (``stack_fits``,
    ``zonal.models.stacking``; Yao et al. 2018): the model is the mixture sum_k w_k p_k(y | x)
-   whose weights maximise the mean validation log density, which is one candidate when the
+   whose weights maximise the mean validation log density, averaged over Bayesian-bootstrap
+   replicates of the scoring rows (``STACKING_DRAWS``), which is one candidate when the
    weights pick one; its SGPR, exact GP and SVGP components then condition on the validation rows too
    (``condition_on_all_rows``: closed forms at the learned hyperparameters). Classification
    candidates are compared by validation log likelihood (by their training objective per row when
@@ -221,13 +222,13 @@ def fit_data(
     stackable = not target.is_classification and len(scoring.y_valid) > 0 and len(fits) > 1
     if model == "auto" and stackable and not interrupted:
         try:
-            fit, scores = stack_fits(fits, scores, scoring, fallback=chosen)
+            fit, scores = stack_fits(fits, scores, scoring, fallback=chosen, seed=seed)
             chosen = fit.spec["model"]
         except KeyboardInterrupt:  # while stacking: the chosen candidate is kept
             interrupted = True
     if diagnostics is not None and not interrupted:
         diagnostics.record(fits, scores, split, target, candidates=names, budget=budget,
-                           time_left=time_left)  # fmt: skip
+                           time_left=time_left, seed=seed)  # fmt: skip
         diagnostics.train_counterfactuals(split, seed, options)
     if not target.is_classification and len(valid_rows) and not interrupted:
         condition_on_all_rows(fit.model, split)  # a stack, or the one model chosen or named
