@@ -214,6 +214,19 @@ def regression_rules(units: list[Unit]) -> None:
     weighting_rule(zonal, svgp, STACKING_DRAWS)
 
 
+def recorded_weights(
+    models: dict[str, Any], names: list[str], draws: int, seed: int
+) -> torch.Tensor:
+    """The stacking weights [K] of the recorded models ``names`` from their validation log
+    densities (``validation_weights``: as they are with draws = 0, else bootstrap replicates)."""
+    densities = torch.tensor(
+        [models[n]["validation_log_density"] for n in names], dtype=torch.float64
+    ).T  # [n, K]
+    weights = validation_weights(densities, draws=draws, seed=seed)
+    assert weights is not None
+    return weights
+
+
 def stack_scores(
     unit: Unit, members: frozenset[str], draws: int = 0, seed: int = 0
 ) -> tuple[float, float]:
@@ -227,11 +240,7 @@ def stack_scores(
         members - set(diagnostics["auto_models"])
     )
     models = diagnostics["models"]
-    densities = torch.tensor(
-        [models[n]["validation_log_density"] for n in names], dtype=torch.float64
-    ).T  # [n, K]
-    weights = validation_weights(densities, draws=draws, seed=seed)
-    assert weights is not None
+    weights = recorded_weights(models, names, draws, seed)  # [K]
     means = torch.tensor([models[n]["mean"] for n in names], dtype=torch.float64).T  # [T, K]
     variances = torch.tensor([models[n]["variance"] for n in names], dtype=torch.float64).T
     mean = means @ weights  # [T]
@@ -304,11 +313,7 @@ def mixture_scores(unit: Unit, draws: int = 0, seed: int = 0) -> tuple[float, fl
     diagnostics = unit["diagnostics"]
     names = list(diagnostics["auto_models"])
     models = diagnostics["models"]
-    densities = torch.tensor(
-        [models[n]["validation_log_density"] for n in names], dtype=torch.float64
-    ).T  # [n, K]
-    weights = validation_weights(densities, draws=draws, seed=seed)
-    assert weights is not None
+    weights = recorded_weights(models, names, draws, seed)  # [K]
     probabilities = torch.stack(
         [torch.tensor(models[n]["probabilities"], dtype=torch.float64) for n in names], -1
     )  # [T, C, K]
