@@ -123,8 +123,9 @@ def bootstrap_stacking_weights(
     the same rows)."""
     if isinstance(draws, bool) or not isinstance(draws, int) or draws < 1:
         raise ValueError(f"draws must be a positive integer, got {draws!r}")
-    generator = torch.Generator().manual_seed(seed)
-    gamma = torch.empty(draws, len(log_densities), dtype=torch.float64).exponential_(
+    # drawn on the CPU from a seeded CPU generator (the same draws on every device), then moved
+    generator = torch.Generator(device="cpu").manual_seed(seed)
+    gamma = torch.empty(draws, len(log_densities), dtype=torch.float64, device="cpu").exponential_(
         generator=generator
     )  # [B, n]: each row, normalised, a Dirichlet(1, ..., 1) draw
     replicates = stacking_weights(
