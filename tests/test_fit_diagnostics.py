@@ -14,6 +14,7 @@ import torch
 from zonal.datasets import Standardizer
 from zonal.tabular.diagnostics import REFINEMENT, SGPR_ARD, FitDiagnostics
 from zonal.tabular.fitting import fit_data
+from zonal.tabular.model import STACKED
 from zonal.tabular.options import DEFAULT_VALIDATION_FRACTION
 from zonal.tabular.predict import predict_data
 from zonal.tabular.split import Split
@@ -147,8 +148,9 @@ def test_classification_keeps_each_candidate_with_accuracy_and_tll(classified):
     assert set(diagnostics.fits) == set(diagnostics.auto_models)  # no counterfactuals
     x_test = torch.from_numpy(fitted.x_scaler.transform(x[:30]))
     variants = diagnostics.test_scores(x_test, torch.from_numpy(labels[:30]))
-    chosen = max(variants, key=lambda name: variants[name]["validation_log_likelihood"])
-    assert fitted.spec["model"] == chosen
+    assert set(variants) == set(diagnostics.auto_models)
+    kept = [name for name in diagnostics.auto_models if fitted.scores[name]["weight"] > 0]
+    assert fitted.spec["model"] == (STACKED if len(kept) > 1 else kept[0])  # auto stacks them
     assert all(0 <= v["accuracy"] <= 1 and v["tll"] <= 0 for v in variants.values())
 
 

@@ -1,6 +1,6 @@
 """``zonal fit --model auto`` stacks its regression candidates (``zonal.tabular.stacking.stack_fits``): the
 weights maximise the validation log density of the mixture, the stacked model is saved, reloaded
-and predicted like any other, and classification still picks one candidate."""
+and predicted like any other (stacked classifiers: tests/test_stacked_classifiers.py)."""
 
 from __future__ import annotations
 
@@ -64,7 +64,7 @@ def test_auto_stacks_its_regression_candidates_with_bootstrap_weights_of_the_val
     recorded = {}
     stack_fits = fitting.stack_fits
 
-    def recording(fits, scores, split, **options):
+    def recording(fits, scores, split, target, **options):
         """Record the candidates' validation log densities and the stack's, before the stack's
         shallow components condition on the validation rows."""
         names = list(fits)
@@ -72,7 +72,7 @@ def test_auto_stacks_its_regression_candidates_with_bootstrap_weights_of_the_val
             [fits[name].model.log_predictive_density(split.x_valid, split.y_valid)
              for name in names], dim=1,
         )  # fmt: skip
-        fit, new_scores = stack_fits(fits, scores, split, **options)
+        fit, new_scores = stack_fits(fits, scores, split, target, **options)
         recorded.update(names=names, stacked=fit.model.log_predictive_density(split.x_valid,
                                                                               split.y_valid))  # fmt: skip
         return fit, new_scores
@@ -210,24 +210,12 @@ def test_a_candidate_whose_densities_are_nan_gets_weight_zero(rows, monkeypatch)
     assert "svgp" not in models
 
 
-def test_classification_picks_the_candidate_of_best_validation_likelihood_and_is_not_stacked():
-    rng = np.random.default_rng(1)
-    x = rng.standard_normal((120, 2))
-    labels = np.where(x[:, 0] + 0.3 * rng.standard_normal(120) > 0, "up", "down")
-    fitted = fit_data(x, labels, feature_columns=["a", "b"], **SMALL)
-    assert set(fitted.scores) == {"svgp-activated", "adgp"}
-    best = max(fitted.scores, key=lambda name: fitted.scores[name]["log_likelihood"])
-    assert fitted.spec["model"] == best
-    assert fitted.validation["log_likelihood"] == fitted.scores[best]["log_likelihood"]
-    assert all("weight" not in score for score in fitted.scores.values())
-
-
 @pytest.mark.parametrize(
     ("sgpr", "adgp", "likelihood", "expected"),
     [
         (-1.15, -1.12, "gaussian", "svgp"),  # white wine: shallow models compete
         (-0.34, -0.07, "gaussian", None),  # airfoil: the deep model is far ahead
-        (-1.15, -1.12, "bernoulli", None),  # classification is not stacked
+        (-1.15, -1.12, "bernoulli", None),  # no refinement for classification
         (float("nan"), -1.12, "gaussian", None),  # a candidate without a finite score
         (None, -1.12, "gaussian", None),  # the sgpr failed
     ],

@@ -1,4 +1,5 @@
-"""Stacking of predictive distributions: a weighted mixture of trained regression models.
+"""Stacking of predictive distributions: a weighted mixture of trained regression models, or of
+trained classifiers.
 
 Given K trained models with predictive densities p_k(y | x), stacking (Y. Yao, A. Vehtari, D.
 Simpson and A. Gelman, *Using Stacking to Average Bayesian Predictive Distributions*, Bayesian
@@ -19,7 +20,10 @@ mixture moments (mean sum_k w_k m_k, variance sum_k w_k (v_k + m_k^2) - mean^2),
 single-layer model, S Monte Carlo components for a deep one), each repeated in proportion to its
 weight. For that the weights are multiples of 1 / ``WEIGHT_RESOLUTION`` (``quantize_weights``),
 so the posterior and the closed forms agree exactly. Components are single-output models with
-Gaussian likelihoods, each keeping its own noise.
+Gaussian likelihoods, each keeping its own noise, or classifiers of one likelihood (Bernoulli or
+softmax) and one number of latent outputs: their mixture predicts the class probabilities
+sum_k w_k p_k(c | x) (``zonal.tabular.metrics.class_probabilities``), its latent posterior is the
+equally weighted mixture of theirs as above (multitask normals, interleaved).
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from collections.abc import Sequence
 from typing import Protocol, cast
 
 import torch
-from gpytorch.distributions import MultivariateNormal
+from gpytorch.distributions import MultitaskMultivariateNormal, MultivariateNormal
 from gpytorch.likelihoods import GaussianLikelihood
 from linear_operator.operators import DenseLinearOperator
 
@@ -173,12 +177,13 @@ def _num_samples(component: ZonalModel) -> int:
 
 
 class StackedModel(ZonalModel):
-    """The mixture sum_k w_k p_k(y | x) of trained single-output regression models (the module
-    docstring; weights from ``stacking_weights``).
+    """The mixture sum_k w_k p_k(y | x) of trained single-output regression models, or of trained
+    classifiers (the module docstring; weights from ``stacking_weights``).
 
     Args:
-        components: trained ``ZonalModel``s with one output and a Gaussian likelihood each, all
-            of the same input dimension, dtype and device.
+        components: trained ``ZonalModel``s, all of the same input dimension, dtype and device:
+            with one output and a Gaussian likelihood each, or classifiers with one likelihood
+            class (not Gaussian) and one number of outputs.
         weights: their weights (non-negative, normalised here and rounded to multiples of
             1 / ``WEIGHT_RESOLUTION``); components whose rounded weight is 0 still belong to the
             model but contribute nothing.
@@ -197,13 +202,12 @@ class StackedModel(ZonalModel):
         if len(weights) != len(components):
             raise ValueError(f"{len(components)} components but {len(weights)} weights")
         for index, component in enumerate(components):
-            if not isinstance(component, ZonalModel) or component.num_outputs != 1:
-                raise ValueError(f"component {index} must be a single-output ZonalModel")
-            if not isinstance(component.likelihood, GaussianLikelihood):
-                raise ValueError(
-                    f"component {index} has a {type(component.likelihood).__name__}: stacking "
-                    "mixes regression models with Gaussian likelihoods"
-                )
+            if not isinstance(component, ZonalModel):
+                raise ValueError(f"component {index} must be a ZonalModel")
+        self.is_classifier = not isinstance(components[0].likelihood, GaussianLikelihood)
+        for index, component in enumerate(components):
+            _check_component(index, component, components[0], self.is_classifier)
+        self._num_outputs = components[0].num_outputs
         input_dims = {getattr(component, "input_dim", None) for component in components}
         if len(input_dims) != 1:
             raise ValueError(f"the components take different input dimensions {input_dims}")
@@ -271,19 +275,23 @@ class StackedModel(ZonalModel):
         (or the given noise tensor), so ``posterior`` is the mixture's over y(X). The covariance
         stays a lazy operator: it is factorised (with GPyTorch's jitter) only when sampled."""
         parts = []
+        event = 2 if self.is_classifier and self.num_outputs > 1 else 1  # mean event: [q(, C)]
         for component, _, _, repeat in self._layout():
             distribution = component.posterior(X, observation_noise=observation_noise).distribution
-            mean = distribution.mean  # [*b, (S,) q]
-            covariance = distribution.lazy_covariance_matrix.to_dense()  # [*b, (S,) q, q]
+            mean = distribution.mean  # [*b, (S,) q(, C)]
+            covariance = _interleaved_covariance(distribution)  # [*b, (S,) qC, qC]
             if not component._is_ensemble:
-                mean, covariance = mean.unsqueeze(-2), covariance.unsqueeze(-3)
+                mean, covariance = mean.unsqueeze(-1 - event), covariance.unsqueeze(-3)
             parts.append((repeat, mean, covariance))
-        means = [mean.repeat_interleave(repeat, dim=-2)  # [*b, S_k r_k, q]
+        means = [mean.repeat_interleave(repeat, dim=-1 - event)  # [*b, S_k r_k, q(, C)]
                  for repeat, mean, _ in parts]  # fmt: skip
         covariances = [covariance.repeat_interleave(repeat, dim=-3)
                        for repeat, _, covariance in parts]  # fmt: skip
-        covariance = DenseLinearOperator(torch.cat(covariances, dim=-3))  # [*b, T, q, q]
-        return MultivariateNormal(torch.cat(means, dim=-2), covariance)
+        covariance = DenseLinearOperator(torch.cat(covariances, dim=-3))  # [*b, T, qC, qC]
+        mean = torch.cat(means, dim=-1 - event)  # [*b, T, q(, C)]
+        if event == 2:
+            return MultitaskMultivariateNormal(mean, covariance, interleaved=True)
+        return MultivariateNormal(mean, covariance)
 
     def _layout(self) -> list[tuple[ZonalModel, float, int, int]]:
         """(model k, w_k, S_k, r_k) for the components of positive weight, in the order of the mixture
@@ -337,16 +345,16 @@ class StackedModel(ZonalModel):
     def predict(
         self, X: torch.Tensor, include_noise: bool = False, *, chunk_size: int = PREDICTION_CHUNK
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Mixture moments [N]: mean sum_k w_k m_k, variance sum_k w_k (v_k + m_k^2) - mean^2."""
+        """Mixture moments [N] (a classifier's latent ones: [N, C] for C outputs): mean
+        sum_k w_k m_k, variance sum_k w_k (v_k + m_k^2) - mean^2."""
         X = self.check_inputs(X)
         if X.dim() != 2:
             raise ValueError(f"predict takes inputs [N, D], got {tuple(X.shape)}")
-        mean = X.new_zeros(len(X))  # [N]
-        second_moment = X.new_zeros(len(X))  # [N]
-        for weight, component in self._weighted():
+        mean = second_moment = torch.zeros((), dtype=X.dtype, device=X.device)
+        for weight, component in self.weighted_components():
             component_mean, variance = component.predict(X, include_noise, chunk_size=chunk_size)
-            mean += weight * component_mean
-            second_moment += weight * (variance + component_mean**2)
+            mean = mean + weight * component_mean  # [N(, C)]
+            second_moment = second_moment + weight * (variance + component_mean**2)
         return mean, (second_moment - mean**2).clamp(min=0)
 
     @torch.no_grad()
@@ -357,12 +365,53 @@ class StackedModel(ZonalModel):
         X = self.check_inputs(X)
         terms = [
             math.log(weight) + component.log_predictive_density(X, y, chunk_size=chunk_size)
-            for weight, component in self._weighted()
+            for weight, component in self.weighted_components()
         ]  # K' x [N]
         return torch.logsumexp(torch.stack(terms), dim=0)
 
-    def _weighted(self) -> list[tuple[float, ZonalModel]]:
+    def weighted_components(self) -> list[tuple[float, ZonalModel]]:
         """(weight, component) for the components of positive weight."""
         return [(float(weight), component)
                 for weight, component in zip(self.weights, self._models(), strict=True)
                 if weight > 0]  # fmt: skip
+
+
+def _check_component(
+    index: int, component: ZonalModel, first: ZonalModel, classifiers: bool
+) -> None:
+    """Raise a ValueError unless component ``index`` can join a mixture whose first component is
+    ``first``: a single-output Gaussian regression model (``classifiers`` False), or a classifier
+    of ``first``'s likelihood class and number of outputs."""
+    likelihood = type(component.likelihood).__name__
+    if not classifiers:
+        if not isinstance(component.likelihood, GaussianLikelihood):
+            raise ValueError(
+                f"component {index} has a {likelihood} but component 0 a Gaussian likelihood: "
+                "stacking mixes regression models or classifiers, not both"
+            )
+        if component.num_outputs != 1:
+            raise ValueError(f"component {index} must be a single-output ZonalModel")
+        return
+    if type(component.likelihood) is not type(first.likelihood):
+        raise ValueError(
+            f"component {index} has a {likelihood} but component 0 a "
+            f"{type(first.likelihood).__name__}: stacked classifiers share one likelihood"
+        )
+    if component.num_outputs != first.num_outputs:
+        raise ValueError(
+            f"component {index} has {component.num_outputs} latent outputs but component 0 "
+            f"{first.num_outputs}: stacked classifiers share their classes"
+        )
+
+
+def _interleaved_covariance(distribution: MultivariateNormal) -> torch.Tensor:
+    """The dense covariance of ``distribution``: [*b, q, q] for a normal, [*b, qC, qC] in the
+    interleaved order (point-major, then output) for a multitask normal over [q, C], whichever
+    order it stores."""
+    covariance = distribution.lazy_covariance_matrix.to_dense()
+    if not isinstance(distribution, MultitaskMultivariateNormal) or distribution._interleaved:
+        return covariance
+    q, outputs = distribution.mean.shape[-2:]
+    batch = covariance.shape[:-2]
+    blocks = covariance.reshape(*batch, outputs, q, outputs, q)  # [*b, C, q, C, q]
+    return blocks.permute(*range(len(batch)), -3, -4, -1, -2).reshape(*batch, q * outputs, -1)

@@ -30,7 +30,7 @@ from typing import Any
 import torch
 
 from zonal.tabular.candidates import auto_uses_ard, start_options, train_candidates
-from zonal.tabular.metrics import class_probabilities
+from zonal.tabular.metrics import class_probabilities, row_log_densities
 from zonal.tabular.recipes import AUTO_REFINEMENT_SHARE, Fit
 from zonal.tabular.split import Split, validation_roles
 from zonal.tabular.stacking import condition_on_all_rows, validation_weights
@@ -165,11 +165,7 @@ class FitDiagnostics:
         self.seconds[name] = seconds
         if len(split.y_valid) == 0:
             return
-        if self.target.is_classification:  # log p(y_i | x_i) of the true classes [n_valid]
-            probabilities = class_probabilities(fit.model, split.x_valid, self.target)
-            density = probabilities.gather(1, split.y_valid.long()[:, None]).squeeze(1).log()
-        else:
-            density = fit.model.log_predictive_density(split.x_valid, split.y_valid)  # [n_valid]
+        density = row_log_densities(fit.model, self.target, split.x_valid, split.y_valid)
         self.validation_log_density[name] = density.detach()
         self.validation_log_likelihood[name] = float(density.mean())
 

@@ -19,14 +19,15 @@
    fit takes at most a third of the budget), then for regression the refinement of
    ``zonal.tabular.recipes.auto_refinement``
    (the harmonic SVGP with ARD, within a fifth of the budget, where the SGPR's validation score
-   is close to the activated DGP's). Regression candidates are then **stacked** (``stack_fits``,
+   is close to the activated DGP's). The candidates are then **stacked** (``stack_fits``,
    ``zonal.models.stacking``; Yao et al. 2018): the model is the mixture sum_k w_k p_k(y | x)
-   whose weights maximise the mean validation log density, averaged over Bayesian-bootstrap
-   replicates of the scoring rows (``STACKING_DRAWS``), which is one candidate when the
-   weights pick one; its SGPR, exact GP and SVGP components then condition on the validation rows too
-   (``condition_on_all_rows``: closed forms at the learned hyperparameters). Classification
-   candidates are compared by validation log likelihood (by their training objective per row when
-   there is no validation split, as for regression). A named model trains alone. Under ``auto``
+   (for classifiers, of their class probabilities) whose weights maximise the mean validation
+   log density, averaged over Bayesian-bootstrap replicates of the scoring rows
+   (``STACKING_DRAWS``), which is one candidate when the weights pick one; for regression its
+   SGPR, exact GP and SVGP components then condition on the validation rows too
+   (``condition_on_all_rows``: closed forms at the learned hyperparameters). Without validation
+   rows the candidates are compared by their training objective per row. A named model trains
+   alone. Under ``auto``
    the SGPR, SVGP and activated DGP candidates learn one scale per input column (ARD,
    ``zonal.tabular.recipes.ARD_MODELS``), except the SGPR when a deep candidate follows it
    (``auto_uses_ard``: the scales would cost the deep model a third of the budget).
@@ -219,10 +220,10 @@ def fit_data(
     chosen = max(fits, key=lambda name: selection_key(scores[name]))
     fit = fits[chosen]
     scoring = validation_roles(split, model == "auto")[1]  # the rows that scored the fits
-    stackable = not target.is_classification and len(scoring.y_valid) > 0 and len(fits) > 1
+    stackable = len(scoring.y_valid) > 0 and len(fits) > 1
     if model == "auto" and stackable and not interrupted:
         try:
-            fit, scores = stack_fits(fits, scores, scoring, fallback=chosen, seed=seed)
+            fit, scores = stack_fits(fits, scores, scoring, target, fallback=chosen, seed=seed)
             chosen = fit.spec["model"]
         except KeyboardInterrupt:  # while stacking: the chosen candidate is kept
             interrupted = True

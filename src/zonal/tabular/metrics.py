@@ -9,7 +9,7 @@ import math
 import torch
 
 from zonal.datasets import Standardizer
-from zonal.models import ZonalModel
+from zonal.models import StackedModel, ZonalModel
 from zonal.tabular.targets import (
     Target,
 )
@@ -36,8 +36,15 @@ def class_probabilities(
     Monte Carlo draws f = mu + sigma eps, the same standard normal eps [draws, C] (from ``seed``)
     for every row, so that a row's probabilities do not depend on the other rows. Deep models
     average their mixture components (their inner-layer draws come from the model's
-    ``posterior_seed``).
+    ``posterior_seed``); a ``StackedModel`` of classifiers gives sum_k w_k p_k(class | x), each
+    component's probabilities from ``seed``.
     """
+    if isinstance(model, StackedModel):
+        weighted = [
+            weight * class_probabilities(component, x, target, seed=seed, draws=draws)
+            for weight, component in model.weighted_components()
+        ]  # K' x [N, C]
+        return torch.stack(weighted).sum(0)
     model.eval()
     x = model.check_inputs(x)
     generator = torch.Generator(device=x.device).manual_seed(seed)
@@ -61,21 +68,28 @@ def class_probabilities(
 
 
 @torch.no_grad()
+def row_log_densities(
+    model: ZonalModel, target: Target, x: torch.Tensor, y: torch.Tensor
+) -> torch.Tensor:
+    """log p(y_i | x_i) per row [N] (standardised units): of the true class under
+    ``class_probabilities`` for a classifier, the model's ``log_predictive_density`` otherwise."""
+    if target.is_classification:
+        return _log_probabilities(class_probabilities(model, x, target), y)
+    return model.log_predictive_density(x, y)
+
+
+@torch.no_grad()
 def validation_score(
     model: ZonalModel, target: Target, x_valid: torch.Tensor, y_valid: torch.Tensor
 ) -> float:
     """Mean log predictive density of the validation rows (standardised units): what early
     stopping and the model choice maximise."""
-    if target.is_classification:
-        probabilities = class_probabilities(model, x_valid, target)  # [N, C]
-        return _mean_log_probability(probabilities, y_valid)
-    return float(model.log_predictive_density(x_valid, y_valid).mean())
+    return float(row_log_densities(model, target, x_valid, y_valid).mean())
 
 
-def _mean_log_probability(probabilities: torch.Tensor, labels: torch.Tensor) -> float:
-    """mean_i log p_i(y_i) for probabilities [N, C] and class indices [N]."""
-    picked = probabilities.gather(-1, labels.long().unsqueeze(-1)).squeeze(-1)  # [N]
-    return float(torch.log(picked).mean())
+def _log_probabilities(probabilities: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """log p_i(y_i) [N] for probabilities [N, C] and class indices [N]."""
+    return probabilities.gather(-1, labels.long().unsqueeze(-1)).squeeze(-1).log()
 
 
 @torch.no_grad()
@@ -87,7 +101,7 @@ def validation_metrics(
     if target.is_classification:
         probabilities = class_probabilities(model, x_valid, target)  # [N, C]
         accuracy = (probabilities.argmax(-1) == y_valid).double().mean()
-        return {"log_likelihood": _mean_log_probability(probabilities, y_valid),
+        return {"log_likelihood": float(_log_probabilities(probabilities, y_valid).mean()),
                 "accuracy": float(accuracy)}  # fmt: skip
     mean, _ = model.predict(x_valid)
     return {

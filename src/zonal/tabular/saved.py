@@ -220,7 +220,7 @@ def _check_layout(path: Path, state: object) -> None:
 
 def _known_spec(spec: object) -> bool:
     """Whether ``spec`` names a recipe (or is a stacked mixture of such specs, with one weight
-    each) and an integer input dimension."""
+    each and its likelihood) and an integer input dimension."""
     if not isinstance(spec, dict) or not isinstance(spec.get("input_dim"), int):
         return False
     if spec.get("model") != STACKED:
@@ -233,6 +233,7 @@ def _known_spec(spec: object) -> bool:
         and all(isinstance(weight, float) for weight in weights)
         and all(_known_component(component) for component in components)
         and all(component["input_dim"] == spec["input_dim"] for component in components)
+        and all(component.get("likelihood") == spec.get("likelihood") for component in components)
     )
 
 

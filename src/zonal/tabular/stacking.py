@@ -1,4 +1,4 @@
-"""Stacking ``auto``'s regression candidates (``zonal.models.stacking``; Yao et al. 2018) and
+"""Stacking ``auto``'s candidates (``zonal.models.stacking``; Yao et al. 2018) and
 letting the chosen model condition on the validation rows too.
 """
 
@@ -18,37 +18,45 @@ from zonal.models.stacking import (
     quantize_weights,
     stacking_weights,
 )
+from zonal.tabular.metrics import row_log_densities, validation_metrics
 from zonal.tabular.model import STACKED
 from zonal.tabular.recipes import (
     OPTIMAL_Q_MAX_ENTRIES,
     Fit,
 )
 from zonal.tabular.split import Split
+from zonal.tabular.targets import Target
 
 
 def stack_fits(
     fits: dict[str, Any],
     scores: dict[str, dict[str, float]],
     split: Split,
+    target: Target,
     *,
     fallback: str,
     seed: int = 0,
 ) -> tuple[Any, dict[str, dict[str, float]]]:
-    """Stack the regression candidates ``fits`` (``zonal.models.stacking``): the weights on the
-    simplex that maximise the mean validation log density of the mixture, averaged over
-    ``STACKING_DRAWS`` Bayesian-bootstrap replicates of the validation rows (``seed``;
-    ``validation_weights``), rounded to multiples of 1 / ``WEIGHT_RESOLUTION``. Returns (the
-    fit, the scores with each candidate's ``weight``): the single candidate when the weights
-    pick one, else a ``StackedModel`` of the candidates of positive weight (spec ``{"model":
-    "stacked", "components": [specs], "weights": [w]}``; its objective is the weighted mean of
-    theirs, a summary, not a bound for the mixture) with a ``stacked`` entry in the scores (its
-    validation metrics are optimistic: the weights were fitted to those rows). A candidate with
-    a NaN density on any row is broken and gets weight 0; when no candidate gives any row a
-    positive density the ``fallback`` candidate is returned as it is."""
+    """Stack the candidates ``fits`` (regression models, or classifiers;
+    ``zonal.models.stacking``): the weights on the simplex that maximise the mean validation log
+    density of the mixture (of the true classes' probabilities for classifiers,
+    ``row_log_densities``), averaged over ``STACKING_DRAWS`` Bayesian-bootstrap replicates of the
+    validation rows (``seed``; ``validation_weights``), rounded to multiples of 1 /
+    ``WEIGHT_RESOLUTION``. Returns (the fit, the scores with each candidate's ``weight``): the
+    single candidate when the weights pick one, else a ``StackedModel`` of the candidates of
+    positive weight (spec ``{"model": "stacked", "components": [specs], "weights": [w]}``; its
+    objective is the weighted mean of theirs, a summary, not a bound for the mixture) with a
+    ``stacked`` entry in the scores (its validation metrics are optimistic: the weights were
+    fitted to those rows). A candidate with a NaN density on any row is broken and gets weight 0;
+    when no candidate gives any row a positive density the ``fallback`` candidate is returned as
+    it is."""
     started = time.perf_counter()
     names = list(fits)
     log_densities = torch.stack(
-        [fits[name].model.log_predictive_density(split.x_valid, split.y_valid) for name in names],
+        [
+            row_log_densities(fits[name].model, target, split.x_valid, split.y_valid)
+            for name in names
+        ],
         dim=1,
     )  # [n_valid, K]
     found = validation_weights(log_densities, seed=seed)
@@ -62,23 +70,18 @@ def stack_fits(
     spec = {
         "model": STACKED,
         "input_dim": fits[kept[0]].spec["input_dim"],
-        "likelihood": "gaussian",
-        "num_classes": 0,
+        "likelihood": target.likelihood,
+        "num_classes": len(target.classes),
         "components": [dict(fits[name].spec) for name in kept],
         "weights": [weights[name] for name in kept],
     }
     model = StackedModel([fits[name].model for name in kept], spec["weights"])
     objective = sum(weights[name] * fits[name].objective for name in kept)
     candidates = {kernel: bound for name in kept for kernel, bound in fits[name].candidates.items()}
-    columns = [names.index(name) for name in kept]
-    log_weights = log_densities.new_tensor(spec["weights"]).log()  # [K']
-    mixture = torch.logsumexp(log_densities[:, columns] + log_weights, dim=1)  # [n_valid]
-    mean, _ = model.predict(split.x_valid)
     score = {
         "seconds": time.perf_counter() - started,
         "objective": objective,
-        "log_likelihood": float(mixture.mean()),
-        "mse": float(torch.mean((mean - split.y_valid) ** 2)),
+        **validation_metrics(model, target, split.x_valid, split.y_valid),
     }
     return Fit(model, spec, objective, candidates), {**scores, STACKED: score}
 

@@ -35,8 +35,8 @@ def auto_candidates(
     ``harmonic_layout``), else ``svgp-activated`` (128 features: steps cost O(M^3) for 128, not
     512); ``auto_refinement`` may add one more, and ``zonal.tabular.fitting`` stacks them (weights that
     maximise the validation log density, ``zonal.models.stacking``). Classification (no SGPR):
-    ``svgp-activated`` (C latent GPs), then ``adgp`` for N up to ``AUTO_DEEP_MAX_ROWS``; the
-    validation log likelihood picks one.
+    ``svgp-activated`` (C latent GPs), then ``adgp`` for N up to ``AUTO_DEEP_MAX_ROWS``,
+    stacked the same way (a mixture of their class probabilities).
     """
     deep = ["adgp"] if num_rows <= AUTO_DEEP_MAX_ROWS else []
     if likelihood != "gaussian":
