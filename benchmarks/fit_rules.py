@@ -335,7 +335,9 @@ def classifier_mixtures(units: list[Unit], draws: int) -> None:
     found: dict[str, dict[str, list[tuple[float, float]]]] = {}
     for unit in units:
         entry = found.setdefault(unit["table"], {"chosen": [], "stacked": [], "bagged": []})
-        entry["chosen"].append((unit["accuracy"], unit["tll"]))
+        variants = unit["diagnostics"]["variants"]  # one model chosen: auto's rule before 20
+        picked = max(variants, key=lambda name: variants[name]["validation_log_likelihood"])
+        entry["chosen"].append((variants[picked]["accuracy"], variants[picked]["tll"]))
         entry["stacked"].append(mixture_scores(unit))
         entry["bagged"].append(mixture_scores(unit, draws, seed=unit["split"]))
     totals: dict[str, list[float]] = {"chosen": [], "stacked": [], "bagged": []}
