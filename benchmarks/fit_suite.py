@@ -176,19 +176,21 @@ def run_zonal(data: SplitData, split: int, budget: float) -> dict[str, Any]:
         result["probabilities"] = probabilities
         index = {float(label): code for code, label in enumerate(fitted.target.classes)}
         codes = torch.tensor([index[float(label)] for label in data.y_test])
-        variants = diagnostics.test_scores(x_test, codes, seed=split)
+        probabilities_of = diagnostics.test_probabilities(x_test, split)
+        variants = diagnostics.test_scores(x_test, codes, seed=split, predictions=probabilities_of)
         # what a mixture of any weights predicts (``suite_rows``)
-        models, targets = classifier_rows(diagnostics, x_test, split), codes.tolist()
+        models, targets = classifier_rows(diagnostics, probabilities_of), codes.tolist()
     else:
         result["mean"] = data.y_scaler.transform(predictions["mean"])
         result["variance"] = predictions["variance"] / float(data.y_scaler.std) ** 2
         y_test = torch.from_numpy(fitted.y_scaler.transform(data.y_test))
-        variants = diagnostics.test_scores(x_test, y_test, seed=split)
+        moments = diagnostics.test_moments(x_test, split)
+        variants = diagnostics.test_scores(x_test, y_test, seed=split, predictions=moments)
         ratio = float(fitted.y_scaler.std) / float(data.y_scaler.std)  # fit's units -> suite's
         for scores in variants.values():
             scores["mse"] *= ratio**2
             scores["tll"] -= math.log(ratio)
-        models = model_rows(diagnostics, x_test, fitted.y_scaler, data.y_scaler, split)
+        models = model_rows(diagnostics, moments, fitted.y_scaler, data.y_scaler)
         targets = compact(data.y_scaler.transform(data.y_test))
     result["diagnostics"] = {
         "auto_models": diagnostics.auto_models,

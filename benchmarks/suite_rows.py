@@ -64,18 +64,17 @@ def classification_rows(probabilities: np.ndarray, labels: np.ndarray) -> dict:
 
 def model_rows(
     diagnostics: FitDiagnostics,
-    x_test: torch.Tensor,
+    moments: dict[str, tuple[torch.Tensor, torch.Tensor]],
     fit_scaler: Standardizer,
     suite_scaler: Standardizer,
-    seed: int,
 ) -> dict[str, dict[str, list[float]]]:
     """Per model ``auto`` kept (regression), the per-row figures a stack of any weights needs:
-    its test predictive ``mean`` and ``variance`` (in the suite's units) and its
-    ``validation_log_density`` on the rows ``auto`` scored it on (the fit's units: a shift
-    shared by every model, which no stacking weight depends on)."""
+    its test predictive ``mean`` and ``variance`` (``moments``, the diagnostics' ``test_moments``,
+    put in the suite's units) and its ``validation_log_density`` on the rows ``auto`` scored it
+    on (the fit's units: a shift shared by every model, which no stacking weight depends on)."""
     scale = float(fit_scaler.std) / float(suite_scaler.std)
     rows: dict[str, dict[str, list[float]]] = {}
-    for name, (mean, variance) in diagnostics.test_moments(x_test, seed).items():
+    for name, (mean, variance) in moments.items():
         raw = fit_scaler.inverse_transform(mean.numpy())  # [T], the target's units
         rows[name] = {
             "mean": compact(suite_scaler.transform(raw)),
@@ -89,13 +88,13 @@ def model_rows(
 
 
 def classifier_rows(
-    diagnostics: FitDiagnostics, x_test: torch.Tensor, seed: int
+    diagnostics: FitDiagnostics, probabilities_of: dict[str, torch.Tensor]
 ) -> dict[str, dict[str, list]]:
     """Per classifier ``auto`` kept, what a mixture of any weights needs: its test class
-    ``probabilities`` [T][C] and its ``validation_log_density`` (log p of the true class) on the
-    rows ``auto`` scored it on."""
+    ``probabilities`` [T][C] (``probabilities_of``, the diagnostics' ``test_probabilities``) and
+    its ``validation_log_density`` (log p of the true class) on the rows ``auto`` scored it on."""
     rows: dict[str, dict[str, list]] = {}
-    for name, probabilities in diagnostics.test_probabilities(x_test, seed).items():
+    for name, probabilities in probabilities_of.items():
         rows[name] = {"probabilities": [compact(row) for row in probabilities.numpy()]}
         if name in diagnostics.validation_log_density:
             rows[name]["validation_log_density"] = compact(

@@ -171,8 +171,12 @@ def test_classifier_records_rebuild_each_candidate_and_mixture(classified, bench
     suite_rows = benchmark_module("suite_rows")
     x, labels, fitted, diagnostics = classified
     x_test = torch.from_numpy(fitted.x_scaler.transform(x[:60]))
+    probabilities_of = diagnostics.test_probabilities(x_test)
     variants = diagnostics.test_scores(x_test, torch.from_numpy(labels[:60]))
-    models = suite_rows.classifier_rows(diagnostics, x_test, 0)
+    assert variants == diagnostics.test_scores(
+        x_test, torch.from_numpy(labels[:60]), predictions=probabilities_of
+    )
+    models = suite_rows.classifier_rows(diagnostics, probabilities_of)
     for name, scores in variants.items():
         unit = {"diagnostics": {"auto_models": [name], "models": models,
                                 "test_targets": labels[:60].tolist()}}  # fmt: skip
@@ -210,10 +214,13 @@ def test_per_row_records_rebuild_every_stack(diagnosed, benchmark_module, fit_ru
     _, _, fitted, diagnostics = diagnosed
     x_test, y_test = rows(80, 1)
     x = torch.from_numpy(fitted.x_scaler.transform(x_test))
-    variants = diagnostics.test_scores(x, torch.from_numpy(fitted.y_scaler.transform(y_test)))
+    targets = torch.from_numpy(fitted.y_scaler.transform(y_test))
+    variants = diagnostics.test_scores(x, targets)
+    assert variants == diagnostics.test_scores(x, targets, predictions=diagnostics.test_moments(x))
     suite_scaler = Standardizer(mean=np.float64(fitted.y_scaler.mean + 0.3),
                                 std=np.float64(2 * fitted.y_scaler.std))  # fmt: skip
-    models = suite_rows.model_rows(diagnostics, x, fitted.y_scaler, suite_scaler, 0)
+    moments = diagnostics.test_moments(x)
+    models = suite_rows.model_rows(diagnostics, moments, fitted.y_scaler, suite_scaler)
     unit = {"split": 0, "diagnostics": {"auto_models": diagnostics.auto_models, "models": models,
             "test_targets": suite_rows.compact(suite_scaler.transform(y_test))}}  # fmt: skip
     for key, scores in variants.items():

@@ -171,7 +171,12 @@ class FitDiagnostics:
 
     @torch.no_grad()
     def test_scores(
-        self, x_test: torch.Tensor, y_test: torch.Tensor, seed: int = 0
+        self,
+        x_test: torch.Tensor,
+        y_test: torch.Tensor,
+        seed: int = 0,
+        *,
+        predictions: dict[str, Any] | None = None,
     ) -> dict[str, dict[str, Any]]:
         """Test scores on standardised inputs x_test [T, D] and targets y_test [T] (standardised
         values, or indices into ``target.classes``). Regression: of every kept model and every
@@ -179,12 +184,15 @@ class FitDiagnostics:
         TLL that of the Gaussian with the predictive moments (as ``zonal fit`` scores a stack).
         Classification: of every model, ``{"accuracy", "tll"}``. Every entry also carries its
         ``validation_log_likelihood`` (a stack's: of its mixture, on the rows its weights were
-        fitted to)."""
+        fitted to). ``predictions``: ``test_probabilities`` or ``test_moments`` of the same
+        x_test and seed, when the caller has them (they are not computed again)."""
         assert self.target is not None
         names = list(self.fits)
         if self.target.is_classification:
             found: dict[str, dict[str, Any]] = {}
-            for name, probabilities in self.test_probabilities(x_test, seed).items():
+            if predictions is None:
+                predictions = self.test_probabilities(x_test, seed)
+            for name, probabilities in predictions.items():
                 chosen = probabilities.gather(1, y_test.long()[:, None]).squeeze(1)  # [T]
                 found[name] = {
                     "accuracy": float((probabilities.argmax(-1) == y_test).double().mean()),
@@ -192,7 +200,7 @@ class FitDiagnostics:
                     "validation_log_likelihood": self.validation_log_likelihood.get(name, math.nan),
                 }
             return found
-        moments = self.test_moments(x_test, seed)
+        moments = self.test_moments(x_test, seed) if predictions is None else predictions
         found = {}
         for size in range(1, len(names) + 1):
             for members in itertools.combinations(names, size):
