@@ -19,7 +19,7 @@ from zonal.tabular.targets import (
     Target,
 )
 
-#: the model name of a stacked mixture of ``auto``'s regression candidates (``stack_fits``)
+#: the model name of a stacked mixture of ``auto``'s candidates (``stack_fits``)
 STACKED = "stacked"
 
 

@@ -144,7 +144,7 @@ class _ZonalEstimator(BaseEstimator):
     @property
     def model_(self) -> str:
         """The recipe that was fitted (the choice of ``model="auto"``; ``"stacked"`` for a mixture
-        of its regression candidates, ``zonal.tabular.stacking.stack_fits``)."""
+        of its candidates, ``zonal.tabular.stacking.stack_fits``)."""
         check_is_fitted(self, "fitted_")
         return str(self.fitted_.spec["model"])
 
