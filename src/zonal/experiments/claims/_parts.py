@@ -99,12 +99,15 @@ CDKM_NOTES = (
     "collapsed seed); at 2 epochs the schemes differ by more than the seed's spread. The "
     "rescalings lie within 0.8 points of each other (95.7-96.5; seed: 99.03-99.20), and more "
     "inducing points help (4/8/16: 95.44, 8/16/32: 96.29), as in the seed's table 2. "
-    "The ten-epoch ablation below (declared in session 19, before it ran) is in flight: its "
-    "first configuration (the NNGP limit, seed 0; 252 s per epoch on one core, float32) reached "
-    "90.02% (test log likelihood -0.388) against the 2-epoch protocol's 85.47 +- 0.57, its "
-    "epoch objectives -1.06, -0.90, -0.90, -0.76 at the first rate, -0.67, -0.75, -0.75, -0.74 "
-    "at a tenth of it, -0.65, -0.65 at a hundredth: flat within each rate and rising at each "
-    "drop, so the 2-epoch figures are short of convergence by about 5 points for the NNGP."
+    "The ten-epoch ablation below (declared in session 19, before it ran) is in flight (2 of "
+    "its 6 configurations by session 20, 190-252 s per epoch on one core, float32): the NNGP "
+    "limit reached 90.02% with seed 0 and 84.64% with seed 1 (test log likelihood -0.388, "
+    "-0.556) against the 2-epoch protocol's 85.47 +- 0.57. Seed 0's epoch objectives are "
+    "-1.06, -0.90, -0.90, -0.76 at the first rate, -0.67, -0.75, -0.75, -0.74 at a tenth of "
+    "it, -0.65, -0.65 at a hundredth (flat within each rate, rising at each drop); seed 1's "
+    "-1.00, -0.97, -0.96, -0.82, then -0.73, -0.87, -0.84, -0.77, then -0.94, -0.86, which "
+    "neither flatten nor rise. Two seeds leave open whether more epochs lift the NNGP; nu = 1 "
+    "is still to run."
 )
 
 
