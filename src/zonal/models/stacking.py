@@ -204,9 +204,9 @@ class StackedModel(ZonalModel):
         for index, component in enumerate(components):
             if not isinstance(component, ZonalModel):
                 raise ValueError(f"component {index} must be a ZonalModel")
-        self.is_classifier = not isinstance(components[0].likelihood, GaussianLikelihood)
+        classifiers = not isinstance(components[0].likelihood, GaussianLikelihood)
         for index, component in enumerate(components):
-            _check_component(index, component, components[0], self.is_classifier)
+            _check_component(index, component, components[0], classifiers)
         self._num_outputs = components[0].num_outputs
         input_dims = {getattr(component, "input_dim", None) for component in components}
         if len(input_dims) != 1:
@@ -220,6 +220,11 @@ class StackedModel(ZonalModel):
         reference = next(components[0].parameters())
         quantized = quantize_weights(weights).to(device=reference.device, dtype=reference.dtype)
         self.register_buffer("weights", quantized)  # [K], multiples of 1 / WEIGHT_RESOLUTION
+
+    @property
+    def is_classifier(self) -> bool:
+        """Whether the components are classifiers (their likelihood is not Gaussian)."""
+        return not isinstance(self._models()[0].likelihood, GaussianLikelihood)
 
     # ------------------------------------------------------------------ deep components' draws
     @property
