@@ -86,12 +86,9 @@ from zonal._files import write_json_atomic
 from zonal.datasets import Standardizer, load_dataset, train_test_split
 from zonal.experiments._baselines import InducingPointSVGP
 from zonal.experiments.seed002_common import continuous_depth_kernel, harmonic_features
-from zonal.experiments.vish_flights import plateau_callback
 from zonal.geometry import SphereEmbedding
 from zonal.models import SGPR, SVGP
 from zonal.models.training import adam_on_minibatches, fit_svgp
-from zonal.tabular.recipes import gaussian_likelihood
-from zonal.tabular.recipes.sgpr import ARD_ITERATIONS, ARD_SUBSAMPLE
 
 FREQUENCIES = 5  # complete harmonics of degrees 0..4: 660 features in d = 9
 ARD_SEED = 3  # the subsample of --input-scales
@@ -180,6 +177,8 @@ def run_sgpr(
     start = time.process_time()
     scales = 0.0
     if ard_data is not None:
+        from zonal.tabular.recipes.sgpr import ARD_ITERATIONS, ARD_SUBSAMPLE  # see in_older_zonal
+
         model.fit_input_scales(
             *ard_data, subsample_size=ARD_SUBSAMPLE, max_iter=ARD_ITERATIONS, seed=ARD_SEED
         )
@@ -223,6 +222,8 @@ def run_svgp(
     ``target``), by the vish-flights experiment's rule (``plateau_callback``): the time at which
     it first reached ``target`` (else the time it stopped), its best RMSE and the time it first
     reached that, and the history (seconds, RMSE, step)."""
+    from zonal.experiments.vish_flights import plateau_callback  # see in_older_zonal
+
     history: list[tuple[float, float, int]] = []  # (seconds, rmse, step)
     stopped: list[str] = []
     rule = {
@@ -291,6 +292,8 @@ def print_row(size: int, name: str, result: dict, sgpr: dict) -> float:
 # ------------------------------------------------------------------------------- flights
 def run_flights(args: argparse.Namespace) -> list[dict]:
     """The SGPR and both SVGPs at each N on flights, all in memory."""
+    from zonal.tabular.recipes import gaussian_likelihood  # see in_older_zonal
+
     data = load_dataset("flights")
     train, test = train_test_split(data.num_points, 0.2, seed=0)
     if args.test_rows:
@@ -460,6 +463,8 @@ def synthetic_svgp(
     paths: Paths, num_train: int, name: str, target: float, args: argparse.Namespace
 ) -> dict:
     """One SVGP trained on minibatches read from the files (run in a fresh process)."""
+    from zonal.tabular.recipes import gaussian_likelihood  # see in_older_zonal
+
     torch.manual_seed(0)
     x_test, y_test = synthetic_test_set(paths, num_train, args.test_rows)
     if name == "zonal SVGP":
@@ -507,7 +512,9 @@ def in_fresh_process(function: Callable[..., dict], *arguments, **keywords) -> d
 def in_older_zonal(source: Path, function: Callable[..., dict], *arguments, **keywords) -> dict:
     """``function(*arguments, **keywords)`` (a function of this script) in a new Python process
     that imports zonal from the ``src`` folder ``source`` (first on ``sys.path``; a spawned
-    multiprocessing child would inherit this process's ``sys.path`` and import this zonal)."""
+    multiprocessing child would inherit this process's ``sys.path`` and import this zonal). That
+    process imports this script, so its top-level imports are only modules an older zonal has
+    (the SGPR's pass); what the SVGPs and input scales need is imported where it is used."""
     driver = (
         "import pickle, sys\n"
         f"sys.path[:0] = [{str(source)!r}, {str(Path(__file__).resolve().parent)!r}]\n"
