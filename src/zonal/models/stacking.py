@@ -204,9 +204,8 @@ class StackedModel(ZonalModel):
         for index, component in enumerate(components):
             if not isinstance(component, ZonalModel):
                 raise ValueError(f"component {index} must be a ZonalModel")
-        classifiers = not isinstance(components[0].likelihood, GaussianLikelihood)
         for index, component in enumerate(components):
-            _check_component(index, component, components[0], classifiers)
+            _check_component(index, component, components[0])
         self._num_outputs = components[0].num_outputs
         input_dims = {getattr(component, "input_dim", None) for component in components}
         if len(input_dims) != 1:
@@ -224,7 +223,7 @@ class StackedModel(ZonalModel):
     @property
     def is_classifier(self) -> bool:
         """Whether the components are classifiers (their likelihood is not Gaussian)."""
-        return not isinstance(self._models()[0].likelihood, GaussianLikelihood)
+        return _is_classifier(self._models()[0])
 
     # ------------------------------------------------------------------ deep components' draws
     @property
@@ -381,14 +380,17 @@ class StackedModel(ZonalModel):
                 if weight > 0]  # fmt: skip
 
 
-def _check_component(
-    index: int, component: ZonalModel, first: ZonalModel, classifiers: bool
-) -> None:
+def _is_classifier(model: ZonalModel) -> bool:
+    """Whether ``model`` classifies (its likelihood is not Gaussian)."""
+    return not isinstance(model.likelihood, GaussianLikelihood)
+
+
+def _check_component(index: int, component: ZonalModel, first: ZonalModel) -> None:
     """Raise a ValueError unless component ``index`` can join a mixture whose first component is
-    ``first``: a single-output Gaussian regression model (``classifiers`` False), or a classifier
+    ``first``: a single-output Gaussian regression model (when ``first`` is one), or a classifier
     of ``first``'s likelihood class and number of outputs."""
     likelihood = type(component.likelihood).__name__
-    if not classifiers:
+    if not _is_classifier(first):
         if not isinstance(component.likelihood, GaussianLikelihood):
             raise ValueError(
                 f"component {index} has a {likelihood} but component 0 a Gaussian likelihood: "
