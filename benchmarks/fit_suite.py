@@ -10,8 +10,9 @@ protein (CASP) is first subsampled to 10,000 rows with ``default_rng(0)``, the s
 split. On each split, in one process and on the same threads, the methods are
 
 * ``zonal``: ``zonal.tabular.fitting.fit_data`` / ``predict_data`` (the library path of ``zonal fit``)
-  with the default ``model="auto"`` and the default budget (``DEFAULT_BUDGET``), the likelihood
-  named (gaussian; bernoulli or softmax by the number of classes) and ``seed=s``; after the fit,
+  with the default ``model="auto"`` and the default budget (``"auto"``:
+  ``zonal.tabular.options.default_budget``, 45 s per latent function), the likelihood named
+  (gaussian; bernoulli or softmax by the number of classes) and ``seed=s``; after the fit,
   outside its budget and its seconds, the models ``auto``'s rules left out are trained
   (``zonal.tabular.diagnostics``) and every model and stack is scored on the test rows (the unit's
   ``diagnostics``: what ``fit_rules.py`` checks the rules with, leaving one table out; for
@@ -85,7 +86,7 @@ from zonal.datasets import Standardizer, get_spec, load_dataset, random_splits
 from zonal.datasets.registry_suite import SUITE_CLASSIFICATION, SUITE_REGRESSION
 from zonal.tabular.diagnostics import FitDiagnostics
 from zonal.tabular.fitting import fit_data
-from zonal.tabular.options import DEFAULT_BUDGET
+from zonal.tabular.options import AUTO_BUDGET
 from zonal.tabular.predict import predict_data
 from zonal.tabular.split import validation_split
 from zonal.tabular.targets import Target
@@ -102,7 +103,7 @@ SUBSAMPLE_SEED = 0
 QUICK_TABLES = ("servo", "ionosphere")
 #: (full, quick) settings
 SETTINGS = {
-    "zonal_budget": (DEFAULT_BUDGET, 10.0),
+    "zonal_budget": (AUTO_BUDGET, 10.0),
     "svgp_inducing": (256, 256),
     "svgp_steps": (1000, 200),
     "svgp_batch_size": (1024, 1024),
@@ -151,7 +152,7 @@ def load_split(name: str, split: int) -> SplitData:
     return SplitData(x[train], y[train], x[test], y[test], classify, num_classes, y_scaler)
 
 
-def run_zonal(data: SplitData, split: int, budget: float) -> dict[str, Any]:
+def run_zonal(data: SplitData, split: int, budget: float | str) -> dict[str, Any]:
     """``fit_data`` (model "auto") then ``predict_data``; moments standardised, or class
     probabilities [n, C] in class-index order. ``diagnostics``: the test scores of every model
     ``auto`` trained or its rules left out and of every stack of them (``FitDiagnostics``; test

@@ -4,7 +4,7 @@ Usage::
 
     zonal demo
     zonal fit DATA.csv|DATA.npz --target COLUMN [--model auto|sgpr|svgp|svgp-activated|adgp|dgp]
-              [--likelihood gaussian|bernoulli|softmax] [--budget SECONDS|none]
+              [--likelihood gaussian|bernoulli|softmax] [--budget SECONDS|auto|none]
               [--validation-fraction F] [--steps N] [--output CHECKPOINT.pt] [--seed N]
               [--features A,B,...] [--kernel K] [--num-inducing M] [--force] [--quiet]
     zonal fit DATA... --chunk-size ROWS --target COLUMN [--restart] [options as above]

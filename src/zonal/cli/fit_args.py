@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from zonal.cli.fit import run_fit, run_predict
+from zonal.tabular.options import AUTO_BUDGET
 
 FIT_DESCRIPTION = """\
 Fit a GP model to the rows of a table (CSV or NPZ) and save it in one checkpoint for `zonal
@@ -35,8 +36,11 @@ validation metrics (log likelihood, and MSE or accuracy) are printed and saved.
                    then stacks them: the model is the mixture sum_k w_k p_k(y | x) whose weights
                    maximise the validation log density, rounded to twentieths (one candidate
                    alone when the weights say so);
-  classification:  svgp-activated, then adgp for up to 20000 training rows, keeping the one with
-                   the best validation log likelihood.
+  classification:  svgp (harmonic, ARD), then adgp for up to 20000 training rows; then stacks
+                   them: class probabilities sum_k w_k p_k(c | x), the weights maximising the
+                   validation log probability of the true classes.
+--budget auto (the default) is 45 s per latent function: one for regression and for two classes,
+C for C classes (each step of a C-class model costs about C times one function's).
 Each candidate may use the time left divided by the candidates left. The SVGP candidates and adgp
 learn one scale per input column in the sphere embedding (ARD; adgp in its first layer), and so
 does sgpr when an SVGP alone follows it (by the bound of 1024 rows, then one pass); before adgp,
@@ -56,17 +60,20 @@ starts again with --restart. --budget does not apply.
 """
 
 
-def budget(text: str) -> float | None:
-    """``--budget``: positive seconds, or ``none`` for no wall-clock limit."""
+def budget(text: str) -> float | str | None:
+    """``--budget``: positive seconds, ``auto`` (``default_budget``: 45 s per latent function)
+    or ``none`` for no wall-clock limit."""
     if text.strip().lower() == "none":
         return None
+    if text.strip().lower() == AUTO_BUDGET:
+        return AUTO_BUDGET
     try:
         seconds = float(text)
     except ValueError:
         seconds = math.nan
     if not (math.isfinite(seconds) and seconds > 0):
         raise argparse.ArgumentTypeError(
-            f"expected a positive number of seconds or 'none', got {text!r}"
+            f"expected a positive number of seconds, 'auto' or 'none', got {text!r}"
         )
     return seconds
 
@@ -120,9 +127,10 @@ def add_fit_parser(commands: Any) -> None:
     fit.add_argument(
         "--budget",
         type=budget,
-        default=DEFAULT_BUDGET,
+        default=AUTO_BUDGET,
         metavar="SECONDS",
-        help=f"wall-clock seconds for all training (default {DEFAULT_BUDGET:g}), or 'none': no "
+        help=f"wall-clock seconds for all training; 'auto' (the default): {DEFAULT_BUDGET:g} s per "
+        "latent function (one for regression and two classes, C for C classes); or 'none': no "
         "wall clock, so that --seed reproduces the fit exactly (the steps and early stopping by "
         "evaluations end it)",
     )

@@ -53,7 +53,7 @@ from zonal.tabular.checks import check_regression_target, constant_columns, warn
 from zonal.tabular.diagnostics import FitDiagnostics
 from zonal.tabular.metrics import in_target_units, selection_key
 from zonal.tabular.model import TabularModel, Trained
-from zonal.tabular.options import DEFAULT_VALIDATION_FRACTION
+from zonal.tabular.options import AUTO_BUDGET, DEFAULT_VALIDATION_FRACTION, default_budget
 from zonal.tabular.recipes import (
     auto_candidates,
     auto_refinement,
@@ -126,6 +126,18 @@ def fit_table(
                     source=str(table.path), **options)  # fmt: skip
 
 
+def budget_seconds(budget: float | str | None, target: Target) -> float | None:
+    """``fit_data``'s wall-clock seconds: ``budget`` itself (None: unlimited), or for ``"auto"``
+    the target's ``default_budget`` (45 s per latent function)."""
+    if isinstance(budget, str):
+        if budget != AUTO_BUDGET:
+            raise ValueError(f"the budget must be seconds, {AUTO_BUDGET!r} or None, got {budget!r}")
+        return default_budget(target.likelihood, len(target.classes))
+    if budget is not None and not budget > 0:
+        raise ValueError(f"the budget must be a positive number of seconds, got {budget!r}")
+    return budget
+
+
 def auto_offers_exact(x: torch.Tensor, target: Target, budget: float | None) -> bool:
     """Whether ``auto`` trains the exact GP on training rows x [N, D]: for regression, when its
     ``EXACT_EVALUATIONS`` evaluations are predicted to fit in a third of the budget (its share
@@ -145,7 +157,7 @@ def fit_data(
     likelihood: str | None = None,
     model: str = "auto",
     validation_fraction: float = DEFAULT_VALIDATION_FRACTION,
-    budget: float | None = None,
+    budget: float | str | None = None,
     progress: bool = False,
     source: str = "",
     seed: int = 0,
@@ -157,7 +169,8 @@ def fit_data(
 
     ``target`` is the detected task (``detect_target`` runs on ``y`` when None, with
     ``likelihood``); ``model`` is ``"auto"`` or a recipe name; ``budget`` is wall-clock seconds
-    for all training (None: unlimited); ``progress`` shows tqdm bars on stderr; ``options`` are
+    for all training (None: unlimited; ``"auto"``: ``default_budget`` of the target, 45 s per
+    latent function); ``progress`` shows tqdm bars on stderr; ``options`` are
     those of ``zonal.tabular.recipes.resolve_spec`` (kernel, num_inducing, steps, learning_rate, ...).
     ``diagnostics`` (``model="auto"`` only; ``zonal.tabular.diagnostics``) receives every model
     trained, and those ``auto``'s rules left out, trained after the fit and outside its budget.
@@ -175,12 +188,11 @@ def fit_data(
         get_recipe(model)
         if diagnostics is not None:
             raise ValueError("diagnostics record the rules of model='auto' only")
-    if budget is not None and not budget > 0:
-        raise ValueError(f"the budget must be a positive number of seconds, got {budget!r}")
     if target is None:
         texts, missing = label_texts(y)
         present = np.setdiff1d(np.arange(num_rows), missing)
         target = detect_target(texts[present], likelihood, "target")
+    seconds = budget_seconds(budget, target)
     if target.is_classification:
         codes = encode_labels(target, label_texts(y)[0], "the target")
     else:
@@ -205,10 +217,10 @@ def fit_data(
     inputs = torch.from_numpy(x_scaler.transform(x))  # [N, D]
     targets = torch.from_numpy(codes if target.is_classification else y_scaler.transform(codes))
     split = Split(inputs[train_rows], targets[train_rows], inputs[valid_rows], targets[valid_rows])
-    deadline = None if budget is None else time.monotonic() + budget
+    deadline = None if seconds is None else time.monotonic() + seconds
     names = [model] if model != "auto" else \
         auto_candidates(len(train_rows), x.shape[1], target.likelihood,
-                        exact=auto_offers_exact(split.x_train, target, budget))  # fmt: skip
+                        exact=auto_offers_exact(split.x_train, target, seconds))  # fmt: skip
     fits, scores, interrupted = train_candidates(names, split, target, deadline, progress,
                                                   automatic=model == "auto", seed=seed,
                                                   options=options)  # fmt: skip
@@ -216,7 +228,7 @@ def fit_data(
     refinement = auto_refinement(scores, target.likelihood) if model == "auto" else None
     if refinement is not None and not interrupted:
         interrupted = train_refinement(refinement, fits, scores, split, target, deadline,
-                                        budget, progress, seed, options)  # fmt: skip
+                                        seconds, progress, seed, options)  # fmt: skip
     chosen = max(fits, key=lambda name: selection_key(scores[name]))
     fit = fits[chosen]
     scoring = validation_roles(split, model == "auto")[1]  # the rows that scored the fits
@@ -228,7 +240,7 @@ def fit_data(
         except KeyboardInterrupt:  # while stacking: the chosen candidate is kept
             interrupted = True
     if diagnostics is not None and not interrupted:
-        diagnostics.record(fits, scores, split, target, candidates=names, budget=budget,
+        diagnostics.record(fits, scores, split, target, candidates=names, budget=seconds,
                            time_left=time_left, seed=seed)  # fmt: skip
         diagnostics.train_counterfactuals(split, seed, options)
     if not target.is_classification and len(valid_rows) and not interrupted:

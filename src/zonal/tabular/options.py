@@ -12,6 +12,18 @@ DEFAULT_VALIDATION_FRACTION = 0.1
 #: on compactiv and grid-stability of ``benchmarks/fit_default.py``, which then took 34-36 s per
 #: split against 38-48 s for the RBF-ARD SVGP's 1000 Adam steps in the same runs
 DEFAULT_BUDGET = 45.0
+#: the budget's default name: ``DEFAULT_BUDGET`` seconds per latent function (``default_budget``)
+AUTO_BUDGET = "auto"
+
+
+def default_budget(likelihood: str, num_classes: int) -> float:
+    """The default wall-clock budget, ``DEFAULT_BUDGET`` seconds per latent function of the fit:
+    one for regression (``gaussian``) and two classes (``bernoulli``, a probit of one function),
+    C for ``softmax`` over C classes, whose every step costs about C times one function's (each
+    class has its own variational distribution over the same features)."""
+    return DEFAULT_BUDGET * (num_classes if likelihood == "softmax" else 1)
+
+
 #: kernel names of the recipes ("auto": the recipe's own choice)
 KERNELS = ("auto", "arccos", "polynomial-decay")
 #: likelihood names: regression, binary classification (probit), multi-class (softmax)
@@ -41,10 +53,12 @@ RECIPE_DEFAULTS = {
 }
 
 __all__ = [
+    "AUTO_BUDGET",
     "DEFAULT_BUDGET",
     "DEFAULT_VALIDATION_FRACTION",
     "KERNELS",
     "LIKELIHOODS",
     "RECIPE_DEFAULTS",
     "RECIPE_SUMMARIES",
+    "default_budget",
 ]

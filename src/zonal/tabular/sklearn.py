@@ -43,7 +43,7 @@ except ImportError as error:  # pragma: no cover - the optional extra is missing
 
 from zonal.tabular.fitting import fit_data
 from zonal.tabular.model import TabularModel
-from zonal.tabular.options import DEFAULT_BUDGET, DEFAULT_VALIDATION_FRACTION
+from zonal.tabular.options import AUTO_BUDGET, DEFAULT_VALIDATION_FRACTION
 from zonal.tabular.predict import predict_data
 from zonal.tabular.targets import REGRESSION, Target
 
@@ -65,7 +65,8 @@ class _ZonalEstimator(BaseEstimator):
     Args:
         model: ``"auto"`` or a recipe name (``sgpr``, ``svgp``, ``svgp-activated``, ``adgp``,
             ``dgp``; ``sgpr`` regresses only).
-        budget: wall-clock seconds for all training of one ``fit`` (None: unlimited).
+        budget: wall-clock seconds for all training of one ``fit``; ``"auto"``: 45 s per latent
+            function (one for regression and two classes, C for C classes); None: unlimited.
         validation_fraction: rows held out for early stopping and the model choice (0: none).
         num_inducing, steps, learning_rate, batch_size, num_layers, kernel: the recipe options
             (None: the recipe's defaults).
@@ -77,7 +78,7 @@ class _ZonalEstimator(BaseEstimator):
         self,
         model: str = "auto",
         *,
-        budget: float | None = DEFAULT_BUDGET,
+        budget: float | str | None = AUTO_BUDGET,
         validation_fraction: float = DEFAULT_VALIDATION_FRACTION,
         num_inducing: int | None = None,
         steps: int | None = None,
