@@ -1,18 +1,25 @@
-"""The wall-clock budget bounds the collapsed SGPR's L-BFGS too (it used to run to its end)."""
+"""The wall-clock budget: its default (``"auto"``, 45 s per latent function) and its bound on the
+collapsed SGPR's L-BFGS too (it used to run to its end)."""
 
 from __future__ import annotations
 
 import time
 
 import numpy as np
+import pytest
 import torch
 from gpytorch.kernels import ScaleKernel
 
+from zonal.cli import fit_args, main
 from zonal.features import SphericalHarmonicFeatures
 from zonal.kernels import PolynomialDecayKernel
 from zonal.models import SGPR
 from zonal.models.training import TrainingControl
+from zonal.tabular import fitting
+from zonal.tabular.fitting import budget_seconds
+from zonal.tabular.options import AUTO_BUDGET, default_budget
 from zonal.tabular.recipes import resolve_spec, train_sgpr
+from zonal.tabular.targets import Target
 
 
 def _sgpr(num_points: int = 200, seed: int = 0) -> tuple[SGPR, torch.Tensor, torch.Tensor]:
@@ -55,3 +62,61 @@ def test_train_sgpr_ends_near_its_deadline():
     fit = train_sgpr(spec, x, y, control)
     assert time.monotonic() - started < 0.5 + 5.0  # the pass and one iteration past the deadline
     assert np.isfinite(fit.objective)
+
+
+@pytest.mark.parametrize(
+    ("likelihood", "classes", "seconds"),
+    [("gaussian", (), 45.0), ("bernoulli", ("a", "b"), 45.0), ("softmax", ("a", "b", "c"), 135.0),
+     ("softmax", tuple("0123456789"), 450.0)],
+)  # fmt: skip
+def test_the_auto_budget_is_45_seconds_per_latent_function(likelihood, classes, seconds):
+    target = Target(likelihood, classes)
+    assert (
+        budget_seconds(AUTO_BUDGET, target) == seconds == default_budget(likelihood, len(classes))
+    )
+    assert budget_seconds(12.5, target) == 12.5 and budget_seconds(None, target) is None
+
+
+def test_a_budget_that_is_neither_seconds_auto_nor_none_is_refused():
+    for bad in ("soon", 0.0, -3.0):
+        with pytest.raises(ValueError, match="the budget must be"):
+            budget_seconds(bad, Target("gaussian"))
+
+
+class _StoppedError(Exception):
+    pass
+
+
+@pytest.mark.parametrize(("labels", "expected"), [(2, 45.0), (4, 180.0)])
+def test_fit_data_trains_to_the_class_scaled_deadline(monkeypatch, labels, expected):
+    seen = {}
+
+    def stop(names, split, target, deadline, *args, **kwargs):
+        seen["seconds"] = deadline - time.monotonic()
+        raise _StoppedError
+
+    monkeypatch.setattr(fitting, "train_candidates", stop)
+    x = np.random.default_rng(0).normal(size=(80, 2))
+    y = np.arange(80) % labels
+    with pytest.raises(_StoppedError):
+        fitting.fit_data(x, y, feature_columns=["a", "b"], budget=AUTO_BUDGET)
+    assert seen["seconds"] == pytest.approx(expected, abs=2.0)
+
+
+def test_the_cli_defaults_to_the_auto_budget_and_says_so_for_classes(tmp_path, capsys, monkeypatch):
+    calls = {}
+
+    def stop(table, column, **kwargs):
+        calls["budget"] = kwargs["budget"]
+        raise _StoppedError
+
+    monkeypatch.setattr(fitting, "fit_table", stop)
+    data = tmp_path / "table.csv"
+    data.write_text("a,y\n" + "\n".join(f"{i},{'xyz'[i % 3]}" for i in range(60)) + "\n")
+    with pytest.raises(_StoppedError):
+        main(["fit", str(data), "--target", "y", "-o", str(tmp_path / "m.pt"), "--quiet"])
+    assert calls["budget"] == AUTO_BUDGET
+    assert (
+        "zonal: budget 135 s (45 s per class; --budget SECONDS sets it)" in capsys.readouterr().err
+    )
+    assert fit_args.budget("AUTO") == AUTO_BUDGET and fit_args.budget("none") is None

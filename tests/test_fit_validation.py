@@ -292,7 +292,7 @@ def test_budget_none_is_parsed_and_a_bad_budget_is_a_usage_error(tmp_path, capsy
     assert main([*args, "--budget", "none"]) == 0 and checkpoint.exists()
     for bad in ("-1", "0", "soon", "nan"):
         assert main([*args, "--force", "--budget", bad]) == 2
-        assert "expected a positive number of seconds or 'none'" in capsys.readouterr().err
+        assert "expected a positive number of seconds, 'auto' or 'none'" in capsys.readouterr().err
 
 
 def test_a_stage_can_have_its_own_patience_in_time():
