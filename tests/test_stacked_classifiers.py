@@ -217,10 +217,11 @@ def test_a_stacked_classifier_round_trips_through_its_checkpoint_and_the_cli(
     data.write_text("p,q,kind\n" + "\n".join(rows) + "\n")
     assert main(["fit", str(data), "--target", "kind", "-o", str(checkpoint), "--num-inducing",
                  "16", "--steps", "10"]) == 0  # fmt: skip
-    assert "fitted stacked (0.60 svgp" in capsys.readouterr().out
+    assert "fitted stacked (0.60 svgp (" in capsys.readouterr().out  # the harmonic svgp, first
     loaded = load_model(checkpoint)
     assert loaded.spec["model"] == STACKED and loaded.spec["weights"] == [0.6, 0.4]
     assert [part["likelihood"] for part in loaded.spec["components"]] == ["softmax"] * 2
+    assert [part["model"] for part in loaded.spec["components"]] == ["svgp", "adgp"]
     assert main(["predict", str(checkpoint), str(data), "-o", str(output)]) == 0
     table = np.genfromtxt(output, delimiter=",", names=True, dtype=None, encoding="utf-8")
     predicted = np.column_stack([table[f"prob_{label}"] for label in CLASSES])  # [N, 3]
