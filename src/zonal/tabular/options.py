@@ -19,8 +19,9 @@ AUTO_BUDGET = "auto"
 def default_budget(likelihood: str, num_classes: int) -> float:
     """The default wall-clock budget, ``DEFAULT_BUDGET`` seconds per latent function of the fit:
     one for regression (``gaussian``) and two classes (``bernoulli``, a probit of one function),
-    C for ``softmax`` over C classes, whose every step costs about C times one function's (each
-    class has its own variational distribution over the same features)."""
+    C for ``softmax`` over C classes (the harmonic SVGP classifier holds a variational
+    distribution per class over the same features, so each of its steps costs about C times a
+    one-function step)."""
     return DEFAULT_BUDGET * (num_classes if likelihood == "softmax" else 1)
 
 
