@@ -29,8 +29,6 @@ which is the posterior of the model fitted on all rows at the same hyperparamete
 
 from __future__ import annotations
 
-import math
-import time
 from typing import Any
 
 import torch
@@ -44,13 +42,10 @@ from zonal.geometry import InputMap, SphereEmbedding
 from zonal.linalg import NotPositiveDefiniteError, cholesky, gaussian_log_density
 from zonal.models.conditioning import conditioned_copy
 from zonal.models.contract import ZonalModel
+from zonal.models.lbfgs import maximise_by_lbfgs
 from zonal.variational.root_difference import RootDifferenceLinearOperator
 
 _TRAINING_GRAM = "K + noise I of the exact GP's training rows"
-
-
-class _OutOfTime(Exception):  # noqa: N818 (a signal, not an error)
-    """The deadline of ``ExactZonalGP.fit`` passed during L-BFGS."""
 
 
 class ExactZonalGP(ZonalModel):
@@ -164,41 +159,19 @@ class ExactZonalGP(ZonalModel):
         ``time.monotonic()`` time) the first evaluation after it stops the run; a trial point
         whose K_y is not positive definite even with jitter stops it too.
 
-        (One L-BFGS iteration per ``step`` call, the SGPR's way to stop at a deadline, let the
-        input scales' iterations diverge here: on yacht, log p(y) / N went from -0.35 to -43.9
-        where one call reaches 1.71.)"""
-        parameters = [p for p in self.parameters() if p.requires_grad]
-        optimiser = torch.optim.LBFGS(
-            parameters, lr=lr, max_iter=max_iter, line_search_fn="strong_wolfe"
-        )
-        trace: list[float] = []
-        best: list[torch.Tensor] = []
-        best_value = -math.inf
+        (``zonal.models.lbfgs.maximise_by_lbfgs``; one L-BFGS iteration per ``step`` call instead
+        let the input scales' iterations diverge here: on yacht, log p(y) / N went from -0.35 to
+        -43.9 where one call reaches 1.71.)"""
         count = len(self.train_y)
-
-        def closure() -> torch.Tensor:
-            nonlocal best, best_value
-            if deadline is not None and best and time.monotonic() >= deadline:
-                raise _OutOfTime
-            optimiser.zero_grad()
-            loss = -self.marginal_log_likelihood() / count
-            loss.backward()
-            value = -float(loss.detach())
-            trace.append(value)
-            if math.isfinite(value) and value > best_value:
-                best_value, best = value, [p.detach().clone() for p in parameters]
-            return loss
-
         self.train()
-        try:
-            optimiser.step(closure)
-        except (_OutOfTime, NotPositiveDefiniteError):
-            if not best:
-                raise
-        if best:
-            with torch.no_grad():
-                for parameter, value in zip(parameters, best, strict=True):
-                    parameter.copy_(value)
+        trace = maximise_by_lbfgs(
+            [p for p in self.parameters() if p.requires_grad],
+            lambda: self.marginal_log_likelihood() / count,
+            max_iter=max_iter,
+            lr=lr,
+            deadline=deadline,
+            stop_on=(NotPositiveDefiniteError,),
+        )
         self.eval()
         return trace
 

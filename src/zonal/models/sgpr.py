@@ -44,7 +44,6 @@ The model answers the contract of ``zonal.models.contract`` (``posterior`` with 
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -62,6 +61,7 @@ from zonal.geometry import InputMap
 from zonal.linalg import cholesky
 from zonal.models.conditioning import conditioned_copy
 from zonal.models.contract import ZonalModel
+from zonal.models.lbfgs import maximise_by_lbfgs
 from zonal.models.sgpr_statistics import StatisticsKernel, read_ahead
 from zonal.models.svgp import resolve_input_map
 from zonal.variational.root_difference import RootDifferenceLinearOperator
@@ -424,32 +424,18 @@ class SGPR(ZonalModel):
         """Maximise the bound over kernel hyperparameters and noise by L-BFGS (strong Wolfe line
         search); returns the trace of the bound per evaluation.
 
-        With ``deadline`` (a ``time.monotonic()`` time) the iterations run one at a time, the
-        curvature pairs kept between them, and stop at the first iteration that ends after the
-        deadline: an iteration's line search only accepts a better bound, so the parameters are
-        the best reached, and the overshoot is at most one iteration (a few O(M^3) evaluations).
+        With ``deadline`` (a ``time.monotonic()`` time) the first evaluation after it stops the
+        run and the parameters return to the best bound evaluated (``zonal.models.lbfgs``): the
+        overshoot is at most one O(M^3) evaluation, and a run that converges before the deadline
+        is the unbudgeted run.
         """
-        parameters = [p for p in self._parameters_to_fit() if p.requires_grad]
-        per_step = max_iter if deadline is None else 1
-        optimiser = torch.optim.LBFGS(
-            parameters, lr=lr, max_iter=per_step, line_search_fn="strong_wolfe"
+        return maximise_by_lbfgs(
+            [p for p in self._parameters_to_fit() if p.requires_grad],
+            lambda: self.elbo() / self.stat_count,
+            max_iter=max_iter,
+            lr=lr,
+            deadline=deadline,
         )
-        trace: list[float] = []
-
-        def closure() -> torch.Tensor:
-            optimiser.zero_grad()
-            loss = -self.elbo() / self.stat_count
-            loss.backward()
-            trace.append(float(-loss.detach()))
-            return loss
-
-        for _ in range(max_iter // per_step):
-            evaluations = len(trace)
-            optimiser.step(closure)
-            converged = len(trace) - evaluations <= 1 and evaluations > 0  # no step was taken
-            if deadline is None or converged or time.monotonic() >= deadline:
-                break
-        return trace
 
     # ------------------------------------------------------------------ predictions
     def latent_distribution(self, X: torch.Tensor) -> MultivariateNormal:
