@@ -276,15 +276,25 @@ def previous_units(path: Path, settings: dict[str, Any]) -> list[dict[str, Any]]
     return earlier["units"]
 
 
+#: the settings only the zonal method reads (a baseline run may differ in them)
+ZONAL_SETTINGS = ("zonal_budget",)
+
+
+def baseline_settings(settings: dict[str, Any]) -> dict[str, Any]:
+    """``settings`` without ``ZONAL_SETTINGS``."""
+    return {key: value for key, value in settings.items() if key not in ZONAL_SETTINGS}
+
+
 def baseline_units(
     path: Path, settings: dict[str, Any], methods: list[str]
 ) -> list[dict[str, Any]]:
-    """The units of an earlier run at ``path`` (same settings) of the methods not in
-    ``methods``: the baselines a run of zonal alone is compared with."""
+    """The units of an earlier run at ``path`` of the methods not in ``methods``: the baselines
+    a run of zonal alone is compared with. Its settings must be this run's, except zonal's own
+    budget (``ZONAL_SETTINGS``), which the baselines do not read."""
     if not path.exists():
         raise SystemExit(f"--baselines {path}: no such file")
     earlier = json.loads(path.read_text())
-    if earlier["settings"] != to_jsonable(settings):
+    if baseline_settings(earlier["settings"]) != baseline_settings(to_jsonable(settings)):
         raise SystemExit(f"--baselines {path} holds a run with other settings")
     found = [unit for unit in earlier["units"] if unit["method"] not in methods]
     print(f"baselines: {len(found)} unit(s) of {sorted({u['method'] for u in found})} from {path}")

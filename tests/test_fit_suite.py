@@ -116,6 +116,9 @@ def test_a_zonal_only_run_is_compared_with_an_earlier_runs_baselines(fit_suite, 
     assert a["ratio"] == pytest.approx(0.25)
     with pytest.raises(SystemExit, match="other settings"):
         fit_suite.baseline_units(earlier, {"quick": False}, ["zonal"])
+    # zonal's own budget is not a baseline's setting: a run under another default still compares
+    other_budget = {"quick": True, "zonal_budget": "auto"}
+    assert fit_suite.baseline_units(earlier, other_budget, ["zonal"]) == baselines
 
 
 # ------------------------------------------------------------------------------- per-row records
