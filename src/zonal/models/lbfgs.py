@@ -63,9 +63,10 @@ def maximise_by_lbfgs(
             best_value, best = value, [p.detach().clone() for p in parameters]
         return loss
 
+    stops: tuple[type[Exception], ...] = (_OutOfTime, *stop_on)
     try:
         optimiser.step(closure)
-    except (_OutOfTime, *stop_on):
+    except stops:
         if not best:
             raise
     if best:
