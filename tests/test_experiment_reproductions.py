@@ -6,6 +6,7 @@ import csv
 import dataclasses
 import json
 import math
+import shutil
 import statistics
 
 import pytest
@@ -466,3 +467,87 @@ def test_an_ablation_without_its_main_run_is_kept_by_the_ledger(tmp_path):
     ((_, path, values),) = later.ablations
     assert path.name == "ablation" and values["deep"].centre == pytest.approx(2.2)
     assert "`cmd a`) (run folder `ablation`, *recorded*):" in output.read_text()
+
+
+def _claim_in_parts():
+    """Claim 8 with a size the main run leaves out, measured by a part of the protocol."""
+    big_deep = Statistic("big deep", {"model": "deep", "size": 6400}, "score", "median")
+    big_shallow = Statistic("big shallow", {"model": "shallow", "size": 6400}, "score", "median")
+    part = Ablation("the large size", {"sizes": [6400]}, "cmd part", completes=True)
+    return _claim(
+        statistics=(*_claim().statistics, big_deep, big_shallow),
+        orderings=(*_claim().orderings, Ordering("big deep", "big shallow")),
+        ablations=(part,),
+    )
+
+
+def _big_rows(deep_score):
+    return [{"model": "deep", "size": 6400, "repeat": r, "score": deep_score, "converged": True}
+            for r in range(3)] + [
+        {"model": "shallow", "size": 6400, "repeat": r, "score": 1.5, "converged": r > 0}
+        for r in range(3)]  # fmt: skip
+
+
+def test_a_part_of_the_protocol_fills_what_the_main_run_leaves_out_and_counts(tmp_path):
+    """A part (an ablation that ``completes`` the protocol) supplies the statistics the main run
+    does not measure; they enter the verdict: the part's failed ordering fails the claim."""
+    runs = tmp_path / "runs"
+    _fake_run(runs, "main")
+    claim = _claim_in_parts()
+    output = tmp_path / "reproductions.md"
+    (alone,) = write_reproductions(runs, output, [claim])
+    assert alone.verdict == "not reproduced"  # the ordering on the large size is missing
+    assert "big deep > big shallow: missing" in alone.failed
+
+    _fake_run(runs, "part", overridden=["sizes"], config={"sizes": [6400]}, rows=_big_rows(1.0))
+    (judged,) = write_reproductions(runs, output, [claim])
+    assert judged.values["big deep"].count == 3 and judged.values["big deep"].centre == 1.0
+    assert judged.verdict == "not reproduced"
+    assert judged.failed == ["big deep (1) does not beat big shallow (1.5)"]
+    text = output.read_text()
+    assert "Part of the protocol (its numbers count above), the large size (`cmd part`)" in text
+    assert "Convergence: 5 of 6 fits converged." in text
+    assert "Not measured by this protocol" not in text
+
+    shutil.rmtree(runs / "part")
+    _fake_run(runs, "part-2", overridden=["sizes"], config={"sizes": [6400]}, rows=_big_rows(3.0),
+              created="2026-02-01")  # fmt: skip
+    (again,) = write_reproductions(runs, output, [claim])
+    assert again.verdict == "reproduced" and again.values["big deep"].centre == 3.0
+
+
+def test_a_part_of_the_protocol_is_kept_by_the_ledger_with_its_convergence(tmp_path):
+    """Without any folder the report gives the same numbers, verdict and convergence line from
+    the ledger; a part that finishes later replaces the numbers the recorded main run holds."""
+    runs = tmp_path / "runs"
+    _fake_run(runs, "main")
+    _fake_run(runs, "part", overridden=["sizes"], config={"sizes": [6400]}, rows=_big_rows(3.0))
+    claim, output = _claim_in_parts(), tmp_path / "reproductions.md"
+    (first,) = write_reproductions(runs, output, [claim])
+    written = output.read_text()
+    (recorded,) = write_reproductions(tmp_path / "none", output, [claim])
+    assert recorded.recorded and recorded.verdict == first.verdict == "reproduced"
+    assert recorded.values == first.values
+    assert _report_body(output.read_text()) == written
+
+    newer = tmp_path / "newer"
+    _fake_run(newer, "part-2", overridden=["sizes"], config={"sizes": [6400]}, rows=_big_rows(1.0))
+    (later,) = write_reproductions(newer, output, [claim])
+    assert later.recorded and later.values["big deep"].centre == 1.0
+    assert later.verdict == "not reproduced"
+
+
+def test_the_reproduce_queue_runs_the_parts_of_a_protocol_with_the_protocols(tmp_path):
+    """A part of a protocol is queued without --ablations, beside its claim's own run; a finished
+    part is not."""
+    from zonal.experiments.reproduction_queue import reproduction_queue
+
+    claim = _claim_in_parts()
+    _fake_run(tmp_path, "main")
+    (item,) = reproduction_queue(tmp_path, [claim])
+    assert (item.experiment, dict(item.settings), item.folder) == (
+        "residual-dgp-sphere", {"sizes": [6400]}, None
+    )  # fmt: skip
+    assert item.label == "claim 8 part of the protocol: the large size"
+    _fake_run(tmp_path, "part", overridden=["sizes"], config={"sizes": [6400]}, rows=_big_rows(3.0))
+    assert reproduction_queue(tmp_path, [claim], ablations=True) == []

@@ -86,11 +86,13 @@ def claim_entry(result: ClaimResult, earlier: Mapping[str, Any] | None) -> dict[
     protocol = {"experiment": claim.experiment, "protocol": claim.protocol}
     earlier = dict(earlier or {})
     fresh_main = result.run is not None and not result.recorded
-    fresh_ablations = {
-        ablation_key(ablation.settings): {"run": path.name, "values": _values_entry(values)}
-        for ablation, path, values in result.ablations
-        if path is not None and ablation_key(ablation.settings) not in result.recorded_ablations
-    }
+    fresh_ablations = {}
+    for ablation, path, values in result.ablations:
+        key = ablation_key(ablation.settings)
+        if path is not None and key not in result.recorded_ablations:
+            fresh_ablations[key] = {"run": path.name, "values": _values_entry(values)}
+            if key in result.ablation_converged:
+                fresh_ablations[key]["converged"] = result.ablation_converged[key]
     same = {key: earlier.get(key) for key in protocol} == protocol
     if not same and not fresh_main and not fresh_ablations:
         return earlier or None
@@ -145,6 +147,10 @@ def fill_from_ledger(result: ClaimResult, entry: Mapping[str, Any] | None) -> Cl
             path = Path(str(stored["run"]))
             values = _values_from(claim, stored, f"{where}, ablation {ablation.label!r}")
             result.recorded_ablations.add(ablation_key(ablation.settings))
+            if stored.get("converged"):
+                result.ablation_converged[ablation_key(ablation.settings)] = str(
+                    stored["converged"]
+                )
         ablations.append((ablation, path, values))
     result.ablations = ablations
     return result

@@ -37,8 +37,10 @@ def reproduction_queue(
     whose claim protocol has no finished run under ``runs_root`` (claims without an experiment,
     or whose experiment does not offer the protocol yet, are left out); runs in flight first, then
     the cheapest by the experiment's ``cpu_hours`` (those without an estimate last), ties in the
-    claims' order. With ``ablations``, then every declared ablation without a finished run (in
-    flight first, then in the claims' order; an ablation two claims share is queued once).
+    claims' order; the parts of a protocol (ablations that ``complete`` it) are queued with the
+    protocols, at the experiment's cost. With ``ablations``, then every declared ablation without
+    a finished run (in flight first, then in the claims' order; an ablation two claims share is
+    queued once).
     Protocols and ablations the reproduction ledger ``recorded`` (its claims) holds a finished
     run of are not queued."""
     from zonal.experiments.registry import get_experiment
@@ -67,18 +69,22 @@ def reproduction_queue(
             if not any(run.finished for run in matching):
                 folder = matching[0].path if matching else None
                 queue.append(QueuedRun(claim.experiment, claim.protocol, folder))
-        for ablation in claim.ablations if ablations else ():
+        for ablation in claim.ablations:
+            if not (ablations or ablation.completes):
+                continue
             settings = dict(ablation.settings)
             if any(item[:2] == (claim.experiment, claim.protocol) and item.settings == settings
-                   for item in extra):  # fmt: skip
+                   for item in (*queue, *extra)):  # fmt: skip
                 continue
             if ablation_key(settings) in entry.get("ablations", {}):
                 continue
             matching = matching_runs(runs, claim, settings)
             if not any(run.finished for run in matching):
                 folder = matching[0].path if matching else None
-                label = f"claim {claim.number} ablation: {ablation.label}"
-                extra.append(QueuedRun(claim.experiment, claim.protocol, folder, settings, label))
+                kind = "part of the protocol" if ablation.completes else "ablation"
+                label = f"claim {claim.number} {kind}: {ablation.label}"
+                item = QueuedRun(claim.experiment, claim.protocol, folder, settings, label)
+                (queue if ablation.completes else extra).append(item)
 
     def cost(item: QueuedRun) -> float:
         return get_experiment(item.experiment).cpu_hours.get(item.protocol, math.inf)

@@ -20,6 +20,7 @@ from zonal.experiments.reproductions import (
     Statistic,
     Value,
     ablation_key,
+    complete_with_parts,
     evaluate_claim,
     find_runs,
     format_number,
@@ -150,11 +151,13 @@ def _claim_section(result: ClaimResult) -> list[str]:
     if claim.notes:
         lines += ["", claim.notes]
     for ablation, ablation_path, values in result.ablations:
-        recorded = ablation_key(ablation.settings) in result.recorded_ablations
+        key = ablation_key(ablation.settings)
+        kind = "Part of the protocol (its numbers count above)" if ablation.completes \
+            else "Ablation"  # fmt: skip
         lines += [
             "",
-            f"Ablation, {ablation.label} (`{ablation.command}`)"
-            + _run_note(ablation_path, recorded)
+            f"{kind}, {ablation.label} (`{ablation.command}`)"
+            + _run_note(ablation_path, key in result.recorded_ablations)
             + ":",
         ]
         if ablation_path is None:
@@ -162,6 +165,8 @@ def _claim_section(result: ClaimResult) -> list[str]:
         else:  # the statistics the ablation measures (it may run a part of the protocol)
             measured = [s for s in claim.statistics if values.get(s.label, NO_VALUE).count > 0]
             lines += ["", _values_table(measured, values)]
+            if key in result.ablation_converged:
+                lines += ["", f"Convergence: {result.ablation_converged[key]}."]
     return lines
 
 
@@ -209,7 +214,10 @@ def write_reproductions(
     earlier = read_ledger(ledger)
     runs = find_runs(runs_root)
     results = [
-        fill_from_ledger(evaluate_claim(claim, runs), earlier.get(claim.number)) for claim in claims
+        complete_with_parts(
+            fill_from_ledger(evaluate_claim(claim, runs), earlier.get(claim.number))
+        )
+        for claim in claims
     ]
     write_text_atomic(output, render_reproductions(results, command=command, notes=notes))
     write_ledger(ledger, results, earlier)

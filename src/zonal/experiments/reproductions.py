@@ -32,7 +32,7 @@ import math
 import os
 import statistics
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -84,11 +84,16 @@ class Ordering:
 @dataclass(frozen=True)
 class Ablation:
     """Runs of the claim's experiment and protocol with ``settings`` changed (and nothing else),
-    reported beside the main run with the claim's statistics."""
+    reported beside the main run with the claim's statistics.
+
+    ``completes``: the run is a part of the claim's own protocol rather than an ablation: the same
+    settings on datasets the main run leaves out (e.g. the larger sets, run in a session of their
+    own). Its statistics fill those the main run does not measure, and count in the verdict."""
 
     label: str
     settings: Mapping[str, Any]
     command: str
+    completes: bool = False
 
 
 @dataclass(frozen=True)
@@ -167,6 +172,8 @@ class ClaimResult:
     recorded: bool = False
     #: ... and so do those of these ablations (``reproduction_ledger.ablation_key``)
     recorded_ablations: set[str] = field(default_factory=set)
+    #: "k of n fits converged" per ablation with a ``converged`` column (by ``ablation_key``)
+    ablation_converged: dict[str, str] = field(default_factory=dict)
 
 
 # -------------------------------------------------------------------------------------- runs
@@ -427,13 +434,16 @@ def evaluate_claim(claim: Claim, runs: Sequence[RunFolder]) -> ClaimResult:
     matching = matching_runs(runs, claim, {})
     finished = [run for run in matching if run.finished]
     in_flight = [run.path for run in matching if not run.finished]
-    ablations = []
+    ablations, ablation_converged = [], {}
     for ablation in claim.ablations:
         done = [run for run in matching_runs(runs, claim, ablation.settings) if run.finished]
         path = done[0].path if done else None
         ablations.append((ablation, path, _run_values(claim, path) if path else {}))
+        if path is not None and _convergence(path):
+            ablation_converged[ablation_key(ablation.settings)] = _convergence(path)
     if not finished:
-        result = ClaimResult(claim, "not run", ablations=ablations, in_flight=in_flight)
+        result = ClaimResult(claim, "not run", ablations=ablations, in_flight=in_flight,
+                             ablation_converged=ablation_converged)  # fmt: skip
         rows, count, noun = checkpoint_rows(in_flight[0], claim.derive) if in_flight \
             else ([], 0, "fits")  # fmt: skip
         if rows and claim.statistics:  # numbers so far, with no verdict
@@ -444,7 +454,26 @@ def evaluate_claim(claim: Claim, runs: Sequence[RunFolder]) -> ClaimResult:
     run = finished[0].path
     values = _run_values(claim, run)
     verdict, failed = judge(claim, values)
-    return ClaimResult(claim, verdict, run, values, failed, _convergence(run), ablations, in_flight)
+    return ClaimResult(claim, verdict, run, values, failed, _convergence(run), ablations, in_flight,
+                       ablation_converged=ablation_converged)  # fmt: skip
+
+
+def complete_with_parts(result: ClaimResult) -> ClaimResult:
+    """``result`` with the statistics the finished parts of its protocol (ablations with
+    ``completes``) measure taken from them, judged again on them all: a part's numbers stand for
+    the datasets it runs (the main run leaves them out; a main run recorded in the ledger holds
+    them from an earlier report). A claim whose main run has not finished is returned as it is
+    (a part alone gives no verdict)."""
+    if result.run is None or result.partial_fits:
+        return result
+    values = dict(result.values)
+    for ablation, path, part_values in result.ablations:
+        if ablation.completes and path is not None:
+            values.update({label: v for label, v in part_values.items() if v.count > 0})
+    if values == result.values:
+        return result
+    verdict, failed = judge(result.claim, values)
+    return replace(result, verdict=verdict, values=values, failed=failed)
 
 
 def format_number(value: float | None) -> str:
@@ -471,6 +500,7 @@ __all__ = [
     "Statistic",
     "Value",
     "ablation_key",
+    "complete_with_parts",
     "compute",
     "evaluate_claim",
     "find_runs",
