@@ -551,3 +551,18 @@ def test_the_reproduce_queue_runs_the_parts_of_a_protocol_with_the_protocols(tmp
     assert item.label == "claim 8 part of the protocol: the large size"
     _fake_run(tmp_path, "part", overridden=["sizes"], config={"sizes": [6400]}, rows=_big_rows(3.0))
     assert reproduction_queue(tmp_path, [claim], ablations=True) == []
+
+
+def test_an_ablation_in_flight_is_named_with_its_resume_command(tmp_path):
+    runs = tmp_path / "runs"
+    _fake_run(runs, "main")
+    _fake_run(runs, "flying", overridden=["hidden_variance"], config={"hidden_variance": 0.1},
+              finished=False)  # fmt: skip
+    (result,) = write_reproductions(runs, tmp_path / "out.md", [_ablated_claim()])
+    ((_, path, _),) = result.ablations
+    assert path is None
+    text = (tmp_path / "out.md").read_text()
+    assert (
+        f"in flight: `flying` (resume with `zonal experiment run residual-dgp-sphere --resume "
+        f"{runs / 'flying'}`); no numbers until it finishes." in text
+    )

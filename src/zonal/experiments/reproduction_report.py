@@ -160,7 +160,13 @@ def _claim_section(result: ClaimResult) -> list[str]:
             + _run_note(ablation_path, key in result.recorded_ablations)
             + ":",
         ]
-        if ablation_path is None:
+        if ablation_path is None and key in result.ablation_in_flight:
+            folder = result.ablation_in_flight[key]
+            lines.append(
+                f"in flight: `{folder.name}` (resume with `zonal experiment run "
+                f"{claim.experiment} --resume {folder}`); no numbers until it finishes."
+            )
+        elif ablation_path is None:
             lines.append("not run.")
         else:  # the statistics the ablation measures (it may run a part of the protocol)
             measured = [s for s in claim.statistics if values.get(s.label, NO_VALUE).count > 0]

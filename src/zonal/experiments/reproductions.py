@@ -174,6 +174,8 @@ class ClaimResult:
     recorded_ablations: set[str] = field(default_factory=set)
     #: "k of n fits converged" per ablation with a ``converged`` column (by ``ablation_key``)
     ablation_converged: dict[str, str] = field(default_factory=dict)
+    #: the unfinished run folder of each ablation without a finished one (by ``ablation_key``)
+    ablation_in_flight: dict[str, Path] = field(default_factory=dict)
 
 
 # -------------------------------------------------------------------------------------- runs
@@ -434,16 +436,20 @@ def evaluate_claim(claim: Claim, runs: Sequence[RunFolder]) -> ClaimResult:
     matching = matching_runs(runs, claim, {})
     finished = [run for run in matching if run.finished]
     in_flight = [run.path for run in matching if not run.finished]
-    ablations, ablation_converged = [], {}
+    ablations, ablation_converged, ablation_in_flight = [], {}, {}
     for ablation in claim.ablations:
-        done = [run for run in matching_runs(runs, claim, ablation.settings) if run.finished]
+        found = matching_runs(runs, claim, ablation.settings)
+        done = [run for run in found if run.finished]
         path = done[0].path if done else None
         ablations.append((ablation, path, _run_values(claim, path) if path else {}))
         if path is not None and _convergence(path):
             ablation_converged[ablation_key(ablation.settings)] = _convergence(path)
+        if path is None and found:
+            ablation_in_flight[ablation_key(ablation.settings)] = found[0].path
     if not finished:
         result = ClaimResult(claim, "not run", ablations=ablations, in_flight=in_flight,
-                             ablation_converged=ablation_converged)  # fmt: skip
+                             ablation_converged=ablation_converged,
+                             ablation_in_flight=ablation_in_flight)  # fmt: skip
         rows, count, noun = checkpoint_rows(in_flight[0], claim.derive) if in_flight \
             else ([], 0, "fits")  # fmt: skip
         if rows and claim.statistics:  # numbers so far, with no verdict
@@ -455,7 +461,8 @@ def evaluate_claim(claim: Claim, runs: Sequence[RunFolder]) -> ClaimResult:
     values = _run_values(claim, run)
     verdict, failed = judge(claim, values)
     return ClaimResult(claim, verdict, run, values, failed, _convergence(run), ablations, in_flight,
-                       ablation_converged=ablation_converged)  # fmt: skip
+                       ablation_converged=ablation_converged,
+                       ablation_in_flight=ablation_in_flight)  # fmt: skip
 
 
 def complete_with_parts(result: ClaimResult) -> ClaimResult:
