@@ -473,7 +473,7 @@ def _claim_in_parts():
     """Claim 8 with a size the main run leaves out, measured by a part of the protocol."""
     big_deep = Statistic("big deep", {"model": "deep", "size": 6400}, "score", "median")
     big_shallow = Statistic("big shallow", {"model": "shallow", "size": 6400}, "score", "median")
-    part = Ablation("the large size", {"sizes": [6400]}, "cmd part", completes=True)
+    part = Ablation("the large size", {"sizes": [6400]}, "cmd part", completes=True, cpu_hours=1.5)
     return _claim(
         statistics=(*_claim().statistics, big_deep, big_shallow),
         orderings=(*_claim().orderings, Ordering("big deep", "big shallow")),
@@ -549,6 +549,7 @@ def test_the_reproduce_queue_runs_the_parts_of_a_protocol_with_the_protocols(tmp
         "residual-dgp-sphere", {"sizes": [6400]}, None
     )  # fmt: skip
     assert item.label == "claim 8 part of the protocol: the large size"
+    assert item.cpu_hours == 1.5  # its own measured cost, not the experiment's protocol's
     _fake_run(tmp_path, "part", overridden=["sizes"], config={"sizes": [6400]}, rows=_big_rows(3.0))
     assert reproduction_queue(tmp_path, [claim], ablations=True) == []
 

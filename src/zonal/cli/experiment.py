@@ -174,7 +174,6 @@ JOBS_HELP = (
 
 def experiment_reproduce(args: argparse.Namespace) -> int:
     from zonal.experiments.errors import ExperimentError
-    from zonal.experiments.registry import get_experiment
     from zonal.experiments.reproduction_ledger import LedgerError, read_ledger
     from zonal.experiments.reproduction_queue import reproduction_queue
     from zonal.experiments.run import create_run, execute_run, open_run
@@ -187,9 +186,7 @@ def experiment_reproduce(args: argparse.Namespace) -> int:
     total, unknown = 0.0, 0
     for item in queue:
         action = f"resume {item.folder}" if item.folder else "new run"
-        hours = (
-            None if item.settings else get_experiment(item.experiment).cpu_hours.get(item.protocol)
-        )
+        hours = item.cpu_hours
         if hours is None:
             unknown += 1
         else:
@@ -210,7 +207,7 @@ def experiment_reproduce(args: argparse.Namespace) -> int:
         if not queue:
             print("zonal: every claim's protocol has a finished run", file=sys.stderr)
         return 0
-    for name, protocol, folder, settings, _ in queue:
+    for name, protocol, folder, settings, *_ in queue:
         try:
             if folder is None:
                 run = create_run(name, protocol=protocol, overrides=dict(settings),

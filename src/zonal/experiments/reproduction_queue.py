@@ -24,6 +24,9 @@ class QueuedRun(NamedTuple):
     settings: Mapping[str, Any] = {}
     #: what the run is for, e.g. "claim 10a ablation: ..." (empty for a claim's protocol)
     label: str = ""
+    #: CPU-hours of one core it takes: the experiment's ``cpu_hours`` for its protocol, an
+    #: ablation's own (``Ablation.cpu_hours``); None where not measured
+    cpu_hours: float | None = None
 
 
 def reproduction_queue(
@@ -38,9 +41,9 @@ def reproduction_queue(
     or whose experiment does not offer the protocol yet, are left out); runs in flight first, then
     the cheapest by the experiment's ``cpu_hours`` (those without an estimate last), ties in the
     claims' order; the parts of a protocol (ablations that ``complete`` it) are queued with the
-    protocols, at the experiment's cost. With ``ablations``, then every declared ablation without
-    a finished run (in flight first, then in the claims' order; an ablation two claims share is
-    queued once).
+    protocols, at their own cost (``Ablation.cpu_hours``). With ``ablations``, then every
+    declared ablation without a finished run (in flight first, then in the claims' order; an
+    ablation two claims share is queued once).
     Protocols and ablations the reproduction ledger ``recorded`` (its claims) holds a finished
     run of are not queued."""
     from zonal.experiments.registry import get_experiment
@@ -68,7 +71,8 @@ def reproduction_queue(
             matching = matching_runs(runs, claim, {})
             if not any(run.finished for run in matching):
                 folder = matching[0].path if matching else None
-                queue.append(QueuedRun(claim.experiment, claim.protocol, folder))
+                hours = get_experiment(claim.experiment).cpu_hours.get(claim.protocol)
+                queue.append(QueuedRun(claim.experiment, claim.protocol, folder, cpu_hours=hours))
         for ablation in claim.ablations:
             if not (ablations or ablation.completes):
                 continue
@@ -83,13 +87,11 @@ def reproduction_queue(
                 folder = matching[0].path if matching else None
                 kind = "part of the protocol" if ablation.completes else "ablation"
                 label = f"claim {claim.number} {kind}: {ablation.label}"
-                item = QueuedRun(claim.experiment, claim.protocol, folder, settings, label)
+                item = QueuedRun(claim.experiment, claim.protocol, folder, settings, label,
+                                 ablation.cpu_hours)  # fmt: skip
                 (queue if ablation.completes else extra).append(item)
 
-    def cost(item: QueuedRun) -> float:
-        return get_experiment(item.experiment).cpu_hours.get(item.protocol, math.inf)
-
-    queue.sort(key=lambda item: (item.folder is None, cost(item)))
+    queue.sort(key=lambda item: (item.folder is None, item.cpu_hours or math.inf))
     extra.sort(key=lambda item: item.folder is None)  # stable: the claims' order otherwise
     return queue + extra
 

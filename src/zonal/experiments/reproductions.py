@@ -88,12 +88,15 @@ class Ablation:
 
     ``completes``: the run is a part of the claim's own protocol rather than an ablation: the same
     settings on datasets the main run leaves out (e.g. the larger sets, run in a session of their
-    own). Its statistics fill those the main run does not measure, and count in the verdict."""
+    own). Its statistics fill those the main run does not measure, and count in the verdict.
+    ``cpu_hours``: what the run takes on one core, where measured (``zonal experiment reproduce``
+    shows it)."""
 
     label: str
     settings: Mapping[str, Any]
     command: str
     completes: bool = False
+    cpu_hours: float | None = None
 
 
 @dataclass(frozen=True)
