@@ -142,15 +142,14 @@ def fill_from_ledger(result: ClaimResult, entry: Mapping[str, Any] | None) -> Cl
     recorded_ablations = entry.get("ablations", {})
     ablations = []
     for ablation, path, values in result.ablations:
-        stored = recorded_ablations.get(ablation_key(ablation.settings))
+        key = ablation_key(ablation.settings)
+        stored = recorded_ablations.get(key)
         if path is None and stored:
             path = Path(str(stored["run"]))
             values = _values_from(claim, stored, f"{where}, ablation {ablation.label!r}")
-            result.recorded_ablations.add(ablation_key(ablation.settings))
+            result.recorded_ablations.add(key)
             if stored.get("converged"):
-                result.ablation_converged[ablation_key(ablation.settings)] = str(
-                    stored["converged"]
-                )
+                result.ablation_converged[key] = str(stored["converged"])
         ablations.append((ablation, path, values))
     result.ablations = ablations
     return result

@@ -152,8 +152,9 @@ def _claim_section(result: ClaimResult) -> list[str]:
         lines += ["", claim.notes]
     for ablation, ablation_path, values in result.ablations:
         key = ablation_key(ablation.settings)
-        kind = "Part of the protocol (its numbers count above)" if ablation.completes \
-            else "Ablation"  # fmt: skip
+        kind = "Ablation"
+        if ablation.completes:
+            kind = "Part of the protocol (its numbers count above)"
         lines += [
             "",
             f"{kind}, {ablation.label} (`{ablation.command}`)"

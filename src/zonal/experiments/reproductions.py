@@ -445,10 +445,11 @@ def evaluate_claim(claim: Claim, runs: Sequence[RunFolder]) -> ClaimResult:
         done = [run for run in found if run.finished]
         path = done[0].path if done else None
         ablations.append((ablation, path, _run_values(claim, path) if path else {}))
-        if path is not None and _convergence(path):
-            ablation_converged[ablation_key(ablation.settings)] = _convergence(path)
+        key = ablation_key(ablation.settings)
         if path is None and found:
-            ablation_in_flight[ablation_key(ablation.settings)] = found[0].path
+            ablation_in_flight[key] = found[0].path
+        elif path is not None and (converged := _convergence(path)):
+            ablation_converged[key] = converged
     if not finished:
         result = ClaimResult(claim, "not run", ablations=ablations, in_flight=in_flight,
                              ablation_converged=ablation_converged,
