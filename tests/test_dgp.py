@@ -11,7 +11,12 @@ from torch.distributions import MultivariateNormal
 from zonal.features import SphericalHarmonicFeatures
 from zonal.kernels import ArcCosineKernel
 from zonal.models import SVGP
-from zonal.models.activated_dgp import ActivatedDGP, train_network, two_stage_fit
+from zonal.models.activated_dgp import (
+    ActivatedDGP,
+    mean_prior_penalty,
+    train_network,
+    two_stage_fit,
+)
 from zonal.models.dgp import DGP, DGPLayer
 
 
@@ -289,6 +294,95 @@ def test_softmax_head_predicts_the_copied_networks_classes():
     assert len(set(expected.argmax(-1).tolist())) == classes  # every class is predicted
     assert (probabilities - expected).abs().max() < 1e-4
     assert torch.equal(probabilities.argmax(-1), expected.argmax(-1))
+
+
+@pytest.mark.parametrize("outputs", [1, 3])
+def test_the_mean_prior_penalty_is_the_mean_term_of_the_kl(outputs):
+    """``mean_prior_penalty`` of a network layer equals KL(q || p) of the DGP layer it is copied
+    into minus the same KL with a zero mean, KL computed by torch.distributions over u with
+    p(u) = N(0, Kuu) and q's covariance L S L^T (whitened S), per output; and its gradient in the
+    network's directions and output weights matches finite differences."""
+    likelihood = (gpytorch.likelihoods.BernoulliLikelihood() if outputs == 1 else
+                  gpytorch.likelihoods.SoftmaxLikelihood(num_classes=outputs,
+                                                         mixing_weights=False))  # fmt: skip
+    model = ActivatedDGP(2, [3], likelihood, output_dim=outputs, num_inducing=6)
+    network = model.network_like(seed=3)
+    model.from_torch_module(network, kernel_variance=[1e-3, 0.7], variational_scale=0.2)
+    layer = model.layers[-1]
+    penalty = mean_prior_penalty(layer, network[-1]).detach()
+    with torch.no_grad():
+        kuu = layer.features.kuu(layer.covar_module)  # [M, M]
+        root = torch.linalg.cholesky(kuu)  # L
+        covariance = root @ (0.2**2 * torch.eye(6, dtype=torch.float64)) @ root.mT  # L S L^T
+        prior = MultivariateNormal(torch.zeros(6, dtype=torch.float64), kuu)
+        expected = 0.0
+        for mean in network[-1].output_weights.mT:  # v_p [M], u's mean Kuu v_p
+            kl = torch.distributions.kl_divergence(
+                MultivariateNormal(kuu @ mean, covariance), prior
+            )
+            kl_zero = torch.distributions.kl_divergence(
+                MultivariateNormal(torch.zeros(6, dtype=torch.float64), covariance), prior
+            )
+            expected += float(kl - kl_zero)
+        strategy_kl = layer.variational_strategy.kl_divergence().sum()  # zonal's whitened KL
+        zero = model.network_like(seed=3)
+        zero[-1].output_weights.zero_()
+        zero[-1].raw_weights.copy_(network[-1].raw_weights)
+        model.from_torch_module(zero, variational_scale=0.2)
+        strategy_kl_zero = layer.variational_strategy.kl_divergence().sum()
+    assert abs(float(penalty) - expected) < 1e-8 * max(1.0, expected)
+    assert abs(float(strategy_kl - strategy_kl_zero) - expected) < 1e-8 * max(1.0, expected)
+    last = network[-1]
+    inputs = (last.raw_weights.detach().clone().requires_grad_(),
+              last.output_weights.detach().clone().requires_grad_())  # fmt: skip
+
+    def of(raw_weights, output_weights):
+        directions = raw_weights / raw_weights.norm(dim=-1, keepdim=True)
+        kuu = layer.features.kuu(layer.covar_module, directions)
+        return 0.5 * (output_weights * (kuu @ output_weights)).sum()
+
+    assert abs(float(of(*inputs)) - float(penalty)) < 1e-12 * max(1.0, expected)
+    assert torch.autograd.gradcheck(of, inputs)
+    mean_prior_penalty(layer, last).backward()
+    assert last.raw_weights.grad is not None and last.output_weights.grad is not None
+
+
+def test_a_classifiers_network_stage_is_the_map_mean_of_its_last_layer():
+    """On separable rows the probit loss alone grows the latent without bound; with the last
+    layer's prior term (``mean_prior_penalty`` / N) the network that is copied in has a smaller
+    prior term and a smaller latent, and reaches a lower MAP objective than the plain network."""
+    from zonal.models.activated_dgp import probit_cross_entropy
+    from zonal.models.training import TrainingControl
+    from zonal.tabular import recipes
+    from zonal.tabular.recipes import resolve_spec
+
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(120, 3, generator=generator, dtype=torch.float64)
+    y = (x[:, 0] > 0).double()
+    spec = resolve_spec(3, model="adgp", steps=150, num_inducing=12, likelihood="bernoulli",
+                        num_classes=2)  # fmt: skip
+    networks = {}
+    for prior in (True, False):
+        model = recipes.build_deep(spec, x)
+        with pytest.MonkeyPatch.context() as patch:
+            if not prior:
+                patch.setattr("zonal.tabular.recipes.network.mean_prior_penalty",
+                              lambda layer, network: torch.zeros((), dtype=torch.float64))  # fmt: skip
+            recipes.network_stage(model, spec, x, y, TrainingControl())
+        networks[prior] = (model.to_torch_module(), model.layers[-1])
+
+    def terms(prior):
+        network, layer = networks[prior]
+        with torch.no_grad():
+            penalty = float(mean_prior_penalty(layer, network[-1]))
+            loss = float(probit_cross_entropy(network(x), y))
+            return penalty, loss + penalty / len(x), float(network(x).abs().median())
+
+    with_prior, objective, latent = terms(True)
+    plain, plain_objective, plain_latent = terms(False)
+    assert with_prior < 0.5 * plain
+    assert objective < plain_objective
+    assert latent < plain_latent
 
 
 @pytest.mark.parametrize(("likelihood", "last"), [("bernoulli", 1.0), ("gaussian", 1e-3)])

@@ -186,8 +186,10 @@ class ActivatedFeatures(InducingFeatures):
         coefficients = torch.where(kept, self.coefficients.to(cosines.dtype), 0.0)  # [N~ + 1]
         return mercer_sum(cosines, coefficients.unsqueeze(-2).unsqueeze(-2), self.ambient_dim)
 
-    def kuu(self, kernel: Kernel) -> torch.Tensor:
-        """sum_{n in K} sigma_n^2 / lambda_n Z_n(w_m . w_m') [*b, M, M] (eq. 15).
+    def kuu(self, kernel: Kernel, weights: torch.Tensor | None = None) -> torch.Tensor:
+        """sum_{n in K} sigma_n^2 / lambda_n Z_n(w_m . w_m') [*b, M, M] (eq. 15), at the features'
+        own directions or at ``weights`` [M, d] (unit rows, e.g. an equivalent network layer's,
+        differentiably).
 
         Raises ``NonFiniteCovarianceError`` where a kept level's eigenvalue is zero or underflows.
         """
@@ -204,7 +206,7 @@ class ActivatedFeatures(InducingFeatures):
                 "the features with kernel=<this kernel> (or a lower truncation_level) so that "
                 "those levels are left out."
             )
-        weights = self.weights.to(eigenvalues.dtype)  # [M, d]
+        weights = (self.weights if weights is None else weights).to(eigenvalues.dtype)  # [M, d]
         cosines = (weights @ weights.mT).clamp(-1, 1)  # [M, M]
         identity = torch.eye(len(weights), dtype=torch.bool, device=weights.device)  # [M, M]
         cosines = cosines.masked_fill(identity, 1.0)

@@ -276,6 +276,19 @@ def _network_layers(network: ActivatedNetwork) -> list[ActivatedLayer]:
     return cast("list[ActivatedLayer]", list(network))
 
 
+def mean_prior_penalty(layer: DGPLayer, network_layer: ActivatedLayer) -> torch.Tensor:
+    """0.5 sum_p v_p^T Kuu(W) v_p: the part of KL(q(u) || p(u)) that the variational mean adds,
+    0.5 m^T Kuu^-1 m, when ``network_layer`` (directions W, output weights V [M, P]) is copied
+    into the activated DGP's ``layer`` (m = Kuu V, or L^T V whitened: the same value), at the
+    layer's kernel as it is. Differentiable in the network's W and V, so that a network trained on
+    its loss plus this over N is the DGP's MAP mean for that layer's prior (seed 000 sec. 3.2: the
+    network is the posterior mean, V the inducing weights)."""
+    features, _ = _activated_parts(layer)
+    kuu = features.kuu(layer.covar_module, network_layer.weights)  # [M, M]
+    weights = network_layer.output_weights  # [M, P]
+    return 0.5 * (weights * (kuu.to(weights.dtype) @ weights)).sum()
+
+
 def probit_cross_entropy(output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     """-mean[y log Phi(f) + (1 - y) log Phi(-f)]: the link of GPyTorch's ``BernoulliLikelihood``,
     so that a network trained by it is the DGP's mean under the same likelihood."""
@@ -302,16 +315,24 @@ def train_network(
     seed: Seed = 0,
     plateau: PlateauSchedule | None = None,
     callback: Callable[[int, float], None] | None = None,
+    penalty: Callable[[], torch.Tensor] | None = None,
 ) -> list[float]:
     """Stage 1: fit the network by MSE, binary (probit) or categorical cross-entropy with Adam.
 
     ``seed``, ``plateau`` and ``callback`` are those of ``zonal.models.training.adam_on_minibatches``.
+    ``penalty()`` / N is added to every minibatch's mean loss (a prior's negative log density,
+    e.g. ``mean_prior_penalty``: the loss is then a MAP objective per point).
     """
     if loss not in LOSSES:
         raise ValueError(f"unknown loss {loss!r}; use one of {sorted(LOSSES)}")
     objective = LOSSES[loss]
+
+    def loss_of_batch(index: torch.Tensor) -> torch.Tensor:
+        value = objective(network(x[index]), y[index])
+        return value if penalty is None else value + penalty() / len(x)
+
     return adam_on_minibatches(
-        lambda index: objective(network(x[index]), y[index]),
+        loss_of_batch,
         network.parameters(),
         len(x),
         num_steps=num_steps,
@@ -382,4 +403,10 @@ def two_stage_fit(
     return {"network": network_losses, "elbo": elbo_losses}
 
 
-__all__ = ["ActivatedDGP", "noise_from_network", "train_network", "two_stage_fit"]
+__all__ = [
+    "ActivatedDGP",
+    "mean_prior_penalty",
+    "noise_from_network",
+    "train_network",
+    "two_stage_fit",
+]
