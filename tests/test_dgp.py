@@ -347,39 +347,31 @@ def test_the_mean_prior_penalty_is_the_mean_term_of_the_kl(outputs):
     assert last.raw_weights.grad is not None and last.output_weights.grad is not None
 
 
-def test_a_classifiers_network_stage_is_the_map_mean_of_its_last_layer():
+def test_a_network_trained_with_the_prior_term_is_the_map_mean_of_its_last_layer():
     """On separable rows the probit loss alone grows the latent without bound; with the last
-    layer's prior term (``mean_prior_penalty`` / N) the network that is copied in has a smaller
-    prior term and a smaller latent, and reaches a lower MAP objective than the plain network."""
+    layer's prior term (``train_network(..., penalty=...)``, ``mean_prior_penalty`` / N added to
+    every minibatch's loss) the network has a smaller prior term and a smaller latent, and
+    reaches a lower MAP objective than the same network trained without it."""
     from zonal.models.activated_dgp import probit_cross_entropy
-    from zonal.models.training import TrainingControl
-    from zonal.tabular import recipes
-    from zonal.tabular.recipes import resolve_spec
 
     generator = torch.Generator().manual_seed(0)
     x = torch.randn(120, 3, generator=generator, dtype=torch.float64)
     y = (x[:, 0] > 0).double()
-    spec = resolve_spec(3, model="adgp", steps=150, num_inducing=12, likelihood="bernoulli",
-                        num_classes=2)  # fmt: skip
-    networks = {}
+    model = ActivatedDGP(3, [2], gpytorch.likelihoods.BernoulliLikelihood(), num_inducing=12)
+    layer = model.layers[-1]
+    terms = {}
     for prior in (True, False):
-        model = recipes.build_deep(spec, x)
-        with pytest.MonkeyPatch.context() as patch:
-            if not prior:
-                patch.setattr("zonal.tabular.recipes.network.mean_prior_penalty",
-                              lambda layer, network: torch.zeros((), dtype=torch.float64))  # fmt: skip
-            recipes.network_stage(model, spec, x, y, TrainingControl())
-        networks[prior] = (model.to_torch_module(), model.layers[-1])
-
-    def terms(prior):
-        network, layer = networks[prior]
+        network = model.network_like(seed=1)
+        penalty = (
+            (lambda network=network: mean_prior_penalty(layer, network[-1])) if prior else None
+        )
+        train_network(network, x, y, loss="bce", num_steps=300, lr=0.05, penalty=penalty)
         with torch.no_grad():
-            penalty = float(mean_prior_penalty(layer, network[-1]))
-            loss = float(probit_cross_entropy(network(x), y))
-            return penalty, loss + penalty / len(x), float(network(x).abs().median())
-
-    with_prior, objective, latent = terms(True)
-    plain, plain_objective, plain_latent = terms(False)
+            value = float(mean_prior_penalty(layer, network[-1]))
+            objective = float(probit_cross_entropy(network(x), y)) + value / len(x)
+            terms[prior] = (value, objective, float(network(x).abs().median()))
+    with_prior, objective, latent = terms[True]
+    plain, plain_objective, plain_latent = terms[False]
     assert with_prior < 0.5 * plain
     assert objective < plain_objective
     assert latent < plain_latent

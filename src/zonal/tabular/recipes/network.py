@@ -8,21 +8,13 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Mapping
-from typing import Any, cast
+from typing import Any
 
 import torch
-from gpytorch.kernels import ScaleKernel
 
 from zonal.models import ActivatedDGP
-from zonal.models.activated_dgp import (
-    LOSSES,
-    mean_prior_penalty,
-    noise_from_network,
-    train_network,
-)
-from zonal.models.dgp import DGPLayer
+from zonal.models.activated_dgp import LOSSES, noise_from_network, train_network
 from zonal.models.training import TrainingControl
-from zonal.nn import ActivatedLayer
 from zonal.tabular.recipes.parts import SCHEDULE
 from zonal.tabular.recipes.registry import Fit, TrainingInterrupted
 
@@ -72,34 +64,12 @@ def network_stage(
     each its fraction of the network's time left. Ctrl-C copies the best network so far in and
     raises ``TrainingInterrupted``.
 
-    A classifier's network is trained to the MAP mean of its last layer: its loss per point plus
-    ``mean_prior_penalty`` / N, the prior N(0, Kuu) on that layer's inducing outputs at the
-    variance of the copy (``ADGP_CLASSIFIER_OUTPUT_VARIANCE``): the ELBO's own mean term, so the
-    DGP starts where its KL already holds the latent's scale. Without it a network on nearly
-    separable rows grows its latent without bound: on ionosphere split 1 (316 rows, ``zonal fit
-    --model adgp`` at its default steps and no time limit) three test rows sat 4-8 latent units on
-    the wrong side, test log likelihood -1.03 per row; with the prior term -0.83 (an exploratory
-    probe, ``benchmarks/fit_suite.py``'s split; wdbc split 0: -0.190 -> -0.186). Regression keeps
-    the plain MSE (its Gaussian noise carries the predictive variance, and its layers' variance
-    at the copy is 1e-3). The hidden layers carry no prior term: at the copy's 1e-3 it would
-    hold their outputs near zero.
-
     The phases: at the full rate the validation loss plateaus and early stopping ends the stage
     (airfoil and compactiv at 60 s ended there whatever the share); the lower rates go on from the
     best state (validation log likelihood -1.99 against -2.02 on airfoil, -2.28 against -2.29 on
     compactiv, in target units, ``benchmarks/fit_default.py`` split 0)."""
     loss = NETWORK_LOSSES[spec.get("likelihood", "gaussian")]
     network = model.network_like(spec["seed"])
-    variances = copy_variances(len(model.layers), loss)
-    penalty = None
-    if loss != "mse":  # a classifier: the MAP mean under its last layer's prior at the copy
-        last_layer = cast("DGPLayer", model.layers[-1])
-        last_network_layer = cast("ActivatedLayer", network[-1])
-        cast("ScaleKernel", last_layer.covar_module).outputscale = variances[-1]
-
-        def penalty() -> torch.Tensor:
-            return mean_prior_penalty(last_layer, last_network_layer)
-
     score = None
     if control.validation is not None:
         x_valid, y_valid = control.validation
@@ -125,14 +95,13 @@ def network_stage(
                                score=score) as watch:  # fmt: skip
                 train_network(network, x, y, loss=loss, num_steps=count,
                               batch_size=spec["batch_size"], lr=spec["learning_rate"] * factor,
-                              seed=spec["seed"] + phase, callback=watch,
-                              penalty=penalty)  # fmt: skip
+                              seed=spec["seed"] + phase, callback=watch)  # fmt: skip
             done += count
     except KeyboardInterrupt as error:
         interrupted = error
     model.from_torch_module(
         network,
-        kernel_variance=variances,
+        kernel_variance=copy_variances(len(model.layers), loss),
         variational_scale=ADGP_INITIAL_SCALE,
     )
     if loss == "mse":
