@@ -91,7 +91,12 @@ def reproduction_queue(
                                  ablation.cpu_hours)  # fmt: skip
                 (queue if ablation.completes else extra).append(item)
 
-    queue.sort(key=lambda item: (item.folder is None, item.cpu_hours or math.inf))
+    queue.sort(
+        key=lambda item: (
+            item.folder is None,
+            math.inf if item.cpu_hours is None else item.cpu_hours,
+        )
+    )
     extra.sort(key=lambda item: item.folder is None)  # stable: the claims' order otherwise
     return queue + extra
 
