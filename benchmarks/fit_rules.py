@@ -24,6 +24,10 @@ Rules checked:
   table pull less far; no constant, so every table is out of sample (units with per-row records
   only).
 
+The **selection ceiling** closes the regression report: per table, the ratio had every split taken
+the test's best single model, or best stack, of the models ``auto`` trained and those its rules
+left out. No rule can beat it, so a target it misses needs better models, not rules.
+
 Classification: ``auto`` chooses by validation log likelihood (no constant); the report says how
 often that choice is the test's best.
 
@@ -212,6 +216,39 @@ def regression_rules(units: list[Unit]) -> None:
                                        "choose": chosen}, "stack", svgp)  # fmt: skip
     print_rule("rule: stack the candidates, or choose the best by validation", rows, "stack")
     weighting_rule(zonal, svgp, STACKING_DRAWS)
+    selection_ceiling(zonal, svgp)
+
+
+def test_best(unit: Unit, singles: bool) -> frozenset[str]:
+    """The variant with the least test MSE on ``unit`` among its single models (``singles``) or
+    among every variant (each stack too): what no rule that sees only the training rows can
+    beat."""
+    variants = unit["diagnostics"]["variants"]
+    names = [name for name in variants if not singles or "+" not in name]
+    return frozenset(min(names, key=lambda name: variants[name]["mse"]).split("+"))
+
+
+def selection_ceiling(units: list[Unit], svgp: dict[str, float]) -> None:
+    """Per table, ``auto``'s ratio against the ratio had every split taken the test's best single
+    model, or the test's best stack, of the models ``auto`` trained and those its rules left out:
+    the least any selection or stacking rule over these models could reach. When that ceiling
+    misses a target, only better models (not rules) can meet it."""
+    outcomes: dict[str, Outcome] = {
+        "auto": lambda u: frozenset(u["diagnostics"]["auto_models"]),
+        "best single": lambda u: test_best(u, singles=True),
+        "best stack": lambda u: test_best(u, singles=False),
+    }
+    ratios = {name: table_ratios(units, outcome, svgp) for name, outcome in outcomes.items()}
+    print(
+        "\nthe selection ceiling: test-MSE ratio to the SVGP had each split taken the test's best"
+    )
+    print(f"{'table':<24}" + "".join(f"{name:>14}" for name in outcomes))
+    for table in ratios["auto"]:
+        print(f"{table:<24}" + "".join(f"{ratios[name][table]:>14.3f}" for name in outcomes))
+    for name, values in ratios.items():
+        above = sorted(table for table, ratio in values.items() if ratio > 1.05)
+        print(f"  {name}: geometric mean {geometric_mean(list(values.values())):.4f}, worst "
+              f"{max(values.values()):.3f}, above 1.05: {above or 'none'}")  # fmt: skip
 
 
 def recorded_weights(

@@ -269,3 +269,17 @@ def test_leave_one_table_out_chooses_on_the_other_tables(fit_rules):
     # without c: both others gain, so "always" wins there (0.5) and refining c costs 2x
     assert rows["c"] == {"table": "c", "chosen": "always", "loto": 2.0, "current": 1.0,
                          "best": 1.0}  # fmt: skip
+
+
+def test_the_selection_ceiling_takes_each_splits_test_best(fit_rules, capsys):
+    """Table a: auto's stack (MSE 1.0) is beaten on test by the refinement's stack (0.5), whose
+    member svgp alone has 1.0 and sgpr 0.8; the ceiling's single model is sgpr (0.8), its stack
+    the three (0.5), both below auto's 1.0 against an SVGP of 1.0."""
+    unit = made_up_unit("a", 0.02, 1.0, 0.5)
+    unit["diagnostics"]["variants"]["sgpr"]["mse"] = 0.8
+    assert fit_rules.test_best(unit, singles=True) == frozenset(["sgpr"])
+    assert fit_rules.test_best(unit, singles=False) == frozenset(["sgpr", "adgp", "svgp"])
+    fit_rules.selection_ceiling([unit], {"a": 1.0})
+    printed = capsys.readouterr().out
+    assert "a" + " " * 23 + f"{1.0:>14.3f}{0.8:>14.3f}{0.5:>14.3f}" in printed
+    assert "auto: geometric mean 1.0000, worst 1.000, above 1.05: none" in printed
