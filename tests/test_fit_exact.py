@@ -60,35 +60,73 @@ def test_the_size_rule_decides_when_the_square_and_cube_extrapolations_agree(mon
     x = torch.zeros(2048, 3, dtype=torch.float64)
     probed = []
 
-    def cubic(x, rows):  # an evaluation costing 1e-9 s * rows^3
+    def cubic(x, rows):  # two kernels, evaluations costing 1e-9 s and 2e-9 s * rows^3
         probed.append(rows)
-        return 1e-9 * rows**3, rows
+        return [1e-9 * rows**3, 2e-9 * rows**3], rows
 
     monkeypatch.setattr(exact_recipe, "evaluation_seconds", cubic)
-    at_full_size = 1e-9 * 2048**3 * EXACT_EVALUATIONS  # 258 s
+    # the choice on 512 rows (both kernels) and the costlier kernel's fit on 2048: 8.1 + 515 s
+    choice = 3e-9 * 512**3 * EXACT_EVALUATIONS
+    at_full_size = choice + 2e-9 * 2048**3 * EXACT_EVALUATIONS
     # the cube's bound from 512 rows holds: one probe
     assert exact_fits_budget(x, at_full_size * 1.01) and probed == [512]
     # even the square's bound from 512 rows fails: one probe
     probed.clear()
-    assert not exact_fits_budget(x, at_full_size / 4 / 1.01) and probed == [512]
+    assert not exact_fits_budget(x, choice + (at_full_size - choice) / 4 / 1.01)
+    assert probed == [512]
     # between the bounds: doubled until the table itself is timed
     probed.clear()
-    assert not exact_fits_budget(x, at_full_size * 0.99) and probed == [512, 1024, 2048]
+    assert not exact_fits_budget(x, at_full_size * 0.999) and probed == [512, 1024, 2048]
     assert exact_fits_budget(x, None)
     too_many = torch.zeros(EXACT_MAX_ROWS + 1, 3, dtype=torch.float64)
     assert not exact_fits_budget(too_many, None)
 
 
+def test_up_to_the_subsample_size_the_rule_charges_both_kernels_at_n(monkeypatch):
+    x = torch.zeros(400, 3, dtype=torch.float64)
+    monkeypatch.setattr(exact_recipe, "evaluation_seconds",
+                        lambda x, rows: ([1e-9 * rows**3, 2e-9 * rows**3], rows))  # fmt: skip
+    both = 3e-9 * 400**3 * EXACT_EVALUATIONS
+    assert exact_fits_budget(x, both * 1.01) and not exact_fits_budget(x, both * 0.99)
+
+
 def test_a_cost_that_grows_as_the_square_is_found_by_the_larger_probe(monkeypatch):
     x = torch.zeros(2048, 3, dtype=torch.float64)
-    monkeypatch.setattr(exact_recipe, "evaluation_seconds", lambda x, rows: (1e-6 * rows**2, rows))
-    at_full_size = 1e-6 * 2048**2 * EXACT_EVALUATIONS
+    monkeypatch.setattr(exact_recipe, "evaluation_seconds",
+                        lambda x, rows: ([1e-6 * rows**2], rows))  # fmt: skip
+    at_full_size = 1e-6 * (512**2 + 2048**2) * EXACT_EVALUATIONS
     assert exact_fits_budget(x, at_full_size * 1.01)  # the cube from 512 rows predicted 4x
 
 
 def test_the_timed_evaluation_is_of_the_subsample():
     seconds, rows = exact_recipe.evaluation_seconds(torch.randn(40, 2, dtype=torch.float64))
-    assert rows == 40 and 0 < seconds < 10
+    assert rows == 40 and len(seconds) == 2 and all(0 < value < 10 for value in seconds)
+
+
+def test_above_the_subsample_size_the_kernel_is_chosen_there_and_fitted_on_every_row(monkeypatch):
+    """Each family is fitted on the same 64 random rows; the one with the larger log p(y) per row
+    there is the model, continued on all 150 rows from the hyperparameters it reached."""
+    monkeypatch.setattr(exact_recipe, "EXACT_PROBE_ROWS", 64)
+    x, y = table()
+    fitted = fit_data(x, y, feature_columns=list("abc"), model="exact", ard=True,
+                      validation_fraction=0.0)  # fmt: skip
+    kernels = fitted.trained.candidates  # the subsample's log p(y) / n of each family
+    chosen = max(kernels, key=kernels.get)
+    assert set(kernels) == {"arccos", "polynomial-decay"}
+    assert fitted.describe() == f"exact ({chosen} kernel, 150 training rows)"
+    model = fitted.trained.model
+    assert len(model.train_y) == 150
+    inputs, targets = model.train_x, model.train_y
+    rows = torch.randperm(150, generator=torch.Generator().manual_seed(0))[:64].sort().values
+    spec = {"kernel": chosen, "input_dim": 3, "ard": True, "seed": 0}
+    on_subsample = exact_recipe.exact_gp(spec, inputs[rows], targets[rows])
+    on_subsample.fit(max_iter=exact_recipe.EXACT_EVALUATIONS, lr=1.0)
+    assert exact_recipe.per_row_log_likelihood(on_subsample) == pytest.approx(kernels[chosen])
+    # continued on every row: log p(y) / N at least what the subsample's parameters give there
+    on_subsample.set_training_data(inputs, targets)
+    start = exact_recipe.per_row_log_likelihood(on_subsample)
+    assert fitted.trained.objective >= start - 1e-9
+    assert fitted.trained.objective == pytest.approx(exact_recipe.per_row_log_likelihood(model))
 
 
 def test_auto_leaves_the_exact_gp_out_of_classification(monkeypatch):
