@@ -337,9 +337,28 @@ def classification_choice(units: list[Unit]) -> None:
         print(f"{unit['table']:<24}{unit['split']:>6}{picked:>16}{variants[picked]['tll']:>10.4f}"
               f"{best:>16}{variants[best]['tll']:>10.4f}")  # fmt: skip
     print(f"  validation picked the test's best on {agree} of {len(zonal)} splits")
+    classification_ceiling(zonal)
     mixtures = [u for u in zonal if "models" in u["diagnostics"]]
     if mixtures:
         classifier_mixtures(mixtures, STACKING_DRAWS)
+
+
+def classification_ceiling(units: list[Unit]) -> None:
+    """Per table, means over splits of ``auto``'s test accuracy and TLL against the test-best
+    accuracy and the test-best TLL on each split among its models, their stacks (plain weights)
+    and ``auto``'s own mixture (bootstrap weights): the selection ceiling of
+    ``selection_ceiling``, per metric."""
+    found: dict[str, list[tuple[float, float, float, float]]] = {}
+    for unit in units:
+        scores = [*unit["diagnostics"]["variants"].values(), unit]
+        found.setdefault(unit["table"], []).append((
+            unit["accuracy"], unit["tll"], max(v["accuracy"] for v in scores),
+            max(v["tll"] for v in scores)))  # fmt: skip
+    print("\nclassification: the selection ceiling (each split's test-best accuracy and TLL)")
+    print(f"{'table':<24}{'auto accuracy':>15}{'ceiling':>10}{'auto TLL':>10}{'ceiling':>10}")
+    for table, rows in found.items():
+        accuracy, tll, best_accuracy, best_tll = np.mean(rows, axis=0)
+        print(f"{table:<24}{accuracy:>15.4f}{best_accuracy:>10.4f}{tll:>10.3f}{best_tll:>10.3f}")
 
 
 def mixture_scores(unit: Unit, draws: int = 0, seed: int = 0) -> tuple[float, float]:

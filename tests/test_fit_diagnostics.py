@@ -283,3 +283,19 @@ def test_the_selection_ceiling_takes_each_splits_test_best(fit_rules, capsys):
     printed = capsys.readouterr().out
     assert "a" + " " * 23 + f"{1.0:>14.3f}{0.8:>14.3f}{0.5:>14.3f}" in printed
     assert "auto: geometric mean 1.0000, worst 1.000, above 1.05: none" in printed
+
+
+def test_the_classification_ceiling_takes_each_metrics_best_auto_included(fit_rules, capsys):
+    """Accuracy's best is the stack (0.9), TLL's is auto's own bootstrap mixture (-0.2): each
+    metric is maximised on its own, over the variants and auto."""
+
+    def scores(accuracy: float, tll: float) -> dict:
+        return {"accuracy": accuracy, "tll": tll, "weights": [], "validation_log_likelihood": 0.0}
+
+    unit = {"table": "c", "task": "classification", "split": 0, "method": "zonal",
+            "accuracy": 0.8, "tll": -0.2, "diagnostics": {"variants": {
+                "svgp": scores(0.7, -0.5), "adgp": scores(0.8, -0.4),
+                "svgp+adgp": scores(0.9, -0.3)}}}  # fmt: skip
+    fit_rules.classification_ceiling([unit])
+    printed = capsys.readouterr().out
+    assert "c" + " " * 23 + f"{0.8:>15.4f}{0.9:>10.4f}{-0.2:>10.3f}{-0.2:>10.3f}" in printed
