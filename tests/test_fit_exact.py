@@ -13,7 +13,7 @@ import torch
 
 from zonal.cli import main
 from zonal.models import ExactZonalGP, StackedModel
-from zonal.tabular import fitting
+from zonal.tabular import candidates, fitting
 from zonal.tabular.fitting import fit_data
 from zonal.tabular.predict import predict_data
 from zonal.tabular.recipes import EXACT_EVALUATIONS, EXACT_MAX_ROWS, exact_fits_budget
@@ -54,6 +54,26 @@ def test_auto_trains_the_exact_gp_after_the_sgpr_and_its_component_holds_every_r
     members = model.components if isinstance(model, StackedModel) else [model]
     exact = [member for member in members if isinstance(member, ExactZonalGP)]
     assert all(len(member.train_y) == len(y) for member in exact)
+
+
+def test_auto_judges_the_exact_gp_at_its_turn_against_the_share_it_then_gets(monkeypatch):
+    """The size rule runs after the SGPR, with the time left over the two candidates left (the
+    exact GP and the activated DGP): more than a third of the budget. Refused, the exact GP is
+    not trained and the activated DGP follows the SGPR."""
+    shares = []
+
+    def refuse(x, share):
+        shares.append(share)
+        return share is None  # only the size cap, asked before training, passes
+
+    monkeypatch.setattr(candidates, "exact_fits_budget", refuse)
+    monkeypatch.setattr(fitting, "exact_fits_budget", refuse)
+    x, y = table(120)
+    fitted = fit_data(x, y, feature_columns=list("abc"), budget=30.0)
+    assert shares[0] is None and len(shares) == 2  # the cap before, the share at its turn
+    sgpr_seconds = fitted.scores["sgpr"]["seconds"]
+    assert 10.0 < shares[1] <= (30.0 - sgpr_seconds) / 2 + 1e-6
+    assert [name for name in fitted.scores if name != "stacked"][:2] == ["sgpr", "adgp"]
 
 
 def test_the_size_rule_decides_when_the_square_and_cube_extrapolations_agree(monkeypatch):

@@ -18,6 +18,7 @@ from zonal.tabular.recipes import (
     START_MODELS,
     Fit,
     TrainingInterrupted,
+    exact_fits_budget,
     resolve_spec,
     train,
 )
@@ -71,6 +72,8 @@ def train_candidates(
             share_deadline = time.monotonic() + (deadline - time.monotonic()) / (
                 len(names) - position
             )
+        if automatic and not fits_its_share(name, split, share_deadline):
+            continue  # its time goes to the candidates after it
         control = TrainingControl(
             deadline=share_deadline,
             score=watch,
@@ -104,6 +107,17 @@ def train_candidates(
     if not fits:
         raise failures[0]
     return fits, scores, False
+
+
+def fits_its_share(name: str, split: Split, share_deadline: float | None) -> bool:
+    """Whether ``auto`` trains candidate ``name`` now, with the time to ``share_deadline`` (None:
+    no budget): the exact GP when its fit is predicted to take at most that
+    (``exact_fits_budget``, timed on the table at its turn, so that the share is the one the
+    candidate loop gives it: what the one-pass SGPR before it left, divided among the
+    candidates left); every other recipe always."""
+    if name != "exact" or share_deadline is None:
+        return True
+    return exact_fits_budget(split.x_train, max(0.0, share_deadline - time.monotonic()))
 
 
 def train_refinement(

@@ -15,8 +15,9 @@
 3. **The model** (``model="auto"``): the candidates of ``zonal.tabular.recipes.auto_candidates`` for the
    training rows N and inputs D, trained one after the other within the wall-clock ``budget``
    (each candidate may use the time left divided by the candidates left; the one-pass SGPR comes
-   first and uses little; the exact GP follows it where ``auto_offers_exact`` predicts that its
-   fit takes at most a third of the budget), then for regression the refinement of
+   first and uses little; the exact GP follows it up to 5,000 rows (``auto_offers_exact``) when,
+   at its turn, its fit is predicted to take at most the share it then gets:
+   ``zonal.tabular.candidates.fits_its_share``), then for regression the refinement of
    ``zonal.tabular.recipes.auto_refinement``
    (the harmonic SVGP with ARD, within a fifth of the budget, where the SGPR's validation score
    is close to the activated DGP's). The candidates are then **stacked** (``stack_fits``,
@@ -138,13 +139,12 @@ def budget_seconds(budget: float | str | None, target: Target) -> float | None:
     return budget
 
 
-def auto_offers_exact(x: torch.Tensor, target: Target, budget: float | None) -> bool:
-    """Whether ``auto`` trains the exact GP on training rows x [N, D]: for regression, when its
-    ``EXACT_EVALUATIONS`` evaluations are predicted to fit in a third of the budget (its share
-    beside the SGPR and the deep or minibatch model; ``exact_fits_budget``)."""
-    if target.is_classification:
-        return False
-    return exact_fits_budget(x, None if budget is None else budget / 3)
+def auto_offers_exact(x: torch.Tensor, target: Target) -> bool:
+    """Whether the exact GP is among ``auto``'s candidates on training rows x [N, D]: for
+    regression, up to ``EXACT_MAX_ROWS`` rows. Whether it then trains is decided at its turn,
+    against the share of the budget it would get (``zonal.tabular.candidates.train_candidates``,
+    ``exact_fits_budget``)."""
+    return not target.is_classification and exact_fits_budget(x, None)
 
 
 def fit_data(
@@ -220,7 +220,7 @@ def fit_data(
     deadline = None if seconds is None else time.monotonic() + seconds
     names = [model] if model != "auto" else \
         auto_candidates(len(train_rows), x.shape[1], target.likelihood,
-                        exact=auto_offers_exact(split.x_train, target, seconds))  # fmt: skip
+                        exact=auto_offers_exact(split.x_train, target))  # fmt: skip
     fits, scores, interrupted = train_candidates(names, split, target, deadline, progress,
                                                   automatic=model == "auto", seed=seed,
                                                   options=options)  # fmt: skip

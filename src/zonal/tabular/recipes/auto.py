@@ -27,9 +27,10 @@ def auto_candidates(
 ) -> list[str]:
     """The recipes ``--model auto`` trains, in order, for N training rows of D inputs.
 
-    Regression: the one-pass ``sgpr`` first, then the ``exact`` GP where its size rule holds
-    (``exact``: ``zonal.tabular.recipes.exact.exact_fits_budget``, which the caller evaluates on
-    the table), then the accurate activated DGP (``adgp``) for N up
+    Regression: the one-pass ``sgpr`` first, then the ``exact`` GP up to ``EXACT_MAX_ROWS`` rows
+    (``exact``, which the caller evaluates; whether it trains is decided at its turn, against the
+    share of the budget it then gets: ``zonal.tabular.candidates.fits_its_share``), then the
+    accurate activated DGP (``adgp``) for N up
     to ``AUTO_DEEP_MAX_ROWS``; above, a minibatch SVGP: ``svgp`` with learned phase-truncated
     harmonics where 512 complete levels would stop below degree 3 (about D > 11,
     ``harmonic_layout``), else ``svgp-activated`` (128 features: steps cost O(M^3) for 128, not
