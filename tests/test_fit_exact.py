@@ -76,6 +76,19 @@ def test_auto_judges_the_exact_gp_at_its_turn_against_the_share_it_then_gets(mon
     assert [name for name in fitted.scores if name != "stacked"][:2] == ["sgpr", "adgp"]
 
 
+def test_ctrl_c_while_the_exact_gp_is_judged_keeps_the_sgpr(monkeypatch):
+    def interrupted(x, share):
+        if share is not None:
+            raise KeyboardInterrupt
+        return True
+
+    monkeypatch.setattr(candidates, "exact_fits_budget", interrupted)
+    x, y = table(120)
+    fitted = fit_data(x, y, feature_columns=list("abc"), budget=30.0)
+    assert fitted.interrupted and list(fitted.scores) == ["sgpr"]
+    assert fitted.describe().startswith("sgpr")
+
+
 def test_the_size_rule_decides_when_the_square_and_cube_extrapolations_agree(monkeypatch):
     x = torch.zeros(2048, 3, dtype=torch.float64)
     probed = []

@@ -72,7 +72,13 @@ def train_candidates(
             share_deadline = time.monotonic() + (deadline - time.monotonic()) / (
                 len(names) - position
             )
-        if automatic and not fits_its_share(name, split, share_deadline):
+        try:
+            admitted = not automatic or fits_its_share(name, split, share_deadline)
+        except KeyboardInterrupt:  # while the exact GP's size rule timed it: keep what was trained
+            if not fits:
+                raise
+            return fits, scores, True
+        if not admitted:
             continue  # its time goes to the candidates after it
         control = TrainingControl(
             deadline=share_deadline,
