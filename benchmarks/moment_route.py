@@ -8,7 +8,8 @@ coefficients G_abc). So the Gram matrix of the pass is a fixed linear map of the
 
 and per row the pass would evaluate K = sum_{l <= 2L} N(d, l) harmonics instead of adding the
 M (M + 1) / 2 products of the Gram triangle (M = sum_{l <= L} N(d, l)). This script times, per row
-and in one process, at ``--threads`` torch threads:
+and in one process, at ``--threads`` torch threads (each the best of ``--repeats`` alternated
+runs after a warm-up, ``exact_gradient.best_times``):
 
 - ``triangle``: half of a bare ``torch.matmul`` Z^T Z of a [rows, M] chunk: the least the Gram
   triangle can cost at the machine's matmul rate (zonal's panels take 0.68-0.72 of the product);
@@ -22,7 +23,7 @@ The zonal harmonics cost at least the ``moments`` figure (their recurrence has t
 the level factors), so ``moments / triangle`` is a lower bound on how much slower the route is.
 At d = 9, L = 4 (M = 660, the pass of ``benchmarks/statistics_pass.py``) K = 19,305: the cosines
 alone are 174k multiply-adds per row against the triangle's 218k, at a far lower rate (inner
-dimension 9), so the route cannot beat the triangle there.
+dimension 9), so the route cannot beat the triangle there (measured: 34-39x slower per row).
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/moment_route.py [--inputs 8] [--degree 4]
         [--rows 16384] [--block 256] [--repeats 5] [--threads 1] [--output FILE.json]
@@ -31,12 +32,11 @@ dimension 9), so the route cannot beat the triangle there.
 from __future__ import annotations
 
 import argparse
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import torch
 
+from exact_gradient import best_times
 from zonal._files import write_json_atomic
 from zonal.harmonics.counts import num_harmonics
 
@@ -68,16 +68,6 @@ def chebyshev_moments(
     return total
 
 
-def fastest(work: Callable[[], object], repeats: int) -> float:
-    """The least wall-clock seconds of ``repeats`` runs of ``work``."""
-    timings = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        work()
-        timings.append(time.perf_counter() - started)
-    return min(timings)
-
-
 def measure(inputs: int, degree: int, rows: int, block: int, repeats: int) -> dict[str, float]:
     """Per-row seconds of the triangle, the cosines and the moments (module docstring), float64."""
     ambient = inputs + 1
@@ -88,7 +78,6 @@ def measure(inputs: int, degree: int, rows: int, block: int, repeats: int) -> di
     z = torch.randn(rows, features, dtype=torch.float64, generator=generator)  # [rows, M]
     directions = torch.randn(ambient, moments, dtype=torch.float64, generator=generator)
     directions /= directions.norm(dim=0, keepdim=True)  # [d, K]
-    triangle = fastest(lambda: torch.matmul(z.mT, z), repeats) / 2
     cosine_buffer = torch.empty(block, moments, dtype=torch.float64)
 
     def cosines_only() -> None:
@@ -96,8 +85,15 @@ def measure(inputs: int, degree: int, rows: int, block: int, repeats: int) -> di
             chunk = x[start : start + block]
             torch.matmul(chunk, directions, out=cosine_buffer[: len(chunk)])
 
-    cosines = fastest(cosines_only, repeats)
-    route = fastest(lambda: chebyshev_moments(x, directions, 2 * degree, block), repeats)
+    best = best_times(
+        {
+            "product": lambda: torch.matmul(z.mT, z),
+            "cosines": cosines_only,
+            "moments": lambda: chebyshev_moments(x, directions, 2 * degree, block),
+        },
+        repeats,
+    )
+    triangle, cosines, route = best["product"] / 2, best["cosines"], best["moments"]
     return {
         "ambient_dim": ambient,
         "degree": degree,
