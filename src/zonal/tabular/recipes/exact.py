@@ -81,9 +81,7 @@ def train_exact(
         return choose_kernel_on_subsample(spec, x, y, control, names)
 
     def fit_one(name: str, deadline: float | None) -> tuple[ExactZonalGP, float]:
-        model = exact_gp({**spec, "kernel": name}, x, y)
-        model.fit(max_iter=spec["steps"], lr=spec["learning_rate"], deadline=deadline)
-        return model, per_row_log_likelihood(model)
+        return fitted_exact_gp(spec, name, x, y, spec["steps"], deadline)
 
     model, best, objective, candidates = best_kernel_fit(names, control, fit_one)
     return Fit(model, {**spec, "kernel": best}, objective, candidates)
@@ -93,6 +91,21 @@ def per_row_log_likelihood(model: ExactZonalGP) -> float:
     """log p(y) / N of the model's stored rows at its current parameters."""
     with torch.no_grad():
         return float(model.marginal_log_likelihood()) / len(model.train_y)
+
+
+def fitted_exact_gp(
+    spec: Mapping[str, Any],
+    kernel: str,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    max_iter: int,
+    deadline: float | None,
+) -> tuple[ExactZonalGP, float]:
+    """The exact GP of ``spec`` with ``kernel`` on rows x [n, D], y [n] after L-BFGS (``max_iter``
+    iterations, stopped at ``deadline``), and its log p(y) / n."""
+    model = exact_gp({**spec, "kernel": kernel}, x, y)
+    model.fit(max_iter=max_iter, lr=spec["learning_rate"], deadline=deadline)
+    return model, per_row_log_likelihood(model)
 
 
 def choose_kernel_on_subsample(
@@ -114,9 +127,7 @@ def choose_kernel_on_subsample(
     rows = rows.to(x.device)
 
     def fit_one(name: str, deadline: float | None) -> tuple[ExactZonalGP, float]:
-        model = exact_gp({**spec, "kernel": name}, x[rows], y[rows])
-        model.fit(max_iter=EXACT_EVALUATIONS, lr=spec["learning_rate"], deadline=deadline)
-        return model, per_row_log_likelihood(model)
+        return fitted_exact_gp(spec, name, x[rows], y[rows], EXACT_EVALUATIONS, deadline)
 
     model, best, _, candidates = best_kernel_fit(names, control, fit_one)
     model.set_training_data(x, y)
