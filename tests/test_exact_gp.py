@@ -93,6 +93,25 @@ def test_the_marginal_likelihood_is_scipys_multivariate_normal_density():
     assert float(model.marginal_log_likelihood()) == pytest.approx(expected, abs=1e-9)
 
 
+def test_leave_one_out_densities_are_the_dense_posteriors_of_the_other_rows():
+    model = make_model(n=15)
+    x, y = model.train_x.numpy(), model.train_y.numpy()
+    expected = []
+    for row in range(len(y)):
+        others = np.delete(np.arange(len(y)), row)
+        held_out = type(model)(model.kernel, torch.from_numpy(x[others]),
+                               torch.from_numpy(y[others]), input_map=model.input_map,
+                               noise=float(model.noise.detach()))  # fmt: skip
+        with torch.no_grad():
+            held_out.constant.copy_(model.constant)
+        mean, cov = dense_posterior(held_out, x[row : row + 1])
+        variance = cov[0, 0] + float(model.noise)
+        expected.append(scipy.stats.norm(mean[0], math.sqrt(variance)).logpdf(y[row]))
+    np.testing.assert_allclose(
+        model.leave_one_out_log_density().numpy(), expected, atol=1e-9, rtol=0
+    )
+
+
 def test_conditioning_equals_the_model_on_all_rows_at_the_same_hyperparameters():
     model = make_model()
     generator = torch.Generator().manual_seed(7)

@@ -1,14 +1,19 @@
 """The ``exact`` recipe of ``zonal fit`` and its place in ``auto``: a named exact GP fits, saves
 and reloads to the same predictions, conditioned on the validation rows; ``auto`` trains it after
-the SGPR on a small table and its component then holds every row; "auto" keeps the kernel family
-of the larger log p(y); the size rule extrapolates timed evaluations by (N / n)^2 and (N / n)^3
-against the share of the budget; options it cannot use are refused by name.
+the SGPR on a small table and its component then holds every row; "auto" stacks the kernel
+families by their leave-one-out densities (weights checked against scipy's optimiser on
+leave-one-out densities computed by deleting each row), on a subsample above its size; the
+stacked exact GP joins ``auto``'s stack as its kernels; the size rule extrapolates timed
+evaluations by (N / n)^2 and (N / n)^3 against the share of the budget; options it cannot use
+are refused by name.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+import scipy.optimize
+import scipy.stats
 import torch
 
 from zonal.cli import main
@@ -16,7 +21,12 @@ from zonal.models import ExactZonalGP, StackedModel
 from zonal.tabular import candidates, fitting
 from zonal.tabular.fitting import fit_data
 from zonal.tabular.predict import predict_data
-from zonal.tabular.recipes import EXACT_EVALUATIONS, EXACT_MAX_ROWS, exact_fits_budget
+from zonal.tabular.recipes import (
+    EXACT_AUTO_KERNELS,
+    EXACT_EVALUATIONS,
+    EXACT_MAX_ROWS,
+    exact_fits_budget,
+)
 from zonal.tabular.recipes import exact as exact_recipe
 from zonal.tabular.saved import load_model, save_model
 
@@ -28,21 +38,83 @@ def table(num_rows: int = 150, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     return x, y
 
 
+def members_of(model) -> list:
+    """The exact GPs of a fitted exact model: a stack's components, or the model itself."""
+    return list(model.components) if isinstance(model, StackedModel) else [model]
+
+
 def test_a_named_exact_gp_fits_conditions_on_every_row_and_reloads_the_same(tmp_path):
     x, y = table()
     fitted = fit_data(x, y, feature_columns=list("abc"), model="exact", ard=True)
-    model = fitted.trained.model
-    assert isinstance(model, ExactZonalGP) and len(model.train_y) == len(y)  # validation rows too
+    spec, model = fitted.spec, fitted.trained.model
+    members = members_of(model)
+    assert all(isinstance(member, ExactZonalGP) for member in members)
+    assert all(len(member.train_y) == len(y) for member in members)  # validation rows too
     kernels = fitted.trained.candidates  # kernel -> log p(y) / N of each family
-    assert set(kernels) == {"arccos", "polynomial-decay"}
-    assert fitted.describe() == f"exact ({max(kernels, key=kernels.get)} kernel, 150 training rows)"
-    assert fitted.trained.objective == max(kernels.values())
+    assert list(kernels) == list(EXACT_AUTO_KERNELS)
+    if isinstance(model, StackedModel):
+        assert spec["kernel"] == "stacked" and set(spec["kernels"]) < set(kernels)
+        weights = spec["kernel_weights"]
+        assert model.weights.tolist() == weights and sum(weights) == pytest.approx(1.0)
+        shown = " + ".join(f"{w:.2f} {k}" for w, k in zip(weights, spec["kernels"], strict=True))
+        assert fitted.describe() == f"exact (stacked {shown} kernels, 150 training rows)"
+        assert fitted.trained.objective == pytest.approx(
+            sum(w * kernels[k] for w, k in zip(weights, spec["kernels"], strict=True))
+        )
+    else:
+        assert spec["kernel"] in kernels
+        assert fitted.describe() == f"exact ({spec['kernel']} kernel, 150 training rows)"
     assert fitted.validation["mse"] < 0.1 * np.var(y)  # in the target's units
     save_model(fitted, tmp_path / "exact.pt")
     loaded = load_model(tmp_path / "exact.pt")
+    assert loaded.describe() == fitted.describe()
     before, after = predict_data(fitted, x[:30]), predict_data(loaded, x[:30])
     for key in before:
         np.testing.assert_allclose(after[key], before[key], rtol=1e-12, atol=1e-12)
+
+
+def deleted_row_log_densities(model: ExactZonalGP) -> np.ndarray:
+    """log p(y_i | y_-i) [N] by conditioning a copy on the other rows, row by row."""
+    x, y = model.train_x, model.train_y
+    densities = []
+    for row in range(len(y)):
+        others = torch.cat([torch.arange(row), torch.arange(row + 1, len(y))])
+        copy = exact_recipe.build_exact({"kernel": "arccos", "input_dim": 3, "ard": True})
+        copy.kernel, copy.input_map, copy.likelihood = (
+            model.kernel,
+            model.input_map,
+            model.likelihood,
+        )
+        copy.constant = model.constant
+        copy.set_training_data(x[others], y[others])
+        mean, variance = copy.predict(x[row : row + 1], include_noise=True)
+        densities.append(
+            scipy.stats.norm(float(mean), float(variance) ** 0.5).logpdf(float(y[row]))
+        )
+    return np.array(densities)
+
+
+def test_the_kernel_families_are_stacked_by_their_leave_one_out_densities():
+    """The weights maximise the mixture's mean LOO log density: scipy's optimiser over the
+    simplex on densities computed by deleting each row agrees within the rounding to 1/20."""
+    x, y = table(60, seed=0)  # an interior optimum: 0.75 / 0.25
+    inputs, targets = torch.from_numpy(x), torch.from_numpy((y - y.mean()) / y.std())
+    models = {}
+    for kernel in ("arccos", "chordal-se"):
+        spec = {"kernel": kernel, "input_dim": 3, "ard": True, "learning_rate": 1.0}
+        models[kernel], _ = exact_recipe.fitted_exact_gp(spec, kernel, inputs, targets, 15, None)
+    weights = exact_recipe.leave_one_out_weights(models)
+    densities = np.stack([deleted_row_log_densities(model) for model in models.values()], 1)
+
+    def minus_mixture(share: np.ndarray) -> float:
+        w = np.array([share[0], 1 - share[0]])
+        return -float(np.mean(np.log(np.exp(densities) @ w)))
+
+    best = scipy.optimize.minimize_scalar(lambda a: minus_mixture(np.array([a])),
+                                          bounds=(0, 1), method="bounded").x  # fmt: skip
+    assert 0.05 < best < 0.95
+    assert weights["arccos"] == pytest.approx(best, abs=0.5 / 20 + 1e-6)
+    assert sum(weights.values()) == pytest.approx(1.0)
 
 
 def test_auto_trains_the_exact_gp_after_the_sgpr_and_its_component_holds_every_row():
@@ -133,33 +205,77 @@ def test_a_cost_that_grows_as_the_square_is_found_by_the_larger_probe(monkeypatc
 
 def test_the_timed_evaluation_is_of_the_subsample():
     seconds, rows = exact_recipe.evaluation_seconds(torch.randn(40, 2, dtype=torch.float64))
-    assert rows == 40 and len(seconds) == 2 and all(0 < value < 10 for value in seconds)
+    assert rows == 40 and len(seconds) == len(EXACT_AUTO_KERNELS)
+    assert all(0 < value < 10 for value in seconds)
 
 
-def test_above_the_subsample_size_the_kernel_is_chosen_there_and_fitted_on_every_row(monkeypatch):
-    """Each family is fitted on the same 64 random rows; the one with the larger log p(y) per row
-    there is the model, continued on all 150 rows from the hyperparameters it reached."""
+def test_above_the_subsample_size_families_are_weighted_there_and_continued_on_every_row(
+    monkeypatch,
+):
+    """Each family is fitted on the same 64 random rows; those of positive LOO weight there are
+    continued on all 150 rows from the hyperparameters they reached, and weighted again by their
+    LOO densities on all rows."""
     monkeypatch.setattr(exact_recipe, "EXACT_PROBE_ROWS", 64)
+    continued = []
+    original = exact_recipe.stacked_fit
+
+    def recorded(spec, models):
+        continued.append(dict(models))
+        return original(spec, models)
+
+    monkeypatch.setattr(exact_recipe, "stacked_fit", recorded)
     x, y = table()
     fitted = fit_data(x, y, feature_columns=list("abc"), model="exact", ard=True,
                       validation_fraction=0.0)  # fmt: skip
-    kernels = fitted.trained.candidates  # the subsample's log p(y) / n of each family
-    chosen = max(kernels, key=kernels.get)
-    assert set(kernels) == {"arccos", "polynomial-decay"}
-    assert fitted.describe() == f"exact ({chosen} kernel, 150 training rows)"
-    model = fitted.trained.model
-    assert len(model.train_y) == 150
-    inputs, targets = model.train_x, model.train_y
+    (models,) = continued
+    inputs, targets = models[next(iter(models))].train_x, models[next(iter(models))].train_y
     rows = torch.randperm(150, generator=torch.Generator().manual_seed(0))[:64].sort().values
-    spec = {"kernel": chosen, "input_dim": 3, "ard": True, "seed": 0}
-    on_subsample = exact_recipe.exact_gp(spec, inputs[rows], targets[rows])
-    on_subsample.fit(max_iter=exact_recipe.EXACT_EVALUATIONS, lr=1.0)
-    assert exact_recipe.per_row_log_likelihood(on_subsample) == pytest.approx(kernels[chosen])
-    # continued on every row: log p(y) / N at least what the subsample's parameters give there
-    on_subsample.set_training_data(inputs, targets)
-    start = exact_recipe.per_row_log_likelihood(on_subsample)
-    assert fitted.trained.objective >= start - 1e-9
-    assert fitted.trained.objective == pytest.approx(exact_recipe.per_row_log_likelihood(model))
+    on_subsample = {}
+    for kernel in EXACT_AUTO_KERNELS:
+        spec = {"kernel": kernel, "input_dim": 3, "ard": True, "seed": 0}
+        model = exact_recipe.exact_gp(spec, inputs[rows], targets[rows])
+        model.fit(max_iter=exact_recipe.EXACT_EVALUATIONS, lr=1.0)
+        on_subsample[kernel] = model
+    subsample_weights = exact_recipe.leave_one_out_weights(on_subsample)
+    assert list(models) == [kernel for kernel, w in subsample_weights.items() if w > 0]
+    for kernel, model in models.items():
+        assert len(model.train_y) == 150
+        # continued on every row: log p(y) / N at least what the subsample's parameters give there
+        on_subsample[kernel].set_training_data(inputs, targets)
+        start = exact_recipe.per_row_log_likelihood(on_subsample[kernel])
+        assert exact_recipe.per_row_log_likelihood(model) >= start - 1e-9
+    weights = exact_recipe.leave_one_out_weights(models) if len(models) > 1 else {}
+    kept = [kernel for kernel in models if weights.get(kernel, 1.0) > 0]
+    assert [member.train_y is not None for member in members_of(fitted.trained.model)] == [
+        True
+    ] * len(kept)
+    assert fitted.spec["kernel"] == (kept[0] if len(kept) == 1 else "stacked")
+
+
+def test_a_stacked_exact_gp_joins_autos_stack_as_its_kernels(monkeypatch):
+    """``auto``'s stack holds plain models: a stacked exact GP's kernels enter it with the
+    product of the two weights (rounded to 1/20 again)."""
+    from zonal.tabular import stacking
+
+    x, y = table(120)
+    fitted = fit_data(x, y, feature_columns=list("abc"), budget=30.0)
+    spec = fitted.spec
+    if spec["model"] == "stacked":
+        assert all(component.get("kernel") != "stacked" for component in spec["components"])
+        assert all(
+            not isinstance(member, StackedModel) for member in fitted.trained.model.components
+        )
+    # the flattening itself, on a stacked exact fit and a plain one
+    two = {"kernel": "stacked", "kernels": ["arccos", "chordal-se"], "kernel_weights": [0.25, 0.75],
+           "model": "exact", "input_dim": 3, "ard": True}  # fmt: skip
+    exact_model = exact_recipe.build_exact(two, torch.from_numpy(x))
+    members = stacking.mixture_members(exact_recipe.Fit(exact_model, two, 0.0))
+    assert [(member[0]["kernel"], member[2]) for member in members] == [
+        ("arccos", 0.25),
+        ("chordal-se", 0.75),
+    ]
+    assert all("kernels" not in member[0] for member in members)
+    assert [member[1] for member in members] == list(exact_model.components)
 
 
 def test_auto_leaves_the_exact_gp_out_of_classification(monkeypatch):
@@ -195,3 +311,4 @@ def test_a_named_kernel_is_the_only_one_fitted():
     fitted = fit_data(x, y, feature_columns=list("abc"), model="exact", kernel="arccos", steps=20)
     assert set(fitted.trained.candidates) == {"arccos"}
     assert fitted.describe() == "exact (arccos kernel, 80 training rows)"
+    assert isinstance(fitted.trained.model, ExactZonalGP)

@@ -12,6 +12,7 @@ from zonal.datasets import Standardizer
 from zonal.models import ZonalModel
 from zonal.models.stacking import StackedModel
 from zonal.tabular.recipes import (
+    STACKED_KERNELS,
     get_recipe,
 )
 from zonal.tabular.targets import (
@@ -74,6 +75,12 @@ def describe_model(spec: dict[str, Any], model: ZonalModel) -> str:
         parts = [f"{weight:.2f} {describe_model(component, member)}" for weight, component, member
                  in zip(spec["weights"], spec["components"], members, strict=True)]  # fmt: skip
         return f"stacked ({' + '.join(parts)})"
+    if spec.get("kernel") == STACKED_KERNELS:  # an exact GP stacked over kernels
+        members = cast(list[ZonalModel], model.components)
+        kernels = " + ".join(f"{weight:.2f} {kernel}" for weight, kernel
+                             in zip(spec["kernel_weights"], spec["kernels"], strict=True))  # fmt: skip
+        count = len(cast(Any, members[0]).train_y)
+        return f"{spec['model']} (stacked {kernels} kernels, {count} training rows)"
     features = getattr(model, "features", None)
     rows = getattr(model, "train_y", None)  # the exact GP: its training rows
     size = (

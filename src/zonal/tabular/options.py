@@ -25,8 +25,8 @@ def default_budget(likelihood: str, num_classes: int) -> float:
     return DEFAULT_BUDGET * (num_classes if likelihood == "softmax" else 1)
 
 
-#: kernel names of the recipes ("auto": the recipe's own choice)
-KERNELS = ("auto", "arccos", "polynomial-decay")
+#: kernel names of the recipes ("auto": the recipe's own choice; the chordal ones: the exact GP)
+KERNELS = ("auto", "arccos", "polynomial-decay", "chordal-se", "chordal-matern")
 #: likelihood names: regression, binary classification (probit), multi-class (softmax)
 LIKELIHOODS = ("gaussian", "bernoulli", "softmax")
 #: one line per recipe of ``zonal.tabular.recipes``, in the order they are offered

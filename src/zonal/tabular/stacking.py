@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any
+from typing import Any, cast
 
 import torch
 from gpytorch.likelihoods import GaussianLikelihood
@@ -22,7 +22,9 @@ from zonal.tabular.metrics import row_log_densities, validation_metrics
 from zonal.tabular.model import STACKED
 from zonal.tabular.recipes import (
     OPTIMAL_Q_MAX_ENTRIES,
+    STACKED_KERNELS,
     Fit,
+    kernel_components,
 )
 from zonal.tabular.split import Split
 from zonal.tabular.targets import Target
@@ -44,7 +46,8 @@ def stack_fits(
     validation rows (``seed``; ``validation_weights``), rounded to multiples of 1 /
     ``WEIGHT_RESOLUTION``. Returns (the fit, the scores with each candidate's ``weight``): the
     single candidate when the weights pick one, else a ``StackedModel`` of the candidates of
-    positive weight (spec ``{"model": "stacked", "components": [specs], "weights": [w]}``; its
+    positive weight (a stacked exact GP enters as its kernels, each weighted by the product of
+    the two weights and rounded again: ``mixture_members``; spec ``{"model": "stacked", "components": [specs], "weights": [w]}``; its
     objective is the weighted mean of theirs, a summary, not a bound for the mixture) with a
     ``stacked`` entry in the scores (its validation metrics are optimistic: the weights were
     fitted to those rows). A candidate with a NaN density on any row is broken and gets weight 0;
@@ -67,15 +70,21 @@ def stack_fits(
     kept = [name for name in names if weights[name] > 0]
     if len(kept) == 1:
         return fits[kept[0]], scores
+    members = [(spec, model, weights[name] * share)
+               for name in kept for spec, model, share in mixture_members(fits[name])]  # fmt: skip
+    rounded = quantize_weights([share for _, _, share in members]).tolist()
     spec = {
         "model": STACKED,
         "input_dim": fits[kept[0]].spec["input_dim"],
         "likelihood": target.likelihood,
         "num_classes": len(target.classes),
-        "components": [dict(fits[name].spec) for name in kept],
-        "weights": [weights[name] for name in kept],
+        "components": [
+            member[0] for member, share in zip(members, rounded, strict=True) if share > 0
+        ],
+        "weights": [share for share in rounded if share > 0],
     }
-    model = StackedModel([fits[name].model for name in kept], spec["weights"])
+    models = [member[1] for member, share in zip(members, rounded, strict=True) if share > 0]
+    model = StackedModel(models, spec["weights"])
     objective = sum(weights[name] * fits[name].objective for name in kept)
     candidates = {kernel: bound for name in kept for kernel, bound in fits[name].candidates.items()}
     score = {
@@ -84,6 +93,17 @@ def stack_fits(
         **validation_metrics(model, target, split.x_valid, split.y_valid),
     }
     return Fit(model, spec, objective, candidates), {**scores, STACKED: score}
+
+
+def mixture_members(fit: Fit) -> list[tuple[dict[str, Any], ZonalModel, float]]:
+    """(spec, model, weight) of each component a candidate brings to ``auto``'s stack: the
+    kernels of a stacked exact GP (``zonal.tabular.recipes.exact``) with their weights, so that
+    the stack stays one mixture of plain models, else the candidate itself with weight 1."""
+    if fit.spec.get("kernel") != STACKED_KERNELS:
+        return [(dict(fit.spec), fit.model, 1.0)]
+    members = cast(list[ZonalModel], list(cast(StackedModel, fit.model).components))
+    return list(zip(kernel_components(fit.spec), members, fit.spec["kernel_weights"],
+                    strict=True))  # fmt: skip
 
 
 #: Bayesian-bootstrap replicates of ``auto``'s stacking weights: a Monte Carlo size (each

@@ -64,10 +64,13 @@ from zonal.tabular.recipes.deep import (
     train_deep,
 )
 from zonal.tabular.recipes.exact import (
+    EXACT_AUTO_KERNELS,
     EXACT_EVALUATIONS,
     EXACT_MAX_ROWS,
+    STACKED_KERNELS,
     build_exact,
     exact_fits_budget,
+    kernel_components,
     train_exact,
 )
 from zonal.tabular.recipes.network import (
@@ -133,6 +136,7 @@ __all__ = [
     "AUTO_REFINEMENT_SHARE",
     "BATCH_SIZE",
     "DGP_INNER_SCALE",
+    "EXACT_AUTO_KERNELS",
     "EXACT_EVALUATIONS",
     "EXACT_MAX_ROWS",
     "EXTRA_KERNEL_LEVELS",
@@ -150,6 +154,7 @@ __all__ = [
     "RECIPE_SUMMARIES",
     "SCHEDULE",
     "SPARSE_MAX_DEGREE",
+    "STACKED_KERNELS",
     "START_MODELS",
     "TRUNCATION_LEVEL",
     "Fit",
@@ -171,6 +176,7 @@ __all__ = [
     "harmonic_features",
     "harmonic_layout",
     "input_embedding",
+    "kernel_components",
     "layer_widths",
     "make_likelihood",
     "network_stage",

@@ -1,11 +1,19 @@
 """The ``exact`` recipe: exact GP regression with a zonal kernel on the sphere embedding
-(``zonal.models.ExactZonalGP``), L-BFGS on the exact marginal likelihood; ``kernel="auto"`` fits
-the first-order arc-cosine and the polynomial-decay kernel (20 levels, decay learnt) and keeps
-the larger log p(y): on all rows up to ``EXACT_PROBE_ROWS`` of them, above on a random subsample
-of that size, the kept family then continuing on all rows from the hyperparameters it reached
-there (``choose_kernel_on_subsample``). Every training row is its own inducing point: O(N^3)
-time per evaluation, for tables of a few thousand rows, where it carries neither the harmonic
-features' truncation nor a variational gap. Gaussian only.
+(``zonal.models.ExactZonalGP``), L-BFGS on the exact marginal likelihood. Every training row is
+its own inducing point: O(N^3) time per evaluation, for tables of a few thousand rows, where it
+carries neither the harmonic features' truncation nor a variational gap. Gaussian only.
+
+``kernel="auto"`` stacks kernel families by their leave-one-out predictive densities (Yao et
+al. 2018, with the exact GP's closed-form LOO of Rasmussen & Williams 2006, eqs. 5.10-5.12):
+each family of ``EXACT_AUTO_KERNELS`` is fitted by type-II maximum likelihood, and the mixture
+sum_k w_k p_k(y | x) takes the weights w on the simplex that maximise the mean LOO log density
+sum_i log sum_k w_k p_k(y_i | y_-i) / N (``zonal.models.stacking.stacking_weights``, rounded to
+1/20). Families of weight 0 are dropped; one family left is that exact GP, more a
+``StackedModel`` of them (spec ``kernel: "stacked"`` with its ``kernels`` and
+``kernel_weights``). Up to ``EXACT_PROBE_ROWS`` rows every family is fitted on all rows; above,
+on the same random subsample of that size (``EXACT_EVALUATIONS`` L-BFGS iterations), whose LOO
+weights choose the families that continue on all rows from the hyperparameters they reached,
+and the LOO densities of all rows weight those (``stack_on_subsample``).
 
 ``exact_fits_budget`` is ``auto``'s size rule for it: the exact GP is a candidate when its fit is
 predicted to fit in its share of the budget: ``EXACT_EVALUATIONS`` evaluations of log p(y) and
@@ -17,6 +25,7 @@ table).
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -24,15 +33,16 @@ from typing import Any
 import torch
 
 from zonal.models import ExactZonalGP
+from zonal.models.stacking import StackedModel, quantize_weights, stacking_weights
 from zonal.models.training import TrainingControl
 from zonal.tabular.options import RECIPE_DEFAULTS, RECIPE_SUMMARIES
 from zonal.tabular.recipes.parts import (
     AUTO_KERNELS,
+    CHORDAL_KERNELS,
     INITIAL_NOISE,
-    best_kernel_fit,
     build_kernel,
+    fit_each_kernel,
     input_embedding,
-    kernel_names,
 )
 from zonal.tabular.recipes.registry import Fit, Recipe, register
 
@@ -45,6 +55,10 @@ EXACT_PROBE_ROWS = 512
 #: the most training rows the exact GP takes (its N x N matrices, a few of them alive at once
 #: in the gradient, in float64: 200 MB each at this size)
 EXACT_MAX_ROWS = 5000
+#: the kernel families ``kernel="auto"`` stacks (module docstring)
+EXACT_AUTO_KERNELS = (*AUTO_KERNELS, *CHORDAL_KERNELS)
+#: the ``kernel`` of a spec whose exact GP is a stack of kernel families
+STACKED_KERNELS = "stacked"
 
 
 def exact_gp(spec: Mapping[str, Any], x: torch.Tensor, y: torch.Tensor) -> ExactZonalGP:
@@ -54,37 +68,84 @@ def exact_gp(spec: Mapping[str, Any], x: torch.Tensor, y: torch.Tensor) -> Exact
     return ExactZonalGP(kernel, x, y, input_map=input_embedding(spec), noise=INITIAL_NOISE)
 
 
-def build_exact(spec: Mapping[str, Any], x: torch.Tensor | None = None) -> ExactZonalGP:
-    """The exact GP of ``spec`` on the rows x [N, D] with zero targets (none: a float64 CPU model
-    with no rows, to load a checkpoint into, which brings its rows and targets)."""
+def build_exact(
+    spec: Mapping[str, Any], x: torch.Tensor | None = None
+) -> ExactZonalGP | StackedModel:
+    """The exact GP of ``spec`` (a ``StackedModel`` of one per kernel for a stacked spec) on the
+    rows x [N, D] with zero targets (none: a float64 CPU model with no rows, to load a checkpoint
+    into, which brings its rows and targets)."""
     rows = torch.zeros(0, spec["input_dim"], dtype=torch.float64) if x is None else x
-    return exact_gp(spec, rows, torch.zeros(len(rows), dtype=rows.dtype, device=rows.device))
+    targets = torch.zeros(len(rows), dtype=rows.dtype, device=rows.device)
+    if spec["kernel"] != STACKED_KERNELS:
+        return exact_gp(spec, rows, targets)
+    components = [exact_gp(component, rows, targets) for component in kernel_components(spec)]
+    return StackedModel(components, spec["kernel_weights"])
+
+
+def kernel_components(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The exact GP spec of each kernel of a stacked spec, in order."""
+    plain = {key: value for key, value in spec.items() if key not in ("kernels", "kernel_weights")}
+    return [{**plain, "kernel": kernel} for kernel in spec["kernels"]]
 
 
 def train_exact(
     spec: Mapping[str, Any], x: torch.Tensor, y: torch.Tensor, control: TrainingControl
 ) -> Fit:
     """L-BFGS (``steps`` iterations at most) on log p(y) / N, stopped at ``control``'s deadline
-    (the parameters are the best reached); the objective is log p(y) / N at the end. ``"auto"``
-    fits the arc-cosine and the polynomial-decay kernel, each within its share of the time
-    left, and keeps the larger log p(y) (type-II maximum likelihood over the two families, as
-    the ``sgpr`` recipe keeps the larger bound); above ``EXACT_PROBE_ROWS`` rows it compares
-    them on a subsample and fits the kept one on all rows (``choose_kernel_on_subsample``)."""
+    (the parameters are the best reached); the objective is log p(y) / N at the end (for a stack,
+    its weighted mean over the kernels, a summary). ``"auto"`` fits every family of
+    ``EXACT_AUTO_KERNELS``, each within its share of the time left, and stacks them by their
+    leave-one-out densities (module docstring); above ``EXACT_PROBE_ROWS`` rows the families
+    are weighted on a subsample first (``stack_on_subsample``)."""
     if len(x) > EXACT_MAX_ROWS:
         raise ValueError(
             f"the exact GP takes at most {EXACT_MAX_ROWS} training rows (O(N^2) memory, O(N^3) "
             f"time), got {len(x)}; use sgpr or svgp"
         )
-
-    names = kernel_names(spec)
-    if len(names) > 1 and len(x) > EXACT_PROBE_ROWS:
-        return choose_kernel_on_subsample(spec, x, y, control, names)
+    if spec["kernel"] != "auto":
+        model, objective = fitted_exact_gp(spec, spec["kernel"], x, y, spec["steps"],
+                                           control.deadline)  # fmt: skip
+        return Fit(model, dict(spec), objective, {spec["kernel"]: objective})
+    if len(x) > EXACT_PROBE_ROWS:
+        return stack_on_subsample(spec, x, y, control)
 
     def fit_one(name: str, deadline: float | None) -> tuple[ExactZonalGP, float]:
         return fitted_exact_gp(spec, name, x, y, spec["steps"], deadline)
 
-    model, best, objective, candidates = best_kernel_fit(names, control, fit_one)
-    return Fit(model, {**spec, "kernel": best}, objective, candidates)
+    fits = fit_each_kernel(EXACT_AUTO_KERNELS, control, fit_one)
+    return stacked_fit(spec, {name: model for name, (model, _) in fits.items()})
+
+
+def leave_one_out_weights(models: Mapping[str, ExactZonalGP]) -> dict[str, float]:
+    """The stacking weights of exact GPs on the same rows: those on the simplex maximising the
+    mean log density of the mixture over their leave-one-out densities L [N, K]
+    (``ExactZonalGP.leave_one_out_log_density``), rounded to multiples of 1/20. A model with a
+    non-finite LOO density on some row gets weight 0."""
+    names = list(models)
+    densities = torch.stack(
+        [models[name].leave_one_out_log_density() for name in names], dim=1
+    )  # [N, K]
+    broken = ~torch.isfinite(densities).all(0)  # [K]
+    densities = densities.masked_fill(broken, -math.inf)
+    weights = quantize_weights(stacking_weights(densities))  # [K]
+    return dict(zip(names, weights.tolist(), strict=True))
+
+
+def stacked_fit(spec: Mapping[str, Any], models: Mapping[str, ExactZonalGP]) -> Fit:
+    """The fit of exact GPs of several kernels on the same rows (``models``, by kernel): the one
+    model when the LOO weights (``leave_one_out_weights``) keep one, else their
+    ``StackedModel``; ``candidates`` holds each kernel's log p(y) per row."""
+    objectives = {name: per_row_log_likelihood(model) for name, model in models.items()}
+    weights = leave_one_out_weights(models) if len(models) > 1 else dict.fromkeys(models, 1.0)
+    kept = [name for name in models if weights[name] > 0]
+    if len(kept) == 1:
+        name = kept[0]
+        return Fit(models[name], {**spec, "kernel": name}, objectives[name], objectives)
+    stacked = {**spec, "kernel": STACKED_KERNELS, "kernels": kept,
+               "kernel_weights": [weights[name] for name in kept]}  # fmt: skip
+    model = StackedModel([models[name] for name in kept], stacked["kernel_weights"])
+    objective = sum(weights[name] * objectives[name] for name in kept)
+    return Fit(model, stacked, objective, objectives)
 
 
 def per_row_log_likelihood(model: ExactZonalGP) -> float:
@@ -108,20 +169,16 @@ def fitted_exact_gp(
     return model, per_row_log_likelihood(model)
 
 
-def choose_kernel_on_subsample(
-    spec: Mapping[str, Any],
-    x: torch.Tensor,
-    y: torch.Tensor,
-    control: TrainingControl,
-    names: Sequence[str],
+def stack_on_subsample(
+    spec: Mapping[str, Any], x: torch.Tensor, y: torch.Tensor, control: TrainingControl
 ) -> Fit:
-    """``train_exact`` above ``EXACT_PROBE_ROWS`` rows x [N, D], y [N]: each family in ``names``
-    fitted on the same random ``EXACT_PROBE_ROWS`` rows (seeded by ``spec["seed"]``; at most
-    ``EXACT_EVALUATIONS`` L-BFGS iterations, within its share of ``control``'s time), the one with
-    the larger log p(y) per row there kept and fitted on all N rows from the hyperparameters it
-    reached (``steps`` iterations, to ``control``'s deadline). One family costs O(N^3) per
-    evaluation instead of two; ``candidates`` holds each family's log p(y) per row on the
-    subsample, ``objective`` the kept one's on all rows."""
+    """``train_exact`` with ``kernel="auto"`` above ``EXACT_PROBE_ROWS`` rows x [N, D], y [N]:
+    each family of ``EXACT_AUTO_KERNELS`` fitted on the same random ``EXACT_PROBE_ROWS`` rows
+    (seeded by ``spec["seed"]``; at most ``EXACT_EVALUATIONS`` L-BFGS iterations, within its
+    share of ``control``'s time), the families of positive LOO weight there continued on all N
+    rows from the hyperparameters they reached (``steps`` iterations, each within its share of
+    the time to ``control``'s deadline), then stacked by their LOO densities on all rows
+    (``stacked_fit``). One family kept costs O(N^3) per evaluation instead of one per family."""
     generator = torch.Generator().manual_seed(int(spec["seed"]))
     rows = torch.randperm(len(x), generator=generator)[:EXACT_PROBE_ROWS].sort().values
     rows = rows.to(x.device)
@@ -129,14 +186,21 @@ def choose_kernel_on_subsample(
     def fit_one(name: str, deadline: float | None) -> tuple[ExactZonalGP, float]:
         return fitted_exact_gp(spec, name, x[rows], y[rows], EXACT_EVALUATIONS, deadline)
 
-    model, best, _, candidates = best_kernel_fit(names, control, fit_one)
-    model.set_training_data(x, y)
-    model.fit(max_iter=spec["steps"], lr=spec["learning_rate"], deadline=control.deadline)
-    return Fit(model, {**spec, "kernel": best}, per_row_log_likelihood(model), candidates)
+    fits = fit_each_kernel(EXACT_AUTO_KERNELS, control, fit_one)
+    models = {name: model for name, (model, _) in fits.items()}
+    weights = leave_one_out_weights(models) if len(models) > 1 else dict.fromkeys(models, 1.0)
+    kept = [name for name in models if weights[name] > 0]
+    for position, name in enumerate(kept):
+        remaining = control.remaining()
+        deadline = None if math.isinf(remaining) else \
+            time.monotonic() + max(0.0, remaining) / (len(kept) - position)  # fmt: skip
+        models[name].set_training_data(x, y)
+        models[name].fit(max_iter=spec["steps"], lr=spec["learning_rate"], deadline=deadline)
+    return stacked_fit(spec, {name: models[name] for name in kept})
 
 
 def evaluation_seconds(
-    x: torch.Tensor, rows: int = EXACT_PROBE_ROWS, kernels: Sequence[str] = AUTO_KERNELS
+    x: torch.Tensor, rows: int = EXACT_PROBE_ROWS, kernels: Sequence[str] = EXACT_AUTO_KERNELS
 ) -> tuple[list[float], int]:
     """(seconds of one evaluation of log p(y) and its gradient, with input scales, for each of
     ``kernels``, on the first ``rows`` rows of x [N, D] (all when fewer), that row count); the
@@ -147,7 +211,7 @@ def evaluation_seconds(
     seconds = []
     for kernel in kernels:
         spec = {"kernel": kernel, "input_dim": x.shape[1], "ard": True}
-        model = build_exact(spec, probe)
+        model = exact_gp(spec, probe, torch.zeros(len(probe), dtype=x.dtype, device=x.device))
         model.train()
         timings = []
         for _ in range(2):
@@ -161,8 +225,8 @@ def evaluation_seconds(
 def exact_fits_budget(x: torch.Tensor, share: float | None) -> bool:
     """``auto``'s size rule (module docstring): whether the exact GP's fit at the N rows of x is
     predicted to take at most ``share`` seconds (None: no budget, only ``EXACT_MAX_ROWS``
-    binds): ``EXACT_EVALUATIONS`` evaluations of each kernel of ``AUTO_KERNELS`` at N rows, or
-    above ``EXACT_PROBE_ROWS`` rows (``choose_kernel_on_subsample``) that many of each kernel at
+    binds): ``EXACT_EVALUATIONS`` evaluations of each kernel of ``EXACT_AUTO_KERNELS`` at N rows, or
+    above ``EXACT_PROBE_ROWS`` rows (``stack_on_subsample``) that many of each kernel at
     ``EXACT_PROBE_ROWS`` rows, for the choice, plus that many of the costlier kernel at N.
 
     An evaluation's cost grows between N^2 (the kernel matrix) and N^3 (its factor), so a timing
@@ -198,7 +262,7 @@ register(
         name="exact",
         summary=RECIPE_SUMMARIES["exact"],
         defaults=RECIPE_DEFAULTS["exact"],
-        kernels=("auto", *AUTO_KERNELS),
+        kernels=("auto", *EXACT_AUTO_KERNELS),
         feature_kind="training rows",
         build=build_exact,
         train=train_exact,

@@ -28,7 +28,12 @@ from zonal.features.levels import nonzero_levels
 from zonal.features.spherical_harmonic import max_degree_for_budget
 from zonal.geometry import SphereEmbedding
 from zonal.harmonics import num_harmonics
-from zonal.kernels import ArcCosineKernel, PolynomialDecayKernel
+from zonal.kernels import (
+    ArcCosineKernel,
+    ChordalMaternKernel,
+    ChordalRBFKernel,
+    PolynomialDecayKernel,
+)
 from zonal.models.training import TrainingControl
 
 INITIAL_NOISE = 0.1
@@ -74,8 +79,12 @@ def output_dim(spec: Mapping[str, Any]) -> int:
     return spec["num_classes"] if spec.get("likelihood", "gaussian") == "softmax" else 1
 
 
-#: the kernel families that ``kernel="auto"`` fits in turn, keeping the larger objective
+#: the kernel families that the harmonic recipes' ``kernel="auto"`` fits in turn, keeping the
+#: larger objective (the exact GP stacks more: ``zonal.tabular.recipes.exact``)
 AUTO_KERNELS = ("arccos", "polynomial-decay")
+#: the chordal kernels (Euclidean squared exponential and Matérn-5/2 restricted to the sphere,
+#: ``zonal.kernels.chordal``), for the exact GP
+CHORDAL_KERNELS = ("chordal-se", "chordal-matern")
 
 
 def kernel_names(spec: Mapping[str, Any]) -> list[str]:
@@ -83,16 +92,16 @@ def kernel_names(spec: Mapping[str, Any]) -> list[str]:
     return list(AUTO_KERNELS) if spec["kernel"] == "auto" else [spec["kernel"]]
 
 
-def best_kernel_fit(
+def fit_each_kernel(
     names: Sequence[str],
     control: TrainingControl,
     fit_one: Callable[[str, float | None], tuple[Any, float]],
-) -> tuple[Any, str, float, dict[str, float]]:
+) -> dict[str, tuple[Any, float]]:
     """Fit each kernel in ``names`` in turn with ``fit_one(name, deadline)`` -> (model, objective
     per row), each within its share of the time ``control`` leaves (the next one not started
-    after the deadline), and keep the largest objective: (model, kernel, objective, each
-    kernel's objective). A fit that raises ``ValueError`` (a Cholesky failure, a divergence) is
-    skipped while another succeeds; otherwise its error is raised."""
+    after the deadline): {kernel: (model, objective)}. A fit that raises ``ValueError`` (a
+    Cholesky failure, a divergence) is skipped while another succeeds; otherwise its error is
+    raised."""
     fits: dict[str, tuple[Any, float]] = {}
     failures: list[ValueError] = []
     for position, name in enumerate(names):
@@ -110,6 +119,17 @@ def best_kernel_fit(
             failures.append(error)
     if not fits:
         raise failures[0]
+    return fits
+
+
+def best_kernel_fit(
+    names: Sequence[str],
+    control: TrainingControl,
+    fit_one: Callable[[str, float | None], tuple[Any, float]],
+) -> tuple[Any, str, float, dict[str, float]]:
+    """``fit_each_kernel``, keeping the largest objective: (model, kernel, objective, each
+    kernel's objective)."""
+    fits = fit_each_kernel(names, control, fit_one)
     best = max(fits, key=lambda name: fits[name][1])
     return fits[best][0], best, fits[best][1], {name: fit[1] for name, fit in fits.items()}
 
@@ -120,9 +140,11 @@ def tail_objective(losses: list[float]) -> float:
 
 
 def build_kernel(name: str, ambient_dim: int, num_inducing: int | None) -> ScaleKernel:
-    """A homogeneous zonal kernel on R^{ambient_dim} in a ``ScaleKernel`` (learned variance); the
-    polynomial-decay kernel keeps ``EXTRA_KERNEL_LEVELS`` levels beyond the degree of
-    ``num_inducing`` features (None, a model without features: ``EXACT_KERNEL_LEVELS``)."""
+    """A homogeneous zonal kernel on R^{ambient_dim} in a ``ScaleKernel`` (learned variance): the
+    first-order arc-cosine, the polynomial-decay kernel (``EXTRA_KERNEL_LEVELS`` levels beyond
+    the degree of ``num_inducing`` features; None, a model without features:
+    ``EXACT_KERNEL_LEVELS``), or a chordal squared exponential or Matérn-5/2 (learned
+    lengthscale, GPyTorch's initial 0.69)."""
     if name == "arccos":
         base = ArcCosineKernel(ambient_dim, order=1, homogeneous=True)
     elif name == "polynomial-decay":
@@ -131,6 +153,10 @@ def build_kernel(name: str, ambient_dim: int, num_inducing: int | None) -> Scale
         else:
             max_degree = harmonic_layout(ambient_dim, num_inducing)[0] + EXTRA_KERNEL_LEVELS
         base = PolynomialDecayKernel(ambient_dim, max_degree=max_degree, homogeneous=True)
+    elif name == "chordal-se":
+        base = ChordalRBFKernel(ambient_dim, homogeneous=True)
+    elif name == "chordal-matern":
+        base = ChordalMaternKernel(ambient_dim, nu=2.5, homogeneous=True)
     else:
         raise ValueError(f"no kernel {name!r} to build (resolve 'auto' first)")
     return ScaleKernel(base).double()
