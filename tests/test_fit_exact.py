@@ -244,38 +244,41 @@ def test_above_the_subsample_size_families_are_weighted_there_and_continued_on_e
         on_subsample[kernel].set_training_data(inputs, targets)
         start = exact_recipe.per_row_log_likelihood(on_subsample[kernel])
         assert exact_recipe.per_row_log_likelihood(model) >= start - 1e-9
-    weights = exact_recipe.leave_one_out_weights(models) if len(models) > 1 else {}
-    kept = [kernel for kernel in models if weights.get(kernel, 1.0) > 0]
-    assert [member.train_y is not None for member in members_of(fitted.trained.model)] == [
-        True
-    ] * len(kept)
-    assert fitted.spec["kernel"] == (kept[0] if len(kept) == 1 else "stacked")
+    weights = exact_recipe.leave_one_out_weights(models)  # again, on all rows
+    kept = [kernel for kernel in models if weights[kernel] > 0]
+    assert members_of(fitted.trained.model) == [models[kernel] for kernel in kept]
+    if len(kept) == 1:
+        assert fitted.spec["kernel"] == kept[0]
+    else:
+        assert fitted.spec["kernels"] == kept
+        assert fitted.spec["kernel_weights"] == [weights[kernel] for kernel in kept]
 
 
 def test_a_stacked_exact_gp_joins_autos_stack_as_its_kernels(monkeypatch):
-    """``auto``'s stack holds plain models: a stacked exact GP's kernels enter it with the
-    product of the two weights (rounded to 1/20 again)."""
+    """``auto``'s stack holds plain models: a stacked exact GP (0.25 arc-cosine, 0.75 chordal SE)
+    given weight 0.5 beside a plain model of weight 0.5 enters as its two kernels with weights
+    0.125 and 0.375, rounded to 1/20 again (largest remainder: 0.15 and 0.35)."""
     from zonal.tabular import stacking
+    from zonal.tabular.split import Split
+    from zonal.tabular.targets import REGRESSION
 
-    x, y = table(120)
-    fitted = fit_data(x, y, feature_columns=list("abc"), budget=30.0)
-    spec = fitted.spec
-    if spec["model"] == "stacked":
-        assert all(component.get("kernel") != "stacked" for component in spec["components"])
-        assert all(
-            not isinstance(member, StackedModel) for member in fitted.trained.model.components
-        )
-    # the flattening itself, on a stacked exact fit and a plain one
-    two = {"kernel": "stacked", "kernels": ["arccos", "chordal-se"], "kernel_weights": [0.25, 0.75],
-           "model": "exact", "input_dim": 3, "ard": True}  # fmt: skip
-    exact_model = exact_recipe.build_exact(two, torch.from_numpy(x))
-    members = stacking.mixture_members(exact_recipe.Fit(exact_model, two, 0.0))
-    assert [(member[0]["kernel"], member[2]) for member in members] == [
-        ("arccos", 0.25),
-        ("chordal-se", 0.75),
-    ]
-    assert all("kernels" not in member[0] for member in members)
-    assert [member[1] for member in members] == list(exact_model.components)
+    x, y = (torch.from_numpy(array) for array in table(60))
+    two = {"model": "exact", "kernel": "stacked", "kernels": ["arccos", "chordal-se"],
+           "kernel_weights": [0.25, 0.75], "input_dim": 3, "ard": True}  # fmt: skip
+    plain = {**exact_recipe.kernel_components(two)[0], "kernel": "polynomial-decay"}
+    fits = {"exact": exact_recipe.Fit(exact_recipe.build_exact(two, x[:40]), two, 0.0),
+            "other": exact_recipe.Fit(exact_recipe.build_exact(plain, x[:40]), plain, 0.0)}  # fmt: skip
+    monkeypatch.setattr(stacking, "validation_weights",
+                        lambda densities, seed: torch.tensor([0.5, 0.5], dtype=torch.float64))  # fmt: skip
+    scores = {"exact": {"seconds": 0.0}, "other": {"seconds": 0.0}}
+    fit, _ = stacking.stack_fits(fits, scores, Split(x[:40], y[:40], x[40:], y[40:]), REGRESSION,
+                                 fallback="exact")  # fmt: skip
+    assert [component["kernel"] for component in fit.spec["components"]] == [
+        "arccos", "chordal-se", "polynomial-decay"]  # fmt: skip
+    assert fit.spec["weights"] == pytest.approx([0.15, 0.35, 0.5])
+    assert all("kernels" not in component for component in fit.spec["components"])
+    exact_members = list(fits["exact"].model.components)
+    assert list(fit.model.components) == [*exact_members, fits["other"].model]
 
 
 def test_auto_leaves_the_exact_gp_out_of_classification(monkeypatch):

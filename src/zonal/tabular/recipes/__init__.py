@@ -19,8 +19,9 @@ over one latent GP per class for classification, ``LIKELIHOODS``):
   kernel and keeps the one with the larger bound. Gaussian only (``UnsupportedLikelihoodError``).
 - ``"exact"``: exact GP regression with a zonal kernel on every training row
   (``zonal.models.ExactZonalGP``), L-BFGS on the marginal likelihood: O(N^3), no feature
-  truncation and no variational gap; ``kernel="auto"`` fits the arc-cosine and the
-  polynomial-decay kernel and keeps the larger log p(y). Gaussian only.
+  truncation and no variational gap; ``kernel="auto"`` fits the arc-cosine, the
+  polynomial-decay and the chordal squared-exponential and Matérn-5/2 kernels and stacks them by
+  their leave-one-out densities. Gaussian only.
 - ``"svgp"``: the same features (with learned phases when phase-truncated) and kernel (arc-cosine
   for ``"auto"``) in a minibatch SVGP.
 - ``"svgp-activated"``: SVGP with activated Softplus features (seed 000 sec. 4.3), arc-cosine

@@ -119,9 +119,11 @@ def train_exact(
 def leave_one_out_weights(models: Mapping[str, ExactZonalGP]) -> dict[str, float]:
     """The stacking weights of exact GPs on the same rows: those on the simplex maximising the
     mean log density of the mixture over their leave-one-out densities L [N, K]
-    (``ExactZonalGP.leave_one_out_log_density``), rounded to multiples of 1/20. A model with a
-    non-finite LOO density on some row gets weight 0."""
+    (``ExactZonalGP.leave_one_out_log_density``), rounded to multiples of 1/20 (one model: 1).
+    A model with a non-finite LOO density on some row gets weight 0."""
     names = list(models)
+    if len(names) == 1:
+        return {names[0]: 1.0}
     densities = torch.stack(
         [models[name].leave_one_out_log_density() for name in names], dim=1
     )  # [N, K]
@@ -136,7 +138,7 @@ def stacked_fit(spec: Mapping[str, Any], models: Mapping[str, ExactZonalGP]) -> 
     model when the LOO weights (``leave_one_out_weights``) keep one, else their
     ``StackedModel``; ``candidates`` holds each kernel's log p(y) per row."""
     objectives = {name: per_row_log_likelihood(model) for name, model in models.items()}
-    weights = leave_one_out_weights(models) if len(models) > 1 else dict.fromkeys(models, 1.0)
+    weights = leave_one_out_weights(models)
     kept = [name for name in models if weights[name] > 0]
     if len(kept) == 1:
         name = kept[0]
@@ -188,7 +190,7 @@ def stack_on_subsample(
 
     fits = fit_each_kernel(EXACT_AUTO_KERNELS, control, fit_one)
     models = {name: model for name, (model, _) in fits.items()}
-    weights = leave_one_out_weights(models) if len(models) > 1 else dict.fromkeys(models, 1.0)
+    weights = leave_one_out_weights(models)
     kept = [name for name in models if weights[name] > 0]
     for position, name in enumerate(kept):
         remaining = control.remaining()
