@@ -47,8 +47,9 @@ def stack_fits(
     ``WEIGHT_RESOLUTION``. Returns (the fit, the scores with each candidate's ``weight``): the
     single candidate when the weights pick one, else a ``StackedModel`` of the candidates of
     positive weight (a stacked exact GP enters as its kernels, each weighted by the product of
-    the two weights and rounded again: ``mixture_members``; spec ``{"model": "stacked", "components": [specs], "weights": [w]}``; its
-    objective is the weighted mean of theirs, a summary, not a bound for the mixture) with a
+    the two weights and rounded again: ``mixture_members``; spec ``{"model": "stacked",
+    "components": [specs], "weights": [w]}``; its objective is the weighted mean of theirs, a
+    summary, not a bound for the mixture) with a
     ``stacked`` entry in the scores (its validation metrics are optimistic: the weights were
     fitted to those rows). A candidate with a NaN density on any row is broken and gets weight 0;
     when no candidate gives any row a positive density the ``fallback`` candidate is returned as
