@@ -10,6 +10,8 @@ are refused by name.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import scipy.optimize
@@ -207,6 +209,33 @@ def test_the_timed_evaluation_is_of_the_subsample():
     seconds, rows = exact_recipe.evaluation_seconds(torch.randn(40, 2, dtype=torch.float64))
     assert rows == 40 and len(seconds) == len(EXACT_AUTO_KERNELS)
     assert all(0 < value < 10 for value in seconds)
+
+
+def test_a_broken_leave_one_out_density_gets_weight_zero_and_all_broken_fall_back_to_log_p_y(
+    monkeypatch,
+):
+    x, y = table(40, seed=1)
+    inputs, targets = torch.from_numpy(x), torch.from_numpy(y)
+    models = {}
+    for kernel in ("arccos", "polynomial-decay", "chordal-se"):
+        spec = {"kernel": kernel, "input_dim": 3, "ard": True, "learning_rate": 1.0}
+        models[kernel], _ = exact_recipe.fitted_exact_gp(spec, kernel, inputs, targets, 10, None)
+    original = ExactZonalGP.leave_one_out_log_density
+    broken = {"arccos"}
+
+    def density(model):
+        values = original(model)
+        return values.clone().fill_(math.nan) if model.kernel_name in broken else values
+
+    for kernel, model in models.items():
+        model.kernel_name = kernel
+    monkeypatch.setattr(ExactZonalGP, "leave_one_out_log_density", density)
+    weights = exact_recipe.leave_one_out_weights(models)
+    assert weights["arccos"] == 0 and sum(weights.values()) == pytest.approx(1.0)
+    broken.update(models)
+    weights = exact_recipe.leave_one_out_weights(models)
+    best = max(models, key=lambda kernel: exact_recipe.per_row_log_likelihood(models[kernel]))
+    assert weights == {kernel: float(kernel == best) for kernel in models}
 
 
 def test_above_the_subsample_size_families_are_weighted_there_and_continued_on_every_row(

@@ -120,7 +120,8 @@ def leave_one_out_weights(models: Mapping[str, ExactZonalGP]) -> dict[str, float
     """The stacking weights of exact GPs on the same rows: those on the simplex maximising the
     mean log density of the mixture over their leave-one-out densities L [N, K]
     (``ExactZonalGP.leave_one_out_log_density``), rounded to multiples of 1/20 (one model: 1).
-    A model with a non-finite LOO density on some row gets weight 0."""
+    A model with a non-finite LOO density on some row gets weight 0; when every model has one,
+    the model of the largest log p(y) gets weight 1."""
     names = list(models)
     if len(names) == 1:
         return {names[0]: 1.0}
@@ -128,6 +129,9 @@ def leave_one_out_weights(models: Mapping[str, ExactZonalGP]) -> dict[str, float
         [models[name].leave_one_out_log_density() for name in names], dim=1
     )  # [N, K]
     broken = ~torch.isfinite(densities).all(0)  # [K]
+    if broken.all():
+        best = max(names, key=lambda name: per_row_log_likelihood(models[name]))
+        return {name: float(name == best) for name in names}
     densities = densities.masked_fill(broken, -math.inf)
     weights = quantize_weights(stacking_weights(densities))  # [K]
     return dict(zip(names, weights.tolist(), strict=True))
