@@ -1,5 +1,6 @@
 """Benchmark: one evaluation of an exact GP's log marginal likelihood and its gradient, zonal's
-``ExactZonalGP`` (arc-cosine and 20-level polynomial-decay kernels, one input scale per input)
+``ExactZonalGP`` (the kernels ``zonal fit``'s exact GP stacks: arc-cosine, 20-level
+polynomial-decay, chordal squared exponential and Matérn-5/2; one input scale per input)
 against GPyTorch's exact GP with an RBF-ARD kernel (Cholesky, as zonal), on the same rows.
 
 This evaluation is the unit of work of ``zonal fit``'s ``exact`` recipe (L-BFGS calls it 20-60
@@ -29,9 +30,9 @@ from pathlib import Path
 import gpytorch
 import torch
 
-from zonal.tabular.recipes.exact import exact_gp
+from zonal.tabular.recipes.exact import EXACT_AUTO_KERNELS, exact_gp
 
-ZONAL_KERNELS = ("arccos", "polynomial-decay")
+ZONAL_KERNELS = EXACT_AUTO_KERNELS
 
 
 class RBFExactGP(gpytorch.models.ExactGP):
