@@ -338,9 +338,16 @@ def test_options_the_exact_gp_cannot_use_are_refused_by_name(extra, message, tmp
     assert code == 1 and message in capsys.readouterr().err
 
 
-def test_a_named_kernel_is_the_only_one_fitted():
+@pytest.mark.parametrize("kernel", EXACT_AUTO_KERNELS)
+def test_a_named_kernel_is_the_only_one_fitted(kernel):
     x, y = table(80)
-    fitted = fit_data(x, y, feature_columns=list("abc"), model="exact", kernel="arccos", steps=20)
-    assert set(fitted.trained.candidates) == {"arccos"}
-    assert fitted.describe() == "exact (arccos kernel, 80 training rows)"
+    fitted = fit_data(x, y, feature_columns=list("abc"), model="exact", kernel=kernel, steps=20)
+    assert set(fitted.trained.candidates) == {kernel}
+    assert fitted.describe() == f"exact ({kernel} kernel, 80 training rows)"
     assert isinstance(fitted.trained.model, ExactZonalGP)
+
+
+def test_the_chordal_kernels_are_the_exact_gps_only():
+    x, y = table(40)
+    with pytest.raises(ValueError, match="drop --kernel chordal-se"):
+        fit_data(x, y, feature_columns=list("abc"), model="sgpr", kernel="chordal-se")
