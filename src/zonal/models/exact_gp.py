@@ -158,9 +158,10 @@ class ExactZonalGP(ZonalModel):
 
             mu_i = y_i - a_i / [K_y^{-1}]_ii,      sigma_i^2 = 1 / [K_y^{-1}]_ii,
 
-        from one factor of K_y (O(N^3), no refits). Without gradients."""
+        from one factor of K_y (O(N^3), no refits; in evaluation mode the factor the predictions
+        keep, ``_cached_factor``). Without gradients."""
         with torch.no_grad():
-            factor = cholesky(self._training_gram(), name=_TRAINING_GRAM)
+            factor, _ = self._cached_factor()  # L [N, N]
             inverse = torch.cholesky_inverse(factor)  # K_y^{-1} [N, N]
             weights = inverse @ (self.train_y - self.constant)  # a [N]
             precision = torch.diagonal(inverse)  # 1 / sigma_i^2 [N]

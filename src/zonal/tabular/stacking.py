@@ -74,18 +74,17 @@ def stack_fits(
     members = [(spec, model, weights[name] * share)
                for name in kept for spec, model, share in mixture_members(fits[name])]  # fmt: skip
     rounded = quantize_weights([share for _, _, share in members]).tolist()
+    members = [(spec, model, share) for (spec, model, _), share
+               in zip(members, rounded, strict=True) if share > 0]  # fmt: skip
     spec = {
         "model": STACKED,
         "input_dim": fits[kept[0]].spec["input_dim"],
         "likelihood": target.likelihood,
         "num_classes": len(target.classes),
-        "components": [
-            member[0] for member, share in zip(members, rounded, strict=True) if share > 0
-        ],
-        "weights": [share for share in rounded if share > 0],
+        "components": [component for component, _, _ in members],
+        "weights": [share for _, _, share in members],
     }
-    models = [member[1] for member, share in zip(members, rounded, strict=True) if share > 0]
-    model = StackedModel(models, spec["weights"])
+    model = StackedModel([member for _, member, _ in members], spec["weights"])
     objective = sum(weights[name] * fits[name].objective for name in kept)
     candidates = {kernel: bound for name in kept for kernel, bound in fits[name].candidates.items()}
     score = {
