@@ -190,7 +190,7 @@ def test_auto_stacks_its_classifiers_with_bootstrap_weights_of_the_true_classes_
     x, labels = labelled_rows(150)
     fitted = fit_data(x, labels, feature_columns=["p", "q"], **SMALL)
     names = recorded["names"]
-    assert names == ["svgp", "adgp"]
+    assert names == ["svgp", "svgp-points", "adgp"]
     probabilities = recorded["probabilities"]
     bagged = bootstrap_stacking_weights(probabilities.log(), STACKING_DRAWS, seed=0)
     weights = np.array([fitted.scores[name]["weight"] for name in names])
@@ -209,7 +209,7 @@ def test_auto_stacks_its_classifiers_with_bootstrap_weights_of_the_true_classes_
 def test_a_stacked_classifier_round_trips_through_its_checkpoint_and_the_cli(
     monkeypatch, tmp_path, capsys
 ):
-    chosen = torch.tensor([0.6, 0.4], dtype=torch.float64)
+    chosen = torch.tensor([0.5, 0.3, 0.2], dtype=torch.float64)
     monkeypatch.setattr(stacking, "validation_weights", lambda log_densities, **options: chosen)
     x, labels = labelled_rows(120)
     data, checkpoint, output = tmp_path / "train.csv", tmp_path / "model.pt", tmp_path / "p.csv"
@@ -217,11 +217,11 @@ def test_a_stacked_classifier_round_trips_through_its_checkpoint_and_the_cli(
     data.write_text("p,q,kind\n" + "\n".join(rows) + "\n")
     assert main(["fit", str(data), "--target", "kind", "-o", str(checkpoint), "--num-inducing",
                  "16", "--steps", "10"]) == 0  # fmt: skip
-    assert "fitted stacked (0.60 svgp (" in capsys.readouterr().out  # the harmonic svgp, first
+    assert "fitted stacked (0.50 svgp (" in capsys.readouterr().out  # the harmonic svgp, first
     loaded = load_model(checkpoint)
-    assert loaded.spec["model"] == STACKED and loaded.spec["weights"] == [0.6, 0.4]
-    assert [part["likelihood"] for part in loaded.spec["components"]] == ["softmax"] * 2
-    assert [part["model"] for part in loaded.spec["components"]] == ["svgp", "adgp"]
+    assert loaded.spec["model"] == STACKED and loaded.spec["weights"] == [0.5, 0.3, 0.2]
+    assert [part["likelihood"] for part in loaded.spec["components"]] == ["softmax"] * 3
+    assert [part["model"] for part in loaded.spec["components"]] == ["svgp", "svgp-points", "adgp"]
     assert main(["predict", str(checkpoint), str(data), "-o", str(output)]) == 0
     table = np.genfromtxt(output, delimiter=",", names=True, dtype=None, encoding="utf-8")
     predicted = np.column_stack([table[f"prob_{label}"] for label in CLASSES])  # [N, 3]
@@ -229,7 +229,7 @@ def test_a_stacked_classifier_round_trips_through_its_checkpoint_and_the_cli(
     model = loaded.trained.model
     model.posterior_seed = 0  # what ``zonal predict`` sets (its --seed)
     expected = sum(weight * class_probabilities(component, inputs, loaded.target, seed=0)
-                   for weight, component in zip([0.6, 0.4], model.components, strict=True))  # fmt: skip
+                   for weight, component in zip([0.5, 0.3, 0.2], model.components, strict=True))  # fmt: skip
     np.testing.assert_allclose(predicted, expected.numpy(), rtol=1e-6, atol=1e-9)
     assert (table["class"] == np.array(CLASSES)[predicted.argmax(-1)]).all()
     # a component of another likelihood than the stack's is a damaged file

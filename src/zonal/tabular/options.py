@@ -37,6 +37,8 @@ RECIPE_SUMMARIES = {
     "svgp": "minibatch SVGP with spherical-harmonic features",
     "svgp-activated": "SVGP with activated Softplus features: its mean is a one-hidden-layer "
     "network",
+    "svgp-points": "minibatch SVGP with learned inducing points and a chordal kernel on the "
+    "sphere embedding",
     "adgp": "activated deep GP: trained as a network, then by the ELBO (seed 000 sec. 5)",
     "dgp": "deep GP with inducing points and arc-cosine kernels, by the ELBO",
 }
@@ -49,6 +51,7 @@ RECIPE_DEFAULTS = {
     "exact": {"num_inducing": 1, "steps": 200, "learning_rate": 1.0},
     "svgp": {"num_inducing": 512, "steps": 1000, "learning_rate": 0.05},
     "svgp-activated": {"num_inducing": 128, "steps": 1000, "learning_rate": 0.05},
+    "svgp-points": {"num_inducing": 256, "steps": 1000, "learning_rate": 0.05},
     "adgp": {"num_inducing": 128, "steps": 1000, "learning_rate": 0.01},
     "dgp": {"num_inducing": 128, "steps": 1000, "learning_rate": 0.01},
 }

@@ -26,6 +26,9 @@ over one latent GP per class for classification, ``LIKELIHOODS``):
   for ``"auto"``) in a minibatch SVGP.
 - ``"svgp-activated"``: SVGP with activated Softplus features (seed 000 sec. 4.3), arc-cosine
   kernel: its posterior mean is a one-hidden-layer Softplus network.
+- ``"svgp-points"``: a minibatch SVGP with learned inducing points on the sphere embedding and a
+  chordal kernel (squared exponential for ``"auto"``): the RBF-ARD SVGP's model as a limit of
+  small input scales, with the homogeneous kernels' growth away from the data.
 - ``"adgp"``: the activated DGP (seed 000 sec. 5), trained as a network (MSE, probit or softmax
   cross-entropy: the likelihood's own loss) and then by the ELBO.
 - ``"dgp"``: the DGP with inducing points and arc-cosine kernels (seed 000's DGP-L), by the ELBO.
@@ -97,6 +100,7 @@ from zonal.tabular.recipes.parts import (
     output_dim,
     tail_objective,
 )
+from zonal.tabular.recipes.points import POINTS_KERNELS, build_points_svgp, train_points_svgp
 from zonal.tabular.recipes.registry import (
     ARD_MODELS,
     BATCH_SIZE,
@@ -150,6 +154,7 @@ __all__ = [
     "NETWORK_LOSSES",
     "NETWORK_SHARE",
     "OPTIMAL_Q_MAX_ENTRIES",
+    "POINTS_KERNELS",
     "RECIPES",
     "RECIPE_DEFAULTS",
     "RECIPE_SUMMARIES",
@@ -169,6 +174,7 @@ __all__ = [
     "build_exact",
     "build_inducing_point_dgp",
     "build_kernel",
+    "build_points_svgp",
     "build_sgpr",
     "build_svgp",
     "exact_fits_budget",
@@ -189,6 +195,7 @@ __all__ = [
     "train",
     "train_deep",
     "train_exact",
+    "train_points_svgp",
     "train_sgpr",
     "train_svgp",
 ]

@@ -46,7 +46,7 @@ def auto_candidates(
     """
     deep = ["adgp"] if num_rows <= AUTO_DEEP_MAX_ROWS else []
     if likelihood != "gaussian":
-        return ["svgp", *deep]
+        return ["svgp", "svgp-points", *deep]
     truncated = harmonic_layout(input_dim + 1, RECIPES["svgp"].defaults["num_inducing"])[1]
     shallow = "svgp" if truncated is not None else "svgp-activated"
     return ["sgpr", *(["exact"] if exact else []), *(deep or [shallow])]

@@ -24,14 +24,14 @@ BATCH_SIZE = 1024
 TRUNCATION_LEVEL = 10
 #: recipes whose input embedding can learn per-input scales (``--ard``; the activated DGP's in its
 #: first layer)
-ARD_MODELS = ("sgpr", "exact", "svgp", "svgp-activated", "adgp")
+ARD_MODELS = ("sgpr", "exact", "svgp", "svgp-activated", "svgp-points", "adgp")
 #: why a recipe trains a Gaussian likelihood only (the message of ``UnsupportedLikelihoodError``)
 GAUSSIAN_ONLY = {
     "sgpr": "is the collapsed bound of a Gaussian likelihood",
     "exact": "is the closed-form posterior of a Gaussian likelihood",
 }
 #: recipes whose noise and kernel variance may start at given values (``initial_noise``, ...)
-START_MODELS = ("svgp", "svgp-activated")
+START_MODELS = ("svgp", "svgp-activated", "svgp-points")
 
 
 class UnsupportedLikelihoodError(ValueError):

@@ -70,7 +70,15 @@ def train_svgp(
 ) -> Fit:
     """The Titsias optimum (Gaussian likelihood, when Kuf fits in memory), then Adam in the
     phases of ``SCHEDULE``."""
-    model = build_svgp(spec, x)
+    return train_built_svgp(build_svgp(spec, x), spec, x, y, control)
+
+
+def train_built_svgp(
+    model: SVGP, spec: Mapping[str, Any], x: torch.Tensor, y: torch.Tensor, control: TrainingControl
+) -> Fit:
+    """Train the untrained SVGP ``model`` of ``spec`` on x [N, D], y [N]: q(u) at the Titsias
+    optimum (Gaussian likelihood, when Kuf fits in memory), then Adam in the phases of
+    ``SCHEDULE``."""
     if (
         spec.get("likelihood", "gaussian") == "gaussian"
         and len(x) * model.features.num_inducing <= OPTIMAL_Q_MAX_ENTRIES
