@@ -3,7 +3,8 @@
 Usage::
 
     zonal demo
-    zonal fit DATA.csv|DATA.npz --target COLUMN [--model auto|sgpr|svgp|svgp-activated|adgp|dgp]
+    zonal fit DATA.csv|DATA.npz --target COLUMN
+              [--model auto|sgpr|exact|svgp|svgp-activated|svgp-points|adgp|dgp]
               [--likelihood gaussian|bernoulli|softmax] [--budget SECONDS|auto|none]
               [--validation-fraction F] [--steps N] [--output CHECKPOINT.pt] [--seed N]
               [--features A,B,...] [--kernel K] [--num-inducing M] [--force] [--quiet]

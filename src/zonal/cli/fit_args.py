@@ -146,8 +146,8 @@ def add_fit_parser(commands: Any) -> None:
         "--ard",
         action=argparse.BooleanOptionalAction,
         default=None,
-        help="learn one scale per input column in the sphere embedding (sgpr, svgp, "
-        "svgp-activated, adgp; default: on under --model auto where the rule above says, off "
+        help="learn one scale per input column in the sphere embedding (sgpr, exact, svgp, "
+        "svgp-activated, svgp-points, adgp; default: on under --model auto where the rule above says, off "
         "for a named model)",
     )
     fit.add_argument(
@@ -162,7 +162,8 @@ def add_fit_parser(commands: Any) -> None:
         choices=KERNELS,
         default="auto",
         help="auto: sgpr keeps the kernel with the larger bound, exact stacks four by their "
-        "leave-one-out densities; the SVGPs use arc-cosine; chordal-se / chordal-matern: exact",
+        "leave-one-out densities; the harmonic SVGPs use arc-cosine, svgp-points chordal-se; "
+        "chordal-se / chordal-matern: exact and svgp-points (which also takes arccos)",
     )
     fit.add_argument(
         "--num-inducing",
