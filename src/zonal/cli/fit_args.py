@@ -36,9 +36,10 @@ validation metrics (log likelihood, and MSE or accuracy) are printed and saved.
                    then stacks them: the model is the mixture sum_k w_k p_k(y | x) whose weights
                    maximise the validation log density, rounded to twentieths (one candidate
                    alone when the weights say so);
-  classification:  svgp (harmonic, ARD), then adgp for up to 20000 training rows; then stacks
-                   them: class probabilities sum_k w_k p_k(c | x), the weights maximising the
-                   validation log probability of the true classes.
+  classification:  svgp (harmonic, ARD), svgp-points (256 learned inducing points, chordal
+                   squared-exponential kernel, ARD), then adgp for up to 20000 training rows;
+                   then stacks them: class probabilities sum_k w_k p_k(c | x), the weights
+                   maximising the validation log probability of the true classes.
 --budget auto (the default) is 45 s per latent function: one for regression and for two classes,
 C for C classes (each step of a C-class model costs about C times one function's).
 Each candidate may use the time left divided by the candidates left. The SVGP candidates and adgp

@@ -63,8 +63,8 @@ class _ZonalEstimator(BaseEstimator):
     """Parameters shared by both estimators (see ``zonal fit --help``).
 
     Args:
-        model: ``"auto"`` or a recipe name (``sgpr``, ``svgp``, ``svgp-activated``, ``adgp``,
-            ``dgp``; ``sgpr`` regresses only).
+        model: ``"auto"`` or a recipe name (``sgpr``, ``exact``, ``svgp``, ``svgp-activated``,
+            ``svgp-points``, ``adgp``, ``dgp``; ``sgpr`` and ``exact`` regress only).
         budget: wall-clock seconds for all training of one ``fit``; ``"auto"``: 45 s per latent
             function (one for regression and two classes, C for C classes); None: unlimited.
         validation_fraction: rows held out for early stopping and the model choice (0: none).
