@@ -31,18 +31,11 @@ def benchmark_module() -> Callable[[str], ModuleType]:
 
 @pytest.fixture(scope="module")
 def without_the_exact_gp() -> Iterator[None]:
-    """``zonal fit --model auto`` without its exact-GP candidate or the inducing-point SVGP that
-    stands in for it in regression, for a module's tests of how ``auto`` stacks its one-pass and
-    deep candidates (the exact GP's place among them has its own tests, tests/test_fit_exact.py,
-    and its stand-in tests/test_fit_points.py). Use with
-    ``pytestmark = pytest.mark.usefixtures(...)``."""
+    """``zonal fit --model auto`` without its exact-GP candidate, for a module's tests of how
+    ``auto`` stacks its sparse and deep candidates (the exact GP's place among them has its own
+    tests, tests/test_fit_exact.py). Use with ``pytestmark = pytest.mark.usefixtures(...)``."""
     from zonal.tabular import fitting
-    from zonal.tabular.recipes import auto_candidates
-
-    def without_it(num_rows: int, input_dim: int, likelihood: str, *, exact: bool = False):
-        names = auto_candidates(num_rows, input_dim, likelihood, exact=False)
-        return names if likelihood != "gaussian" else [n for n in names if n != "svgp-points"]
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(fitting, "auto_candidates", without_it)
+        patch.setattr(fitting, "auto_offers_exact", lambda *args: False)
         yield

@@ -145,11 +145,11 @@ def test_a_patience_share_outside_the_unit_interval_is_named(share):
 
 
 def test_the_auto_rule_and_the_feature_layout():
-    assert auto_candidates(300, 6, "gaussian") == ["sgpr", "svgp-points", "adgp"]
+    assert auto_candidates(300, 6, "gaussian") == ["sgpr", "adgp"]
     assert auto_candidates(300, 6, "gaussian", exact=True) == ["sgpr", "exact", "adgp"]
     assert auto_candidates(50_000, 6, "softmax", exact=True) == ["svgp", "svgp-points"]
-    assert auto_candidates(100_000, 9, "gaussian") == ["sgpr", "svgp-points", "svgp-activated"]
-    assert auto_candidates(100_000, 32, "gaussian") == ["sgpr", "svgp-points", "svgp"]
+    assert auto_candidates(100_000, 9, "gaussian") == ["sgpr", "svgp-activated"]
+    assert auto_candidates(100_000, 32, "gaussian") == ["sgpr", "svgp"]
     assert auto_candidates(5_000, 64, "softmax") == ["svgp", "svgp-points", "adgp"]
     assert auto_candidates(50_000, 2, "bernoulli") == ["svgp", "svgp-points"]
     # complete levels while they reach degree 3; phase-truncated beyond (about 11 inputs)

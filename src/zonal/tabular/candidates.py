@@ -33,11 +33,6 @@ from zonal.tabular.targets import (
 #: the deadline of its share on servo (150 rows: 15 s where 200 iterations took 6.5-9 s) to the
 #: same log p(y) / N, to 4 digits, and the same test MSE on 3 splits)
 AUTO_STEP_FACTOR = 10
-#: the recipe ``auto`` trains in a candidate's turn when that candidate does not fit its share:
-#: for the exact GP, the SVGP with inducing points and the chordal squared-exponential kernel,
-#: the sparse form of the exact GP's chordal family (M learned inducing points in place of
-#: every training row, at O(M^3) a step whatever N)
-STAND_INS = {"exact": "svgp-points"}
 
 
 def train_candidates(
@@ -66,25 +61,25 @@ def train_candidates(
         def watch(model: Any) -> float:
             return validation_score(cast(ZonalModel, model), target, watched_x, watched_y)
 
-    for position, candidate in enumerate(names):
+    for position, name in enumerate(names):
+        spec = resolve_spec(split.x_train.shape[1], model=name, seed=seed,
+                            likelihood=target.likelihood,
+                            num_classes=len(target.classes) or None,
+                            **recipe_options(name, options, automatic, names),
+                            **(start_options(name, fits, target) if automatic else {}))  # fmt: skip
         share_deadline = None
         if deadline is not None:
             share_deadline = time.monotonic() + (deadline - time.monotonic()) / (
                 len(names) - position
             )
         try:
-            name = admitted_recipe(candidate, split, share_deadline) if automatic else candidate
+            admitted = not automatic or fits_its_share(name, split, share_deadline)
         except KeyboardInterrupt:  # while the exact GP's size rule timed it: keep what was trained
             if not fits:
                 raise
             return fits, scores, True
-        if name is None:
+        if not admitted:
             continue  # its time goes to the candidates after it
-        spec = resolve_spec(split.x_train.shape[1], model=name, seed=seed,
-                            likelihood=target.likelihood,
-                            num_classes=len(target.classes) or None,
-                            **recipe_options(name, options, automatic, names),
-                            **(start_options(name, fits, target) if automatic else {}))  # fmt: skip
         control = TrainingControl(
             deadline=share_deadline,
             score=watch,
@@ -118,14 +113,6 @@ def train_candidates(
     if not fits:
         raise failures[0]
     return fits, scores, False
-
-
-def admitted_recipe(name: str, split: Split, share_deadline: float | None) -> str | None:
-    """The recipe ``auto`` trains in candidate ``name``'s turn: ``name`` when it fits its share
-    (``fits_its_share``), else its stand-in of ``STAND_INS`` (None: the turn is skipped)."""
-    if fits_its_share(name, split, share_deadline):
-        return name
-    return STAND_INS.get(name)
 
 
 def fits_its_share(name: str, split: Split, share_deadline: float | None) -> bool:

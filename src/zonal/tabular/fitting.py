@@ -17,8 +17,7 @@
    (each candidate may use the time left divided by the candidates left; the one-pass SGPR comes
    first and uses little; the exact GP follows it up to 5,000 rows (``auto_offers_exact``) when,
    at its turn, its fit is predicted to take at most the share it then gets:
-   ``zonal.tabular.candidates.fits_its_share``; otherwise the SVGP with inducing points,
-   ``svgp-points``, in its place), then for regression the refinement of
+   ``zonal.tabular.candidates.fits_its_share``), then for regression the refinement of
    ``zonal.tabular.recipes.auto_refinement``
    (the harmonic SVGP with ARD, within a fifth of the budget, where the SGPR's validation score
    is close to the activated DGP's). The candidates are then **stacked** (``stack_fits``,

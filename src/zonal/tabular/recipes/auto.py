@@ -29,9 +29,7 @@ def auto_candidates(
 
     Regression: the one-pass ``sgpr`` first, then the ``exact`` GP up to ``EXACT_MAX_ROWS`` rows
     (``exact``, which the caller evaluates; whether it trains is decided at its turn, against the
-    share of the budget it then gets: ``zonal.tabular.candidates.fits_its_share``; where it does
-    not, or above, the SVGP with inducing points and the chordal squared-exponential kernel,
-    ``svgp-points``, the exact GP's sparse form: ``zonal.tabular.candidates.STAND_INS``), then the
+    share of the budget it then gets: ``zonal.tabular.candidates.fits_its_share``), then the
     accurate activated DGP (``adgp``) for N up
     to ``AUTO_DEEP_MAX_ROWS``; above, a minibatch SVGP: ``svgp`` with learned phase-truncated
     harmonics where 512 complete levels would stop below degree 3 (about D > 11,
@@ -39,8 +37,9 @@ def auto_candidates(
     512); ``auto_refinement`` may add one more, and ``zonal.tabular.fitting`` stacks them (weights that
     maximise the validation log density, ``zonal.models.stacking``). Classification (no SGPR):
     the harmonic ``svgp`` with ARD (C latent GPs), ``svgp-points`` (since session 27: the
-    tables where ``auto`` stayed behind the RBF-ARD SVGP lacked a model that holds its kernel,
-    docs/cli.md), then ``adgp`` for N up to
+    tables where ``auto`` stayed behind the RBF-ARD SVGP lacked a model that holds its kernel;
+    in the exact GP's place for regression it was tried and not adopted, docs/cli.md), then
+    ``adgp`` for N up to
     ``AUTO_DEEP_MAX_ROWS``, stacked the same way (a mixture of their class probabilities). The
     harmonic SVGP replaced ``svgp-activated`` there in session 21: on split 0 of segment, yeast
     and vehicle (120 s each, ARD) it classified better (accuracy / test log likelihood 0.965 /
@@ -53,7 +52,7 @@ def auto_candidates(
         return ["svgp", "svgp-points", *deep]
     truncated = harmonic_layout(input_dim + 1, RECIPES["svgp"].defaults["num_inducing"])[1]
     shallow = "svgp" if truncated is not None else "svgp-activated"
-    return ["sgpr", "exact" if exact else "svgp-points", *(deep or [shallow])]
+    return ["sgpr", *(["exact"] if exact else []), *(deep or [shallow])]
 
 
 def auto_refinement(scores: Mapping[str, Mapping[str, float]], likelihood: str) -> str | None:
