@@ -79,10 +79,11 @@ def validation(unit: Unit, name: str) -> float:
 
 def with_refinement(unit: Unit, models: frozenset[str], tau: float) -> frozenset[str]:
     """``models`` plus the refinement when the best SGPR among them is within tau of the DGP,
-    and ``auto`` had the time left to train it (and it trained)."""
+    no exact GP is among them, and ``auto`` had the time left to train it (and it trained)."""
     shallow = [validation(unit, name) for name in models if name in ("sgpr", SGPR_ARD)]
     diagnostics = unit["diagnostics"]
-    if ("adgp" not in models or not shallow or not diagnostics["refinement_possible"]
+    if ("adgp" not in models or "exact" in models or not shallow
+            or not diagnostics["refinement_possible"]
             or REFINEMENT not in diagnostics["variants"]):  # fmt: skip
         return models
     gap = validation(unit, "adgp") - max(shallow)

@@ -234,6 +234,13 @@ def test_the_refinement_runs_where_the_sgpr_scores_close_to_the_deep_model(
                             "adgp": {"log_likelihood": 0.0}}, "gaussian") is None  # fmt: skip
 
 
+def test_no_refinement_follows_a_trained_exact_gp():
+    # the exact GP holds the harmonic SVGP's kernels and input scales without its approximations
+    close = {"sgpr": {"log_likelihood": -1.15}, "adgp": {"log_likelihood": -1.12}}
+    assert auto_refinement(close, "gaussian") == "svgp"
+    assert auto_refinement({**close, "exact": {"log_likelihood": -1.0}}, "gaussian") is None
+
+
 def test_the_refinement_gets_its_share_of_the_budget_or_is_skipped(monkeypatch):
     """The refinement's deadline is the nearer of the overall deadline and its share of the
     budget from its start; it is skipped when less than half its share is left."""

@@ -59,10 +59,13 @@ def auto_refinement(scores: Mapping[str, Mapping[str, float]], likelihood: str) 
     """The recipe ``auto`` trains after its candidates (within ``AUTO_REFINEMENT_SHARE`` of the
     budget), or None: the harmonic ``svgp`` with ARD, for regression, when the ``sgpr`` and
     ``adgp`` candidates were scored on validation rows and the SGPR's log likelihood per row is
-    within ``AUTO_REFINEMENT_GAP`` of the DGP's. The SVGP refines the SGPR (the same harmonic
-    features, with learned input scales and minibatch training); where the one-pass model is far
-    behind the deep one the refinement cannot close the gap and its time is not spent."""
-    if likelihood != "gaussian":
+    within ``AUTO_REFINEMENT_GAP`` of the DGP's, unless an exact GP was trained. The SVGP refines
+    the SGPR (the same harmonic features, with learned input scales and minibatch training);
+    where the one-pass model is far behind the deep one the refinement cannot close the gap and
+    its time is not spent. The exact GP (since session 27) holds the refinement's model without
+    its approximations: its stack has the SVGP's kernel families with the same learned input
+    scales on every training row, with neither the harmonic truncation nor a variational gap."""
+    if likelihood != "gaussian" or "exact" in scores:
         return None
     shallow = scores.get("sgpr", {}).get("log_likelihood", math.nan)
     deep = scores.get("adgp", {}).get("log_likelihood", math.nan)
