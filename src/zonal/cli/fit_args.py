@@ -29,13 +29,16 @@ validation metrics (log likelihood, and MSE or accuracy) are printed and saved.
 
 --model auto (the default) trains, within --budget seconds of wall clock in all:
   regression:      sgpr (one data pass; harmonic features, phase-truncated above about 11 inputs
-                   so that the features reach degree 6), then adgp for up to 20000 training rows;
-                   above, svgp (learned phase-truncated harmonics) for more than about 11 inputs,
-                   svgp-activated for fewer; where sgpr's validation log likelihood is within 0.1
-                   nats per row of adgp's, svgp (harmonic, ARD) within a fifth of the budget;
-                   then stacks them: the model is the mixture sum_k w_k p_k(y | x) whose weights
-                   maximise the validation log density, rounded to twentieths (one candidate
-                   alone when the weights say so);
+                   so that the features reach degree 6), then exact (four kernel families on
+                   every training row, stacked by their leave-one-out densities) up to 5000 rows
+                   where its fit is predicted to take at most its share, then adgp for up to
+                   20000 training rows; above, svgp (learned phase-truncated harmonics) for more
+                   than about 11 inputs, svgp-activated for fewer; where no exact GP trained and
+                   sgpr's validation log likelihood is within 0.1 nats per row of adgp's, svgp
+                   (harmonic, ARD) within a fifth of the budget; then stacks them: the model
+                   is the mixture sum_k w_k p_k(y | x) whose weights maximise the validation
+                   log density, rounded to twentieths (one candidate alone when the weights say
+                   so);
   classification:  svgp (harmonic, ARD), svgp-points (256 learned inducing points, chordal
                    squared-exponential kernel, ARD), then adgp for up to 20000 training rows;
                    then stacks them: class probabilities sum_k w_k p_k(c | x), the weights

@@ -162,6 +162,17 @@ def build_kernel(name: str, ambient_dim: int, num_inducing: int | None) -> Scale
     return ScaleKernel(base).double()
 
 
+def start_outputscale(kernel: ScaleKernel, spec: Mapping[str, Any]) -> ScaleKernel:
+    """``kernel`` with its variance set to the spec's ``initial_outputscale`` when it has one
+    (``auto`` starts its SVGPs where its SGPR ended), else as built (1)."""
+    if "initial_outputscale" in spec:
+        raw = kernel.raw_outputscale
+        kernel.outputscale = torch.tensor(
+            spec["initial_outputscale"], dtype=raw.dtype, device=raw.device
+        )
+    return kernel
+
+
 def harmonic_layout(
     ambient_dim: int, num_inducing: int, kernel: ScaleKernel | None = None
 ) -> tuple[int, int | None]:

@@ -29,6 +29,7 @@ from zonal.tabular.recipes.parts import (
     input_embedding,
     make_likelihood,
     output_dim,
+    start_outputscale,
 )
 from zonal.tabular.recipes.registry import Fit, Recipe, register
 from zonal.tabular.recipes.svgp import train_built_svgp
@@ -43,12 +44,7 @@ def build_points_svgp(spec: Mapping[str, Any], x: torch.Tensor | None = None) ->
     (a checkpoint to load into, which brings the points), zeros. One latent GP per class for a
     softmax likelihood; the kernel variance starts at ``initial_outputscale`` when given."""
     input_dim = spec["input_dim"]
-    kernel = build_kernel(spec["kernel"], input_dim + 1, None)
-    if "initial_outputscale" in spec:
-        raw = kernel.raw_outputscale
-        kernel.outputscale = torch.tensor(
-            spec["initial_outputscale"], dtype=raw.dtype, device=raw.device
-        )
+    kernel = start_outputscale(build_kernel(spec["kernel"], input_dim + 1, None), spec)
     embedding = input_embedding(spec)
     if x is None:
         points = torch.zeros(spec["num_inducing"], input_dim + 1, dtype=torch.float64)

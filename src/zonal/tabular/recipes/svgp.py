@@ -28,6 +28,7 @@ from zonal.tabular.recipes.parts import (
     input_embedding,
     make_likelihood,
     output_dim,
+    start_outputscale,
     tail_objective,
 )
 from zonal.tabular.recipes.registry import Fit, Recipe, TrainingInterrupted, register
@@ -41,12 +42,9 @@ def build_svgp(spec: Mapping[str, Any], x: torch.Tensor | None = None) -> SVGP:
     Softplus features, one latent GP per class for a softmax likelihood; its kernel variance
     starts at the spec's ``initial_outputscale`` when given, else 1."""
     ambient_dim = spec["input_dim"] + 1
-    kernel = build_kernel(spec["kernel"], ambient_dim, spec["num_inducing"])
-    if "initial_outputscale" in spec:
-        raw = kernel.raw_outputscale
-        kernel.outputscale = torch.tensor(
-            spec["initial_outputscale"], dtype=raw.dtype, device=raw.device
-        )
+    kernel = start_outputscale(
+        build_kernel(spec["kernel"], ambient_dim, spec["num_inducing"]), spec
+    )
     features: InducingFeatures
     if spec["model"] == "svgp-activated":
         features = ActivatedFeatures(
