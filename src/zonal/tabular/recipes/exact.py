@@ -7,7 +7,7 @@ carries neither the harmonic features' truncation nor a variational gap. Gaussia
 al. 2018, with the exact GP's closed-form LOO of Rasmussen & Williams 2006, eqs. 5.10-5.12):
 each family of ``EXACT_AUTO_KERNELS`` is fitted by type-II maximum likelihood, and the mixture
 sum_k w_k p_k(y | x) takes the weights w on the simplex that maximise the mean LOO log density
-sum_i log sum_k w_k p_k(y_i | y_-i) / N (``zonal.models.stacking.stacking_weights``, rounded to
+``sum_i log sum_k w_k p_k(y_i | y_{-i}) / N`` (``zonal.models.stacking.stacking_weights``, rounded to
 1/20). Families of weight 0 are dropped; one family left is that exact GP, more a
 ``StackedModel`` of them (spec ``kernel: "stacked"`` with its ``kernels`` and
 ``kernel_weights``). Up to ``EXACT_PROBE_ROWS`` rows every family is fitted on all rows; above,
