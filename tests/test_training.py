@@ -1,9 +1,16 @@
 """The minibatch Adam loop: epoch order from an int or a shared generator, the plateau schedule."""
 
+import time
+
 import pytest
 import torch
 
-from zonal.models.training import PlateauSchedule, adam_on_minibatches, minibatch_indices
+from zonal.models.training import (
+    PlateauSchedule,
+    TrainingControl,
+    adam_on_minibatches,
+    minibatch_indices,
+)
 
 
 def test_each_epoch_is_a_permutation_and_a_generator_carries_on():
@@ -56,3 +63,12 @@ def test_bad_schedules_are_named():
         PlateauSchedule(factor=1.5)
     with pytest.raises(ValueError, match="patience"):
         PlateauSchedule(patience=-1)
+
+
+def test_a_share_deadline_is_its_share_of_the_time_left_and_never_before_now():
+    assert TrainingControl().share_deadline(0.5) is None  # no deadline: none for a part
+    start = time.monotonic()
+    deadline = TrainingControl(deadline=start + 100.0).share_deadline(0.25)
+    assert deadline is not None and start + 24.9 < deadline < time.monotonic() + 25.0 + 1e-6
+    past = TrainingControl(deadline=start - 10.0).share_deadline(0.5)
+    assert past is not None and start <= past <= time.monotonic()

@@ -266,6 +266,14 @@ class TrainingControl:
             return math.inf
         return self.deadline - time.monotonic()
 
+    def share_deadline(self, share: float) -> float | None:
+        """The deadline of a part of the work that may use ``share`` of the time left (a
+        ``time.monotonic`` instant, not before now; None without a deadline)."""
+        remaining = self.remaining()
+        if math.isinf(remaining):
+            return None
+        return time.monotonic() + share * max(0.0, remaining)
+
     def watch(
         self,
         module: torch.nn.Module,
@@ -282,8 +290,7 @@ class TrainingControl:
         stage_score = self.score if score == "default" else score
         if patience_share is not None and not 0 < patience_share <= 1:
             raise ValueError(f"patience_share must lie in (0, 1], got {patience_share!r}")
-        remaining = self.remaining()
-        deadline = None if math.isinf(remaining) else time.monotonic() + share * remaining
+        deadline = self.share_deadline(share)
         return StageWatch(self, module, steps, stage, deadline, stage_score,
                           self.patience_share if patience_share is None else patience_share)  # fmt: skip
 

@@ -197,11 +197,9 @@ def stack_on_subsample(
     weights = leave_one_out_weights(models)
     kept = [name for name in models if weights[name] > 0]
     for position, name in enumerate(kept):
-        remaining = control.remaining()
-        deadline = None if math.isinf(remaining) else \
-            time.monotonic() + max(0.0, remaining) / (len(kept) - position)  # fmt: skip
         models[name].set_training_data(x, y)
-        models[name].fit(max_iter=spec["steps"], lr=spec["learning_rate"], deadline=deadline)
+        models[name].fit(max_iter=spec["steps"], lr=spec["learning_rate"],
+                         deadline=control.share_deadline(1 / (len(kept) - position)))  # fmt: skip
     return stacked_fit(spec, {name: models[name] for name in kept})
 
 

@@ -9,7 +9,6 @@ Harmonic features take all harmonics of each level while those reach degree
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -105,13 +104,10 @@ def fit_each_kernel(
     fits: dict[str, tuple[Any, float]] = {}
     failures: list[ValueError] = []
     for position, name in enumerate(names):
-        remaining = control.remaining()
-        if fits and remaining <= 0:
+        if fits and control.remaining() <= 0:
             break
-        deadline = None if math.isinf(remaining) else \
-            time.monotonic() + remaining / (len(names) - position)  # fmt: skip
         try:
-            model, objective = fit_one(name, deadline)
+            model, objective = fit_one(name, control.share_deadline(1 / (len(names) - position)))
             if not math.isfinite(objective):
                 raise ValueError(f"the fit with the {name} kernel diverged (objective {objective})")
             fits[name] = (model, objective)

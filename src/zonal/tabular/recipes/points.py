@@ -47,7 +47,10 @@ def build_points_svgp(spec: Mapping[str, Any], x: torch.Tensor | None = None) ->
     kernel = start_outputscale(build_kernel(spec["kernel"], input_dim + 1, None), spec)
     embedding = input_embedding(spec)
     if x is None:
-        points = torch.zeros(spec["num_inducing"], input_dim + 1, dtype=torch.float64)
+        raw = kernel.raw_outputscale  # the model's dtype and device
+        points = torch.zeros(
+            spec["num_inducing"], input_dim + 1, dtype=raw.dtype, device=raw.device
+        )
     else:
         generator = torch.Generator().manual_seed(int(spec["seed"]))
         rows = torch.randperm(len(x), generator=generator)[: spec["num_inducing"]].to(x.device)
