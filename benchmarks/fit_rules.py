@@ -19,19 +19,20 @@ Rules checked:
 * **SGPR input scales when a deep model follows** (``auto_uses_ard``): off (current), on (the
   SGPR with ARD replaces it), or both (stacking weighs them).
 * **stacking against choosing** the candidate with the best validation log likelihood.
-* **stacking weights**: fitted to the scoring rows as they are, or the mean of their Bayesian
-  bootstrap replicates (``STACKING_DRAWS``, ``auto``'s), which the few scoring rows of a small
-  table pull less far; no constant, so every table is out of sample (units with per-row records
+* **stacking weights** (``WEIGHTINGS``): fitted to the scoring rows as they are, the mean of
+  their Bayesian bootstrap replicates (``STACKING_DRAWS``, ``auto``'s), which the few scoring
+  rows of a small table pull less far, or the posterior mean of the mixture weights under the
+  uniform prior; no constant, so every table is out of sample (units with per-row records
   only).
 
 The **selection ceiling** closes the regression report: per table, the ratio had every split taken
 the test's best single model, or best stack, of the models ``auto`` trained and those its rules
 left out. No rule can beat it, so a target it misses needs better models, not rules.
 
-Classification: ``auto`` chooses by validation log likelihood (no constant); the report says how
-often that choice is the test's best.
+Classification: how often the candidate of the best validation log likelihood is the test's
+best, the selection ceiling, and ``auto``'s stack of its classifiers under each weighting.
 
-    .venv/bin/python benchmarks/fit_rules.py [benchmarks/results/fit_suite.json]
+    .venv/bin/python benchmarks/fit_rules.py [benchmarks/results/fit_suite.json ...]
         [--baselines EARLIER.json]
 """
 
@@ -227,8 +228,46 @@ def regression_rules(units: list[Unit]) -> None:
     rows = leave_one_table_out(zonal, {"stack": lambda u: frozenset(u["diagnostics"]["auto_models"]),
                                        "choose": chosen}, "stack", svgp)  # fmt: skip
     print_rule("rule: stack the candidates, or choose the best by validation", rows, "stack")
-    weighting_rule(zonal, svgp, STACKING_DRAWS)
+    weighting_rule(zonal, svgp)
     selection_ceiling(zonal, svgp)
+    gap_rows(units)
+
+
+def gap_rows(units: list[Unit]) -> None:
+    """Per regression table whose pooled test-MSE ratio to the SVGP is above 1.05: how much of the
+    gap one test row carries. For each split, the row where zonal's squared error exceeds the
+    SVGP's the most and its share of the split's gap sum_i (e_i - e'_i); then the pooled ratio
+    with each split's such row left out. A ratio that falls to about 1 without one row a split is
+    a few rows' matter (an anomaly, or a small test set), not the table's; the paired bootstrap
+    interval of ``fit_suite.py`` says the same in another way."""
+    zonal = {(u["table"], u["split"]): u for u in units
+             if u["method"] == "zonal" and u["task"] == "regression" and "test_rows" in u}  # fmt: skip
+    svgp = {(u["table"], u["split"]): u for u in units
+            if u["method"] == "svgp" and u["task"] == "regression" and "test_rows" in u}  # fmt: skip
+    header = False
+    for table in dict.fromkeys(table for table, _ in zonal):
+        splits = sorted(s for t, s in zonal if t == table and (t, s) in svgp)
+        errors = [(np.asarray(zonal[table, s]["test_rows"]["squared_error"]),
+                   np.asarray(svgp[table, s]["test_rows"]["squared_error"])) for s in splits]  # fmt: skip
+        if not errors or any(len(ours) != len(theirs) for ours, theirs in errors):
+            continue
+        ratio = sum(ours.sum() for ours, _ in errors) / sum(theirs.sum() for _, theirs in errors)
+        if ratio <= 1.05:
+            continue
+        if not header:
+            print("\nrows carrying the gap (tables above 1.05): per split, the row of the largest "
+                  "excess over the SVGP's squared error and its share of the split's gap")  # fmt: skip
+            header = True
+        shares, kept_ours, kept_theirs = [], 0.0, 0.0
+        for split, (ours, theirs) in zip(splits, errors, strict=True):
+            row = int(np.argmax(ours - theirs))
+            gap = float((ours - theirs).sum())
+            share = f"{(ours[row] - theirs[row]) / gap:.2f}" if gap > 0 else "(no gap)"
+            shares.append(f"split {split} row {row}: {share}")
+            kept_ours += float(ours.sum() - ours[row])
+            kept_theirs += float(theirs.sum() - theirs[row])
+        print(f"{table:<24}ratio {ratio:.3f}, without those rows {kept_ours / kept_theirs:.3f}; "
+              + "; ".join(shares))  # fmt: skip
 
 
 def test_best(unit: Unit, singles: bool) -> frozenset[str]:
@@ -263,33 +302,44 @@ def selection_ceiling(units: list[Unit], svgp: dict[str, float]) -> None:
               f"{max(values.values()):.3f}, above 1.05: {above or 'none'}")  # fmt: skip
 
 
+#: the stacking weights compared (``validation_weights``): fitted to the scoring rows as they are
+#: (``auto``'s until session 19), the mean of ``STACKING_DRAWS`` Bayesian-bootstrap replicates of
+#: them (``auto``'s since), the posterior mean of the mixture weights under the Dirichlet(1) and
+#: Dirichlet(1/2) priors (session 28: not adopted, docs/cli.md)
+WEIGHTINGS: dict[str, dict[str, Any]] = {
+    "plain": {"draws": 0},
+    "bagged": {"draws": STACKING_DRAWS},
+    "posterior": {"concentration": 1.0},
+    "posterior 1/2": {"concentration": 0.5},
+}
+
+
 def recorded_weights(
-    models: dict[str, Any], names: list[str], draws: int, seed: int
+    models: dict[str, Any], names: list[str], weighting: str, seed: int
 ) -> torch.Tensor:
     """The stacking weights [K] of the recorded models ``names`` from their validation log
-    densities (``validation_weights``: as they are with draws = 0, else bootstrap replicates)."""
+    densities, by ``validation_weights`` with the settings of ``WEIGHTINGS[weighting]``."""
     densities = torch.tensor(
         [models[n]["validation_log_density"] for n in names], dtype=torch.float64
     ).T  # [n, K]
-    weights = validation_weights(densities, draws=draws, seed=seed)
+    weights = validation_weights(densities, seed=seed, **WEIGHTINGS[weighting])
     assert weights is not None
     return weights
 
 
 def stack_scores(
-    unit: Unit, members: frozenset[str], draws: int = 0, seed: int = 0
+    unit: Unit, members: frozenset[str], weighting: str = "plain", seed: int = 0
 ) -> tuple[float, float]:
     """(test MSE, test TLL) of the stack of ``members`` rebuilt from the unit's per-row records
     (the TLL of the Gaussian with the mixture's moments, as ``zonal fit`` scores a stack)
-    (``suite_rows.model_rows``): weights by ``validation_weights`` on the scoring rows as they
-    are (draws = 0) or the mean of ``draws`` Bayesian-bootstrap replicates of them (``auto``'s,
-    with ``STACKING_DRAWS`` and the fit's seed, the split)."""
+    (``suite_rows.model_rows``): weights by ``recorded_weights`` (``"bagged"`` with the fit's
+    seed, the split, are ``auto``'s)."""
     diagnostics = unit["diagnostics"]
     names = [name for name in diagnostics["auto_models"] if name in members] + sorted(
         members - set(diagnostics["auto_models"])
     )
     models = diagnostics["models"]
-    weights = recorded_weights(models, names, draws, seed)  # [K]
+    weights = recorded_weights(models, names, weighting, seed)  # [K]
     means = torch.tensor([models[n]["mean"] for n in names], dtype=torch.float64).T  # [T, K]
     variances = torch.tensor([models[n]["variance"] for n in names], dtype=torch.float64).T
     mean = means @ weights  # [T]
@@ -299,11 +349,10 @@ def stack_scores(
     return float((mean - targets).square().mean()), float(tll.mean())
 
 
-def weighting_rule(units: list[Unit], svgp: dict[str, float], draws: int) -> None:
-    """Stacking weights fitted to the scoring rows as they are ("plain", ``auto``'s until session
-    19) against their Bayesian-bootstrap mean ("bagged", ``auto``'s since), on ``auto``'s own
-    candidates; a rule with no constant, so every table is out of sample. Units without per-row
-    records are left out."""
+def weighting_rule(units: list[Unit], svgp: dict[str, float]) -> None:
+    """``auto``'s stack of its own candidates under each of ``WEIGHTINGS``, per table (means over
+    splits): test MSE / SVGP's and test TLL; rules with no constant, so every table is out of
+    sample. Units without per-row records are left out."""
     usable = [u for u in units if "models" in u["diagnostics"]]
     if not usable:
         print("\nrule: stacking weights: no units with per-row records (fit_suite.py's models)")
@@ -311,24 +360,27 @@ def weighting_rule(units: list[Unit], svgp: dict[str, float], draws: int) -> Non
     found: dict[str, dict[str, list[tuple[float, float]]]] = {}
     for unit in usable:
         members = frozenset(unit["diagnostics"]["auto_models"])
-        entry = found.setdefault(unit["table"], {"plain": [], "bagged": []})
-        entry["plain"].append(stack_scores(unit, members))
-        entry["bagged"].append(stack_scores(unit, members, draws, seed=unit["split"]))
-    print(f"\nrule: stacking weights on the scoring rows, or their mean over {draws} Bayesian "
-          f"bootstrap draws: test MSE / SVGP's and test TLL, means over splits\n"
-          f"{'table':<24}{'plain':>10}{'bagged':>10}{'plain TLL':>11}{'bagged TLL':>11}")  # fmt: skip
-    ratios: dict[str, list[float]] = {"plain": [], "bagged": []}
-    tlls: dict[str, list[float]] = {"plain": [], "bagged": []}
+        entry = found.setdefault(unit["table"], {name: [] for name in WEIGHTINGS})
+        for name in WEIGHTINGS:
+            entry[name].append(stack_scores(unit, members, name, seed=unit["split"]))
+    print("\nrule: stacking weights (" + ", ".join(WEIGHTINGS) + "): test MSE / SVGP's, then "
+          "test TLL, means over splits")  # fmt: skip
+    print(f"{'table':<24}" + "".join(f"{name:>15}" for name in WEIGHTINGS)
+          + "".join(f"{name + ' TLL':>19}" for name in WEIGHTINGS))  # fmt: skip
+    ratios: dict[str, list[float]] = {name: [] for name in WEIGHTINGS}
+    tlls: dict[str, list[float]] = {name: [] for name in WEIGHTINGS}
     for table, entry in found.items():
-        for key in ratios:
-            mse, tll = np.mean(entry[key], axis=0)
-            ratios[key].append(float(mse) / svgp[table])
-            tlls[key].append(float(tll))
-        print(f"{table:<24}{ratios['plain'][-1]:>10.3f}{ratios['bagged'][-1]:>10.3f}"
-              f"{tlls['plain'][-1]:>11.3f}{tlls['bagged'][-1]:>11.3f}")  # fmt: skip
-    print(f"  geometric mean: plain {geometric_mean(ratios['plain']):.4f}, bagged "
-          f"{geometric_mean(ratios['bagged']):.4f}; mean TLL: plain {np.mean(tlls['plain']):.4f}, "
-          f"bagged {np.mean(tlls['bagged']):.4f} ({len(found)} tables)")  # fmt: skip
+        for name in WEIGHTINGS:
+            mse, tll = np.mean(entry[name], axis=0)
+            ratios[name].append(float(mse) / svgp[table])
+            tlls[name].append(float(tll))
+        print(f"{table:<24}" + "".join(f"{ratios[name][-1]:>15.3f}" for name in WEIGHTINGS)
+              + "".join(f"{tlls[name][-1]:>19.3f}" for name in WEIGHTINGS))  # fmt: skip
+    for name in WEIGHTINGS:
+        worst = max(range(len(found)), key=lambda index: ratios[name][index])
+        print(f"  {name}: geometric mean {geometric_mean(ratios[name]):.4f}, mean TLL "
+              f"{np.mean(tlls[name]):.4f}, worst {list(found)[worst]} "
+              f"{ratios[name][worst]:.3f} ({len(found)} tables)")  # fmt: skip
 
 
 def classification_choice(units: list[Unit]) -> None:
@@ -352,7 +404,7 @@ def classification_choice(units: list[Unit]) -> None:
     classification_ceiling(zonal)
     mixtures = [u for u in zonal if "models" in u["diagnostics"]]
     if mixtures:
-        classifier_mixtures(mixtures, STACKING_DRAWS)
+        classifier_mixtures(mixtures)
 
 
 def classification_ceiling(units: list[Unit]) -> None:
@@ -373,15 +425,15 @@ def classification_ceiling(units: list[Unit]) -> None:
         print(f"{table:<24}{accuracy:>15.4f}{best_accuracy:>10.4f}{tll:>10.3f}{best_tll:>10.3f}")
 
 
-def mixture_scores(unit: Unit, draws: int = 0, seed: int = 0) -> tuple[float, float]:
+def mixture_scores(unit: Unit, weighting: str = "plain", seed: int = 0) -> tuple[float, float]:
     """(test accuracy, test TLL) of the mixture sum_k w_k p_k(class | x) of ``auto``'s
     classifiers, rebuilt from the unit's per-row records (``suite_rows.classifier_rows``), with
-    the stacking weights of their validation log densities (draws = 0) or their
-    ``bootstrap_stacking_weights`` (``draws`` replicates), rounded as ``auto`` rounds stacks."""
+    the stacking weights ``recorded_weights`` gives their validation log densities, rounded as
+    ``auto`` rounds stacks."""
     diagnostics = unit["diagnostics"]
     names = list(diagnostics["auto_models"])
     models = diagnostics["models"]
-    weights = recorded_weights(models, names, draws, seed)  # [K]
+    weights = recorded_weights(models, names, weighting, seed)  # [K]
     probabilities = torch.stack(
         [torch.tensor(models[n]["probabilities"], dtype=torch.float64) for n in names], -1
     )  # [T, C, K]
@@ -393,49 +445,54 @@ def mixture_scores(unit: Unit, draws: int = 0, seed: int = 0) -> tuple[float, fl
     return float((mixture.argmax(-1) == labels).double().mean()), float(picked.log().mean())
 
 
-def classifier_mixtures(units: list[Unit], draws: int) -> None:
-    """``auto``'s choice of one classifier against the stacked mixture of its classifiers (plain
-    and Bayesian-bootstrap weights), per table (means over splits); no constant, every table out
-    of sample."""
-    print(f"\nclassification: auto's choice against stacking its classifiers (weights on the "
-          f"scoring rows, or their mean over {draws} bootstrap draws); accuracy / TLL")  # fmt: skip
-    print(f"{'table':<24}{'chosen':>18}{'stacked':>18}{'bagged':>18}")
+def classifier_mixtures(units: list[Unit]) -> None:
+    """``auto``'s choice of one classifier against the stacked mixture of its classifiers under
+    each of ``WEIGHTINGS``, per table (means over splits); no constant, every table out of
+    sample."""
+    print("\nclassification: auto's choice against stacking its classifiers (weights: "
+          + ", ".join(WEIGHTINGS) + "); accuracy / TLL")  # fmt: skip
+    print(f"{'table':<24}{'chosen':>18}" + "".join(f"{name:>18}" for name in WEIGHTINGS))
     found: dict[str, dict[str, list[tuple[float, float]]]] = {}
     for unit in units:
-        entry = found.setdefault(unit["table"], {"chosen": [], "stacked": [], "bagged": []})
+        entry = found.setdefault(unit["table"], {"chosen": []} | {name: [] for name in WEIGHTINGS})
         variants = unit["diagnostics"]["variants"]  # one model chosen: auto's rule before 20
         picked = max(variants, key=lambda name: variants[name]["validation_log_likelihood"])
         entry["chosen"].append((variants[picked]["accuracy"], variants[picked]["tll"]))
-        entry["stacked"].append(mixture_scores(unit))
-        entry["bagged"].append(mixture_scores(unit, draws, seed=unit["split"]))
-    totals: dict[str, list[float]] = {"chosen": [], "stacked": [], "bagged": []}
+        for name in WEIGHTINGS:
+            entry[name].append(mixture_scores(unit, name, seed=unit["split"]))
+    totals: dict[str, list[tuple[float, float]]] = {}
     for table, entry in found.items():
         cells = ""
         for key, values in entry.items():
             accuracy, tll = np.mean(values, axis=0)
-            totals[key].append(float(tll))
+            totals.setdefault(key, []).append((float(accuracy), float(tll)))
             cells += f"{f'{accuracy:.4f} / {tll:.3f}':>18}"
         print(f"{table:<24}{cells}")
-    print("  mean TLL over tables: " + ", ".join(
-        f"{key} {np.mean(values):.4f}" for key, values in totals.items()))  # fmt: skip
+    print("  means over tables (accuracy / TLL): " + ", ".join(
+        f"{key} {np.mean([a for a, _ in values]):.4f} / {np.mean([t for _, t in values]):.4f}"
+        for key, values in totals.items()))  # fmt: skip
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("results", nargs="?", type=Path, default=RESULTS)
+    parser.add_argument("results", nargs="*", type=Path, default=[RESULTS],
+                        help="one or more fit_suite.py results, their units taken together")  # fmt: skip
     parser.add_argument("--baselines", type=Path,
                         help="the results whose svgp units the ratios divide by, for a run of "
-                        "zonal alone (fit_suite.py --methods zonal --baselines)")  # fmt: skip
+                        "zonal alone (fit_suite.py --methods zonal --baselines); the tables it "
+                        "has no svgp units of keep the results' own")  # fmt: skip
     args = parser.parse_args()
-    units = json.loads(args.results.read_text())["units"]
+    units = [unit for path in args.results for unit in json.loads(path.read_text())["units"]]
     if args.baselines is not None:
-        units = [u for u in units if u["method"] != "svgp"] + [
-            u for u in json.loads(args.baselines.read_text())["units"] if u["method"] == "svgp"
-        ]
+        baselines = [u for u in json.loads(args.baselines.read_text())["units"]
+                     if u["method"] == "svgp"]  # fmt: skip
+        covered = {u["table"] for u in baselines}
+        units = [u for u in units if u["method"] != "svgp" or u["table"] not in covered]
+        units += baselines
     rows = max((u["num_train"] for u in units), default=0)
     print(
-        f"{args.results}: {len(units)} units; the largest table has {rows} training rows "
-        "(AUTO_DEEP_MAX_ROWS, a time rule, is only checked where a table exceeds it)"
+        f"{', '.join(map(str, args.results))}: {len(units)} units; the largest table has {rows} "
+        "training rows (AUTO_DEEP_MAX_ROWS, a time rule, is only checked where a table exceeds it)"
     )
     regression_rules(units)
     classification_choice(units)

@@ -18,7 +18,6 @@ from zonal.tabular.model import STACKED
 from zonal.tabular.options import DEFAULT_VALIDATION_FRACTION
 from zonal.tabular.predict import predict_data
 from zonal.tabular.split import Split
-from zonal.tabular.stacking import STACKING_DRAWS
 from zonal.tabular.targets import REGRESSION
 
 SMALL = {"num_inducing": 16, "steps": 10}
@@ -185,8 +184,8 @@ def test_classifier_records_rebuild_each_candidate_and_mixture(classified, bench
         assert tll == pytest.approx(scores["tll"], rel=1e-4)
     everything = {"diagnostics": {"auto_models": list(models), "models": models,
                                   "test_targets": labels[:60].tolist()}}  # fmt: skip
-    for draws in (0, 10):
-        _, tll = fit_rules.mixture_scores(everything, draws)
+    for weighting in fit_rules.WEIGHTINGS:
+        _, tll = fit_rules.mixture_scores(everything, weighting)
         assert tll >= min(variants[name]["tll"] for name in models) - 1e-4
 
 
@@ -225,11 +224,11 @@ def test_per_row_records_rebuild_every_stack(diagnosed, benchmark_module, fit_ru
             "test_targets": suite_rows.compact(suite_scaler.transform(y_test))}}  # fmt: skip
     for key, scores in variants.items():
         members = frozenset(key.split("+"))
-        mse, tll = fit_rules.stack_scores(unit, members, STACKING_DRAWS, seed=0)  # auto's weights
+        mse, tll = fit_rules.stack_scores(unit, members, "bagged", seed=0)  # auto's weights
         assert mse == pytest.approx(scores["mse"] / 4, rel=1e-4), key  # the suite's unit: 2x
         assert tll == pytest.approx(scores["tll"] + math.log(2), abs=1e-4), key  # densities 2x
     everything = frozenset(diagnostics.fits)
-    plain, _ = fit_rules.stack_scores(unit, everything, draws=0)
+    plain, _ = fit_rules.stack_scores(unit, everything, "plain")
     single = [fit_rules.stack_scores(unit, frozenset([name]))[0] for name in everything]
     assert min(single) * 0.5 < plain < max(single) * 1.5  # a mixture's error, not a new model's
 
@@ -299,3 +298,26 @@ def test_the_classification_ceiling_takes_each_metrics_best_auto_included(fit_ru
     fit_rules.classification_ceiling([unit])
     printed = capsys.readouterr().out
     assert "c" + " " * 23 + f"{0.8:>15.4f}{0.9:>10.4f}{-0.2:>10.3f}{-0.2:>10.3f}" in printed
+
+
+def test_gap_rows_finds_the_row_that_carries_each_splits_gap(fit_rules, capsys):
+    """Two splits of 4 test rows: zonal's squared errors equal the SVGP's (0.1) but on one row a
+    split (0.1 + 0.9 on split 0's row 2, 0.1 + 0.5 on split 1's row 0), which carries all of the
+    split's gap (share 1.00). Pooled ratio (1.3 + 0.9) / 0.8 = 2.75; with those rows left out,
+    0.6 / 0.6 = 1. A table at most 1.05 is not listed."""
+
+    def unit(table: str, split: int, method: str, errors: list[float]) -> dict:
+        return {"table": table, "task": "regression", "split": split, "method": method,
+                "test_rows": {"squared_error": errors}}  # fmt: skip
+
+    units = [
+        unit("t", 0, "zonal", [0.1, 0.1, 1.0, 0.1]), unit("t", 0, "svgp", [0.1] * 4),
+        unit("t", 1, "zonal", [0.6, 0.1, 0.1, 0.1]), unit("t", 1, "svgp", [0.1] * 4),
+        unit("level", 0, "zonal", [0.1, 0.2]), unit("level", 0, "svgp", [0.2, 0.1]),
+    ]  # fmt: skip
+    fit_rules.gap_rows(units)
+    printed = capsys.readouterr().out
+    assert "ratio 2.750, without those rows 1.000; split 0 row 2: 1.00; split 1 row 0: 1.00" in (
+        printed
+    )
+    assert "level" not in printed

@@ -16,7 +16,9 @@ from zonal.models.stacking import (
     WEIGHT_RESOLUTION,
     StackedModel,
     bootstrap_stacking_weights,
+    posterior_stacking_weights,
     quantize_weights,
+    stacking_weights,
 )
 from zonal.tabular import candidates, fitting, stacking
 from zonal.tabular.fitting import fit_data
@@ -331,3 +333,28 @@ def test_a_named_shallow_model_conditions_on_the_validation_rows_too(model):
         trained.set_optimal_variational_distribution(inputs, targets)  # the optimum over all rows
         after = trained.variational_strategy.variational_distribution.mean.detach()
         torch.testing.assert_close(before, after, rtol=1e-8, atol=1e-10)
+
+
+def test_validation_weights_round_the_bootstrap_plain_or_posterior_weights():
+    """``validation_weights``: a column with a NaN is a broken candidate (weight 0, -inf to the
+    weightings); the rest get the rounded bootstrap mean (default), the rounded plain weights (0
+    draws) or the rounded posterior mean (a ``concentration``); no finite density at all: None."""
+    generator = torch.Generator().manual_seed(0)
+    log_densities = torch.randn(12, 3, generator=generator, dtype=torch.float64)
+    log_densities[4, 1] = torch.nan
+    masked = log_densities.clone()
+    masked[:, 1] = -torch.inf
+    expected = {
+        "bootstrap": bootstrap_stacking_weights(masked, STACKING_DRAWS, seed=2),
+        "plain": stacking_weights(masked),
+        "posterior": posterior_stacking_weights(masked, concentration=0.5, seed=2),
+    }
+    found = {
+        "bootstrap": stacking.validation_weights(log_densities, seed=2),
+        "plain": stacking.validation_weights(log_densities, draws=0),
+        "posterior": stacking.validation_weights(log_densities, seed=2, concentration=0.5),
+    }
+    for name, weights in found.items():
+        assert weights is not None and weights[1] == 0, name
+        torch.testing.assert_close(weights, quantize_weights(expected[name]), msg=name)
+    assert stacking.validation_weights(torch.full((3, 2), torch.nan, dtype=torch.float64)) is None

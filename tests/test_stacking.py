@@ -297,6 +297,7 @@ def quadrature_posterior_mean(log_densities: torch.Tensor, concentration: float)
         return float(np.prod(w ** (a - 1)) * np.prod(p @ w))
 
     if p.shape[1] == 2:
+
         def pair(u):
             return np.array([u, 1 - u])
 

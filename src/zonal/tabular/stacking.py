@@ -15,6 +15,7 @@ from zonal.models import SGPR, SVGP, ExactZonalGP, ZonalModel
 from zonal.models.stacking import (
     StackedModel,
     bootstrap_stacking_weights,
+    posterior_stacking_weights,
     quantize_weights,
     stacking_weights,
 )
@@ -116,17 +117,26 @@ STACKING_DRAWS = 200
 
 
 def validation_weights(
-    log_densities: torch.Tensor, *, draws: int = STACKING_DRAWS, seed: int = 0
+    log_densities: torch.Tensor,
+    *,
+    draws: int = STACKING_DRAWS,
+    seed: int = 0,
+    concentration: float | None = None,
 ) -> torch.Tensor | None:
     """The stacking weights [K] of candidates with validation log densities [n_valid, K]: the
     mean of ``draws`` Bayesian-bootstrap replicates (``bootstrap_stacking_weights`` from
-    ``seed``; 0 draws: ``stacking_weights`` on the rows as they are), rounded by
+    ``seed``; 0 draws: ``stacking_weights`` on the rows as they are), or with a ``concentration``
+    a the posterior mean of the mixture weights under the Dirichlet(a, ..., a) prior
+    (``posterior_stacking_weights`` from ``seed``; ``draws`` unused), rounded by
     ``quantize_weights``. A column with a NaN anywhere is a broken candidate and gets weight 0;
     None when no candidate gives any row a finite density."""
     broken = log_densities.isnan().any(0)  # [K]
     log_densities = log_densities.masked_fill(broken, -math.inf)
     if not torch.isfinite(log_densities).any():
         return None
+    if concentration is not None:
+        weights = posterior_stacking_weights(log_densities, concentration=concentration, seed=seed)
+        return quantize_weights(weights)
     if draws == 0:
         return quantize_weights(stacking_weights(log_densities))
     return quantize_weights(bootstrap_stacking_weights(log_densities, draws, seed=seed))
