@@ -21,6 +21,7 @@ from gpytorch.likelihoods import (
     Likelihood,
     SoftmaxLikelihood,
 )
+from gpytorch.means import ConstantMean
 
 from zonal.features import SparseSphericalHarmonicFeatures, SphericalHarmonicFeatures
 from zonal.features.levels import nonzero_levels
@@ -156,6 +157,18 @@ def build_kernel(name: str, ambient_dim: int, num_inducing: int | None) -> Scale
     else:
         raise ValueError(f"no kernel {name!r} to build (resolve 'auto' first)")
     return ScaleKernel(base).double()
+
+
+def prior_mean(spec: Mapping[str, Any]) -> ConstantMean | None:
+    """The SVGP classifier's prior mean: with ``spec["prior_mean"] == "constant"`` a learned
+    constant per latent function (C of them for a softmax likelihood, one for Bernoulli; float64,
+    starting at 0), so that away from the data the classes keep the frequencies the training rows
+    give them rather than falling back to equal probabilities; else None (zero mean)."""
+    if spec.get("prior_mean") != "constant":
+        return None
+    outputs = output_dim(spec)
+    batch = torch.Size([outputs]) if outputs > 1 else torch.Size()
+    return ConstantMean(batch_shape=batch).double()
 
 
 def start_outputscale(kernel: ScaleKernel, spec: Mapping[str, Any]) -> ScaleKernel:

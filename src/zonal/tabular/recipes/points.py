@@ -29,6 +29,7 @@ from zonal.tabular.recipes.parts import (
     input_embedding,
     make_likelihood,
     output_dim,
+    prior_mean,
     start_outputscale,
 )
 from zonal.tabular.recipes.registry import Fit, Recipe, register
@@ -57,7 +58,8 @@ def build_points_svgp(spec: Mapping[str, Any], x: torch.Tensor | None = None) ->
         with torch.no_grad():
             points = embedding.to(x.device).lift(x[rows].to(torch.float64))  # [M, D + 1]
     return SVGP(kernel, InducingPoints(points), input_dim, likelihood=make_likelihood(spec),
-                input_map=embedding, num_outputs=output_dim(spec))  # fmt: skip
+                input_map=embedding, num_outputs=output_dim(spec),
+                mean_module=prior_mean(spec))  # fmt: skip
 
 
 def train_points_svgp(

@@ -32,6 +32,10 @@ GAUSSIAN_ONLY = {
 }
 #: recipes whose noise and kernel variance may start at given values (``initial_noise``, ...)
 START_MODELS = ("svgp", "svgp-activated", "svgp-points")
+#: the classifiers that learn a constant prior mean per latent function (spec ``prior_mean``:
+#: ``zonal.tabular.recipes.parts.prior_mean``)
+CONSTANT_MEAN_MODELS = START_MODELS
+CONSTANT_MEAN = {"prior_mean": "constant"}
 
 
 class UnsupportedLikelihoodError(ValueError):
@@ -126,6 +130,8 @@ def resolve_spec(
     ``likelihood`` is one of ``LIKELIHOODS``; ``num_classes`` is 2 for ``"bernoulli"`` (the
     default), at least 2 for ``"softmax"`` (required) and unused (0) for ``"gaussian"``. ``ard``
     gives the sphere embedding one learned scale per input column (``ARD_MODELS`` only).
+    A classifier of ``CONSTANT_MEAN_MODELS`` gets ``prior_mean: "constant"`` (a learned constant
+    prior mean per latent function; specs without the key, saved before it, keep the zero mean).
     ``initial_noise`` and ``initial_outputscale`` (positive; in the spec only when given) start
     an SVGP's Gaussian noise variance and kernel variance elsewhere than at ``INITIAL_NOISE`` and
     1: ``auto`` starts its SVGPs where its SGPR ended (``zonal.tabular.candidates.start_options``).
@@ -197,6 +203,7 @@ def resolve_spec(
         "num_classes": num_classes,
         "ard": bool(ard),
         "seed": int(seed),
+        **(CONSTANT_MEAN if likelihood != "gaussian" and model in CONSTANT_MEAN_MODELS else {}),
     }
 
 

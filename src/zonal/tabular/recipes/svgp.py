@@ -28,6 +28,7 @@ from zonal.tabular.recipes.parts import (
     input_embedding,
     make_likelihood,
     output_dim,
+    prior_mean,
     start_outputscale,
     tail_objective,
 )
@@ -60,7 +61,8 @@ def build_svgp(spec: Mapping[str, Any], x: torch.Tensor | None = None) -> SVGP:
             kernel, ambient_dim, spec["num_inducing"], learn_phases=True, seed=spec["seed"]
         )
     return SVGP(kernel, features, spec["input_dim"], likelihood=make_likelihood(spec),
-                input_map=input_embedding(spec), num_outputs=output_dim(spec))  # fmt: skip
+                input_map=input_embedding(spec), num_outputs=output_dim(spec),
+                mean_module=prior_mean(spec))  # fmt: skip
 
 
 def train_svgp(
