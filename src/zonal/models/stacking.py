@@ -51,6 +51,16 @@ STACKING_ITERATIONS = 2000
 STACKING_TOLERANCE = 1e-10
 
 
+def _check_log_densities(log_densities: torch.Tensor) -> None:
+    """Refuse held-out log densities that are not [n, K] with n, K >= 1, or hold NaN or +inf."""
+    if log_densities.dim() != 2 or log_densities.shape[0] == 0 or log_densities.shape[1] == 0:
+        raise ValueError(
+            f"log_densities must be [n, K] with n, K >= 1, got {tuple(log_densities.shape)}"
+        )
+    if torch.isnan(log_densities).any() or (log_densities == math.inf).any():
+        raise ValueError("log_densities holds NaN or +inf: the models' densities are not valid")
+
+
 def stacking_weights(
     log_densities: torch.Tensor,
     *,
@@ -69,12 +79,7 @@ def stacking_weights(
     not excluded by that alone; a column that is not finite anywhere gets weight 0, and a row to
     which every model gives density 0 says nothing about the weights and is left out.
     """
-    if log_densities.dim() != 2 or log_densities.shape[0] == 0 or log_densities.shape[1] == 0:
-        raise ValueError(
-            f"log_densities must be [n, K] with n, K >= 1, got {tuple(log_densities.shape)}"
-        )
-    if torch.isnan(log_densities).any() or (log_densities == math.inf).any():
-        raise ValueError("log_densities holds NaN or +inf: the models' densities are not valid")
+    _check_log_densities(log_densities)
     log_densities = log_densities.to(torch.float64)
     count = len(log_densities)
     if row_weights is None:
@@ -179,19 +184,14 @@ def posterior_stacking_weights(
     A column that is not finite anywhere is not a mixture component (weight 0, out of the prior);
     a row to which every model gives density 0 is left out. Draws come from numpy's generator
     seeded with ``seed`` (the same weights on every device)."""
-    if log_densities.dim() != 2 or log_densities.shape[0] == 0 or log_densities.shape[1] == 0:
-        raise ValueError(
-            f"log_densities must be [n, K] with n, K >= 1, got {tuple(log_densities.shape)}"
-        )
-    if torch.isnan(log_densities).any() or (log_densities == math.inf).any():
-        raise ValueError("log_densities holds NaN or +inf: the models' densities are not valid")
+    _check_log_densities(log_densities)
     if not (isinstance(concentration, int | float) and concentration > 0):
         raise ValueError(f"concentration must be a positive number, got {concentration!r}")
     for name, value in (("sweeps", sweeps), ("chains", chains)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    usable = torch.isfinite(log_densities).any(0).cpu().numpy()  # [K]
-    rows = torch.isfinite(log_densities).any(1).cpu().numpy()  # [n]
+    finite = torch.isfinite(log_densities).cpu().numpy()  # [n, K]
+    usable, rows = finite.any(0), finite.any(1)  # [K], [n]
     kept = log_densities.detach().to(device="cpu", dtype=torch.float64).numpy()[rows][:, usable]
     if kept.size == 0:
         raise ValueError("every model gives zero density to every held-out row")
@@ -211,7 +211,7 @@ def posterior_stacking_weights(
         if sweep >= sweeps:
             total += ((prior + counts) / (models * concentration + count)).mean(0)
         weights = _dirichlet(prior + counts, rng)
-    mean = np.zeros(len(usable))
+    mean = np.zeros(finite.shape[1])
     mean[usable] = total / sweeps
     return torch.as_tensor(mean, dtype=torch.float64, device=log_densities.device)
 

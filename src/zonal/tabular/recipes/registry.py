@@ -35,7 +35,6 @@ START_MODELS = ("svgp", "svgp-activated", "svgp-points")
 #: the classifiers that learn a constant prior mean per latent function (spec ``prior_mean``:
 #: ``zonal.tabular.recipes.parts.prior_mean``)
 CONSTANT_MEAN_MODELS = START_MODELS
-CONSTANT_MEAN = {"prior_mean": "constant"}
 
 
 class UnsupportedLikelihoodError(ValueError):
@@ -203,8 +202,11 @@ def resolve_spec(
         "num_classes": num_classes,
         "ard": bool(ard),
         "seed": int(seed),
-        **(CONSTANT_MEAN if likelihood != "gaussian" and model in CONSTANT_MEAN_MODELS else {}),
-    }
+    } | (
+        {"prior_mean": "constant"}
+        if likelihood != "gaussian" and model in CONSTANT_MEAN_MODELS
+        else {}
+    )
 
 
 def _resolve_num_classes(likelihood: str, num_classes: int | None) -> int:
