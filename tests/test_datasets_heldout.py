@@ -7,12 +7,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from test_datasets_suite import digest
 from zonal.datasets import DatasetUnavailableError, get_spec, load_dataset
 from zonal.datasets.loaders_heldout import load_medical_cost, load_wine_red
 from zonal.datasets.registry_heldout import HELDOUT_REGRESSION, HELDOUT_SPECS
 from zonal.datasets.registry_suite import SUITE_CLASSIFICATION, SUITE_REGRESSION
-
-from test_datasets_suite import digest
 
 #: sha256 (first 16 hex digits) of the loaded X and y, floats rounded to 9 decimals
 DIGESTS = {
