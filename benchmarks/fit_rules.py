@@ -20,10 +20,11 @@ Rules checked:
   SGPR with ARD replaces it), or both (stacking weighs them).
 * **stacking against choosing** the candidate with the best validation log likelihood.
 * **stacking weights** (``WEIGHTINGS``): fitted to the scoring rows as they are, the mean of
-  their Bayesian bootstrap replicates (``STACKING_DRAWS``, ``auto``'s), which the few scoring
-  rows of a small table pull less far, or the posterior mean of the mixture weights under the
-  uniform prior; no constant, so every table is out of sample (units with per-row records
-  only).
+  their Bayesian bootstrap replicates (``STACKING_DRAWS``, ``auto``'s for regression), which the
+  few scoring rows of a small table pull less far, or the posterior mean of the mixture weights
+  under the uniform prior (``auto``'s for classifiers since session 29); no constant, so every
+  table is out of sample (units with per-row records only). A classification run recorded
+  before session 29 was stacked with the bootstrap weights.
 
 The **selection ceiling** closes the regression report: per table, the ratio had every split taken
 the test's best single model, or best stack, of the models ``auto`` trained and those its rules

@@ -11,14 +11,14 @@ import pytest
 import torch
 
 from zonal.cli import main
-from zonal.models.stacking import WEIGHT_RESOLUTION, StackedModel, bootstrap_stacking_weights
+from zonal.models.stacking import WEIGHT_RESOLUTION, StackedModel, posterior_stacking_weights
 from zonal.models.training import TrainingControl
 from zonal.tabular import fitting, recipes, stacking
 from zonal.tabular.fitting import fit_data
 from zonal.tabular.metrics import SOFTMAX_DRAWS, class_probabilities
 from zonal.tabular.model import STACKED
 from zonal.tabular.saved import ModelFileError, load_model
-from zonal.tabular.stacking import STACKING_DRAWS
+from zonal.tabular.stacking import CLASSIFIER_CONCENTRATION
 from zonal.tabular.targets import Target
 
 NUM_ROWS, INPUT_DIM = 90, 2
@@ -169,12 +169,13 @@ def test_construction_refuses_classifiers_that_do_not_mix(softmax_components, be
 
 
 # ------------------------------------------------------------------------------- zonal fit
-def test_auto_stacks_its_classifiers_with_bootstrap_weights_of_the_true_classes_probabilities(
+def test_auto_stacks_its_classifiers_with_posterior_weights_of_the_true_classes_probabilities(
     monkeypatch,
 ):
-    """The weights are ``bootstrap_stacking_weights`` of log p_k(y_i | x_i), the true classes'
-    probabilities on the scoring rows, rounded to multiples of 1/20; the stack's validation log
-    likelihood is that of the weighted mixture of probabilities."""
+    """The weights are ``posterior_stacking_weights`` (Dirichlet(``CLASSIFIER_CONCENTRATION``))
+    of log p_k(y_i | x_i), the true classes' probabilities on the scoring rows, rounded to
+    multiples of 1/20; the stack's validation log likelihood is that of the weighted mixture of
+    probabilities."""
     recorded = {}
     stack_fits = fitting.stack_fits
 
@@ -192,10 +193,12 @@ def test_auto_stacks_its_classifiers_with_bootstrap_weights_of_the_true_classes_
     names = recorded["names"]
     assert names == ["svgp", "svgp-points", "adgp"]
     probabilities = recorded["probabilities"]
-    bagged = bootstrap_stacking_weights(probabilities.log(), STACKING_DRAWS, seed=0)
+    posterior = posterior_stacking_weights(
+        probabilities.log(), concentration=CLASSIFIER_CONCENTRATION, seed=0
+    )
     weights = np.array([fitted.scores[name]["weight"] for name in names])
     assert weights.sum() == pytest.approx(1.0, abs=1e-12)
-    assert np.abs(weights - bagged.numpy()).max() <= 1.0 / WEIGHT_RESOLUTION + 1e-6
+    assert np.abs(weights - posterior.numpy()).max() <= 1.0 / WEIGHT_RESOLUTION + 1e-6
     if fitted.spec["model"] == STACKED:
         mixture = probabilities @ torch.from_numpy(weights)  # [n_valid]
         assert fitted.validation["log_likelihood"] == pytest.approx(
