@@ -24,7 +24,8 @@
    ``zonal.models.stacking``; Yao et al. 2018): the model is the mixture sum_k w_k p_k(y | x)
    (for classifiers, of their class probabilities) whose weights maximise the mean validation
    log density, averaged over Bayesian-bootstrap replicates of the scoring rows
-   (``STACKING_DRAWS``), which is one candidate when the weights pick one; for regression its
+   (``STACKING_DRAWS``; for classifiers the posterior mean of the weights under a uniform
+   Dirichlet prior), which is one candidate when the weights pick one; for regression its
    SGPR, exact GP and SVGP components then condition on the validation rows too
    (``condition_on_all_rows``: closed forms at the learned hyperparameters). Without validation
    rows the candidates are compared by their training objective per row. A named model trains
