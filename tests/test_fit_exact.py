@@ -298,7 +298,8 @@ def test_a_stacked_exact_gp_joins_autos_stack_as_its_kernels(monkeypatch):
     fits = {"exact": exact_recipe.Fit(exact_recipe.build_exact(two, x[:40]), two, 0.0),
             "other": exact_recipe.Fit(exact_recipe.build_exact(plain, x[:40]), plain, 0.0)}  # fmt: skip
     monkeypatch.setattr(stacking, "validation_weights",
-                        lambda densities, seed: torch.tensor([0.5, 0.5], dtype=torch.float64))  # fmt: skip
+                        lambda densities, seed, concentration: torch.tensor(
+                            [0.5, 0.5], dtype=torch.float64))  # fmt: skip
     scores = {"exact": {"seconds": 0.0}, "other": {"seconds": 0.0}}
     fit, _ = stacking.stack_fits(fits, scores, Split(x[:40], y[:40], x[40:], y[40:]), REGRESSION,
                                  fallback="exact")  # fmt: skip
