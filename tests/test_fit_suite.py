@@ -213,3 +213,33 @@ def test_tables_behind_beyond_the_rows_noise_are_named(summary) -> None:
     assert entry["ratio"] == pytest.approx(1.5) and entry["ratio_interval"] == pytest.approx(
         [1.5, 1.5]
     )
+
+
+def test_heldout_runs_the_heldout_tables_into_their_own_file(fit_suite, monkeypatch) -> None:
+    from zonal.datasets.registry_heldout import HELDOUT_CLASSIFICATION, HELDOUT_REGRESSION
+
+    monkeypatch.setattr("sys.argv", ["fit_suite.py", "--heldout"])
+    args = fit_suite.parse_args()
+    assert args.tables == [*HELDOUT_REGRESSION, *HELDOUT_CLASSIFICATION]
+    assert args.output.name == "fit_suite_heldout.json"
+    monkeypatch.setattr("sys.argv", ["fit_suite.py", "--heldout", "--tables", "servo"])
+    with pytest.raises(SystemExit):  # a suite table is not a held-out one
+        fit_suite.parse_args()
+    monkeypatch.setattr("sys.argv", ["fit_suite.py", "--tables", "pima"])
+    with pytest.raises(SystemExit):  # nor a held-out table a suite one
+        fit_suite.parse_args()
+
+
+def test_the_few_relevant_inputs_rows_and_their_noise_floor(benchmark_module) -> None:
+    """The rows as the docstring defines them, drawn again here: y = sin 2x_0 + x_1^2 / 2 - 1/2
+    + 0.1 e standardised on the training rows, and the noise floor 0.01 / var(raw training y)."""
+    module = benchmark_module("few_relevant_inputs")
+    x, y, x_test, y_test, floor = module.synthetic_rows(3)
+    rng = np.random.default_rng(3)
+    inputs = rng.standard_normal((5000, 32))
+    raw = np.sin(2 * inputs[:, 0]) + 0.5 * inputs[:, 1] ** 2 - 0.5 + 0.1 * rng.standard_normal(5000)
+    mean, sd = raw[:4000].mean(), raw[:4000].std()
+    np.testing.assert_array_equal(x, inputs[:4000])
+    np.testing.assert_array_equal(x_test, inputs[4000:])
+    np.testing.assert_allclose(np.concatenate([y, y_test]), (raw - mean) / sd, rtol=0, atol=1e-12)
+    assert floor == pytest.approx(0.01 / sd**2, rel=1e-12)
