@@ -15,14 +15,12 @@ input scales and q(u) by ``zonal.tabular.recipes.svgp``'s Adam schedule.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any
 
 import torch
 
 from zonal.features import InducingPoints
-from zonal.geometry import SphereEmbedding
 from zonal.models import SVGP
 from zonal.models.training import TrainingControl
 from zonal.tabular.options import RECIPE_DEFAULTS, RECIPE_SUMMARIES
@@ -48,7 +46,7 @@ def build_points_svgp(spec: Mapping[str, Any], x: torch.Tensor | None = None) ->
     softmax likelihood; the kernel variance starts at ``initial_outputscale`` when given."""
     input_dim = spec["input_dim"]
     kernel = start_outputscale(build_kernel(spec["kernel"], input_dim + 1, None), spec)
-    embedding = start_input_scales(input_embedding(spec), spec)
+    embedding = input_embedding(spec)
     if x is None:
         raw = kernel.raw_outputscale  # the model's dtype and device
         points = torch.zeros(
@@ -62,25 +60,6 @@ def build_points_svgp(spec: Mapping[str, Any], x: torch.Tensor | None = None) ->
     return SVGP(kernel, InducingPoints(points), input_dim, likelihood=make_likelihood(spec),
                 input_map=embedding, num_outputs=output_dim(spec),
                 mean_module=prior_mean(spec))  # fmt: skip
-
-
-def start_input_scales(embedding: SphereEmbedding, spec: Mapping[str, Any]) -> SphereEmbedding:
-    """``embedding`` with its input scales starting at 1 / sqrt(D) for a two-class classifier
-    with ``ard`` (else as built, at 1): for standardised inputs E ||s * x||^2 = 1 = b^2, so the
-    lifted point [s * x, b] starts at the same distance from the pole whatever D is, instead of at
-    radius sqrt(D), where the homogeneous kernel reads mostly the norm and direction of x and
-    Adam does not shrink the irrelevant scales in its steps (``benchmarks/few_relevant_inputs.py``:
-    2 of 32 inputs relevant, test MSE 0.058 from 1 against 0.012 from 1 / sqrt(D), the RBF-ARD
-    SVGP's 0.012). Adopted for two-class fits by its rule (docs/cli.md); the multi-class and
-    regression fits keep 1 until a rule has tested them."""
-    if spec.get("likelihood") != "bernoulli" or not embedding.has_input_scales:
-        return embedding
-    scales = embedding.input_scales
-    assert scales is not None
-    start = torch.full_like(scales, 1 / math.sqrt(spec["input_dim"]))
-    with torch.no_grad():
-        embedding.raw_input_scales.copy_(embedding.input_scales_constraint.inverse_transform(start))
-    return embedding
 
 
 def train_points_svgp(
