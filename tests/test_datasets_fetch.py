@@ -229,7 +229,8 @@ def test_registry_lists_every_dataset() -> None:
 
 def test_unknown_name_lists_known_names() -> None:
     with pytest.raises(
-        ValueError, match=r"unknown dataset 'nope'.*australian, autompg6, banana, baseball, boom-bikes"
+        ValueError,
+        match=r"unknown dataset 'nope'.*australian, autompg6, banana, baseball, boom-bikes",
     ):
         fetch("nope")
     assert get_spec("Fashion_MNIST").name == "fashion-mnist"

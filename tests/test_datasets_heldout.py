@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from test_datasets_suite import digest
-from zonal.datasets import DatasetUnavailableError, get_spec, load_dataset
+from test_datasets_suite import digest, load_or_skip
+from zonal.datasets import get_spec
 from zonal.datasets.loaders_heldout import (
     load_heldout_classification,
     load_medical_cost,
@@ -72,10 +72,7 @@ def test_the_heldout_tables_meet_the_criteria_and_stay_out_of_the_suite() -> Non
 
 @pytest.mark.parametrize("name", sorted(DIGESTS))
 def test_heldout_table_shape_first_row_and_digest(name: str) -> None:
-    try:
-        data = load_dataset(name, timeout=60.0)
-    except DatasetUnavailableError as error:
-        pytest.skip(f"{name} cannot be fetched here: {str(error).splitlines()[0]}")
+    data = load_or_skip(name)
     assert data.X.shape == get_spec(name).shape and data.y.shape == (data.X.shape[0],)
     assert np.isfinite(data.X).all() and np.isfinite(data.y).all()
     if data.task == "classification":  # two classes, neither more than 3 times the other

