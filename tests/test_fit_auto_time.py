@@ -11,6 +11,7 @@ import time
 import numpy as np
 import torch
 
+from zonal.models.stacking import StackedModel
 from zonal.models.training import TrainingControl
 from zonal.tabular import candidates, fitting, recipes
 from zonal.tabular.candidates import auto_uses_ard
@@ -60,6 +61,8 @@ def test_auto_trains_the_sgpr_without_scales_before_the_activated_dgp_with_them(
     def recording_train(spec, *args, **kwargs):
         fit, seconds = train(spec, *args, **kwargs)
         model = fit.model
+        if isinstance(model, StackedModel):  # the exact GP's kernels, one embedding each
+            model = model.components[0]
         embedding = model.layers[0].input_map if spec["model"] == "adgp" else model.input_map
         trained[spec["model"]] = (spec["ard"], embedding)
         return fit, seconds

@@ -46,7 +46,8 @@ class ActivatedDGP(DGP):
         kernel_variance: initial arc-cosine variance (a ``ScaleKernel`` outputscale).
         bias: the constant appended to each layer's input.
         input_scales: give the first layer's ``SphereEmbedding`` one learnt scale per input
-            (ARD, all 1 to start; the equivalent network's first layer carries the same scales).
+            (ARD; True: all 1 to start, a number or a tensor [D]: that start; the equivalent
+            network's first layer carries the same scales).
         input_transform, outcome_transform: BoTorch transforms, as ``SingleTaskGP`` takes them.
     """
 
@@ -63,7 +64,7 @@ class ActivatedDGP(DGP):
         mean: str = "zero",
         kernel_variance: float = 1.0,
         bias: float = 1.0,
-        input_scales: bool = False,
+        input_scales: bool | float | torch.Tensor = False,
         seed: int = 0,
         input_transform: InputTransform | None = None,
         outcome_transform: OutcomeTransform | None = None,
@@ -91,10 +92,11 @@ class ActivatedDGP(DGP):
                 seed=seed + index,
             )
             output_dims = None if last and width_out == 1 else width_out
+            start = _scales_start(input_scales) if index == 0 else None
             embedding = (
-                SphereEmbedding(bias, input_scales=1.0, input_dim=width_in)
-                if input_scales and index == 0
-                else SphereEmbedding(bias)
+                SphereEmbedding(bias)
+                if start is None
+                else SphereEmbedding(bias, input_scales=start, input_dim=width_in)
             )
             layers.append(
                 DGPLayer(
@@ -159,7 +161,8 @@ class ActivatedDGP(DGP):
 
     def network_like(self, seed: int = 0) -> ActivatedNetwork:
         """A freshly initialised network of the matching architecture (for stage-1 training;
-        input scales, if any, start at 1)."""
+        input scales, if any, start where the model's first-layer scales are now: where they
+        started, for a model not yet trained)."""
         network = self.to_torch_module()
         generator = torch.Generator().manual_seed(seed)
         fresh = []
@@ -174,7 +177,7 @@ class ActivatedDGP(DGP):
                     output_bias=layer.output_bias is not None,
                     input_scales=None
                     if layer.input_scales is None
-                    else torch.ones_like(layer.input_scales),
+                    else layer.input_scales.detach().clone(),
                     generator=generator,
                 )
             )
@@ -410,3 +413,11 @@ __all__ = [
     "train_network",
     "two_stage_fit",
 ]
+
+
+def _scales_start(input_scales: bool | float | torch.Tensor) -> float | torch.Tensor | None:
+    """The first layer's input-scale start of ``ActivatedDGP(input_scales=...)``: None for
+    False (no scales), 1 for True, else the number or tensor given."""
+    if isinstance(input_scales, bool):
+        return 1.0 if input_scales else None
+    return input_scales

@@ -8,6 +8,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
+import torch
+
 from zonal.models import ZonalModel
 from zonal.models.training import TrainingControl
 from zonal.tabular.metrics import validation_metrics, validation_score
@@ -22,6 +24,7 @@ from zonal.tabular.recipes import (
     resolve_spec,
     train,
 )
+from zonal.tabular.relevance import screened_input_scales
 from zonal.tabular.split import Split, validation_roles
 from zonal.tabular.targets import (
     Target,
@@ -185,11 +188,28 @@ def start_options(name: str, fits: dict[str, Fit], target: Target) -> dict[str, 
             "initial_outputscale": float(model.kernel.outputscale.detach())}  # fmt: skip
 
 
+def screened_start(
+    names: Sequence[str], split: Split, target: Target, seed: int, options: dict[str, Any]
+) -> dict[str, Any]:
+    """``options`` with ``initial_input_scales``, the start of the input scales that ``auto``'s
+    candidates learn (``auto_uses_ard``), from the relevance screen on the training rows
+    (``zonal.tabular.relevance.screened_input_scales``; a classifier's classes one-hot); as they
+    are when no candidate learns scales, ``ard=False`` turns them off, or the screen fails."""
+    if options.get("ard") is False or not any(auto_uses_ard(name, names) for name in names):
+        return options
+    y = split.y_train
+    if target.is_classification:
+        y = torch.nn.functional.one_hot(y.long(), len(target.classes)).to(torch.float64)
+    scales = screened_input_scales(split.x_train, y, seed=seed)
+    return options if scales is None else {**options, "initial_input_scales": scales}
+
+
 def recipe_options(
     name: str, options: dict[str, Any], automatic: bool, candidates: Sequence[str] = ()
 ) -> dict[str, Any]:
     """The options a recipe takes: under ``auto`` a kernel, a layer count or a feature budget it
-    does not use is left out, the Adam recipes run ``AUTO_STEP_FACTOR`` times their default
+    does not use is left out (and a start of input scales, ``initial_input_scales``, for a
+    recipe without them), the Adam recipes run ``AUTO_STEP_FACTOR`` times their default
     steps, and ARD (input scales) is on for the recipes that have it unless ``ard=False``,
     except for the ``sgpr`` fallback when a deep model is among the ``candidates``
     (``auto_uses_ard``); a named model has ARD only with ``ard=True``."""
@@ -199,6 +219,8 @@ def recipe_options(
     chosen["ard"] = (
         bool(ard) if not automatic else ard is not False and auto_uses_ard(name, candidates)
     )
+    if not chosen["ard"]:  # a start of scales the recipe does not learn
+        chosen.pop("initial_input_scales", None)
     if automatic:
         if chosen.get("kernel") not in (None, "auto", *recipe.kernels):
             chosen.pop("kernel")

@@ -32,7 +32,9 @@
    alone. Under ``auto``
    the SGPR, SVGP and activated DGP candidates learn one scale per input column (ARD,
    ``zonal.tabular.recipes.ARD_MODELS``), except the SGPR when a deep candidate follows it
-   (``auto_uses_ard``: the scales would cost the deep model a third of the budget).
+   (``auto_uses_ard``: the scales would cost the deep model a third of the budget), starting
+   where a relevance screen puts them (``zonal.tabular.relevance``: an RBF-ARD exact GP on at
+   most 500 training rows, within the budget).
 
 ``predict_table`` / ``predict_data`` answer new rows: the predictive mean, variance and interval in
 the target's units (regression), or one probability column per class (``prob_<label>``) and the
@@ -50,7 +52,7 @@ import numpy as np
 import torch
 
 from zonal.datasets import Standardizer
-from zonal.tabular.candidates import train_candidates, train_refinement
+from zonal.tabular.candidates import screened_start, train_candidates, train_refinement
 from zonal.tabular.checks import check_regression_target, constant_columns, warn_about_inputs
 from zonal.tabular.diagnostics import FitDiagnostics
 from zonal.tabular.metrics import in_target_units, selection_key
@@ -222,6 +224,8 @@ def fit_data(
     names = [model] if model != "auto" else \
         auto_candidates(len(train_rows), x.shape[1], target.likelihood,
                         exact=auto_offers_exact(split.x_train, target))  # fmt: skip
+    if model == "auto":
+        options = screened_start(names, split, target, seed, options)
     fits, scores, interrupted = train_candidates(names, split, target, deadline, progress,
                                                   automatic=model == "auto", seed=seed,
                                                   options=options)  # fmt: skip

@@ -19,7 +19,12 @@ from zonal.models import DGP, ActivatedDGP, fit_dgp, inducing_point_dgp
 from zonal.models.training import TrainingControl
 from zonal.tabular.options import RECIPE_DEFAULTS, RECIPE_SUMMARIES
 from zonal.tabular.recipes.network import network_stage
-from zonal.tabular.recipes.parts import make_likelihood, output_dim, tail_objective
+from zonal.tabular.recipes.parts import (
+    make_likelihood,
+    output_dim,
+    start_input_scales,
+    tail_objective,
+)
 from zonal.tabular.recipes.registry import (
     TRUNCATION_LEVEL,
     Fit,
@@ -56,11 +61,12 @@ def build_activated_dgp(
     truncation_level: int = TRUNCATION_LEVEL,
     mean: str = "constant",
     output_dim: int = 1,
-    input_scales: bool = False,
+    input_scales: bool | float | torch.Tensor = False,
     seed: int = 0,
 ) -> ActivatedDGP:
     """An ``ActivatedDGP`` with Softplus features and first-order arc-cosine kernels
-    (``input_scales``: one learnt scale per input in the first layer's embedding, ARD)."""
+    (``input_scales``: one learnt scale per input in the first layer's embedding, ARD, starting
+    at 1 for True, else at the number or tensor [D] given)."""
     return ActivatedDGP(
         input_dim,
         layer_widths(input_dim, num_layers, hidden_width)[1:-1],
@@ -115,7 +121,7 @@ def build_deep(spec: Mapping[str, Any], x: torch.Tensor | None = None) -> DGP:
             num_inducing=spec["num_inducing"],
             truncation_level=spec["truncation_level"],
             output_dim=output_dim(spec),
-            input_scales=spec.get("ard", False),
+            input_scales=start_input_scales(spec) if spec.get("ard", False) else False,
             seed=spec["seed"],
         )
     if x is None:  # rebuilding for a checkpoint: the points are loaded afterwards

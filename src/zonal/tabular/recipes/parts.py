@@ -230,8 +230,17 @@ def harmonic_features(
 
 
 def input_embedding(spec: Mapping[str, Any]) -> SphereEmbedding:
-    """The sphere embedding [x, b] / ||[x, b]|| (bias 1), with learned per-input scales s (all 1
-    to start: [s * x, b]) when ``spec["ard"]``."""
+    """The sphere embedding [x, b] / ||[x, b]|| (bias 1), with learned per-input scales s when
+    ``spec["ard"]`` ([s * x, b]; all 1 to start, or the spec's ``initial_input_scales``)."""
     if spec.get("ard", False):
-        return SphereEmbedding(1.0, input_scales=1.0, input_dim=spec["input_dim"])
+        return SphereEmbedding(1.0, input_scales=start_input_scales(spec),
+                               input_dim=spec["input_dim"])  # fmt: skip
     return SphereEmbedding(1.0)
+
+
+def start_input_scales(spec: Mapping[str, Any]) -> float | torch.Tensor:
+    """Where the learned input scales of ``spec`` start: its ``initial_input_scales`` (a float64
+    tensor [D]) when given, else 1 for every input."""
+    if "initial_input_scales" not in spec:
+        return 1.0
+    return torch.tensor(spec["initial_input_scales"], dtype=torch.float64)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -122,6 +122,7 @@ def resolve_spec(
     seed: int = 0,
     initial_noise: float | None = None,
     initial_outputscale: float | None = None,
+    initial_input_scales: Sequence[float] | None = None,
 ) -> dict[str, Any]:
     """The checked options of recipe ``model`` for ``input_dim`` input columns, with the recipe's
     defaults filled in (``num_layers`` 2 for layered recipes; refused for the others).
@@ -134,6 +135,9 @@ def resolve_spec(
     ``initial_noise`` and ``initial_outputscale`` (positive; in the spec only when given) start
     an SVGP's Gaussian noise variance and kernel variance elsewhere than at ``INITIAL_NOISE`` and
     1: ``auto`` starts its SVGPs where its SGPR ended (``zonal.tabular.candidates.start_options``).
+    ``initial_input_scales`` (D positive numbers, with ``ard`` only; in the spec only when given)
+    start the learned input scales elsewhere than at 1: ``auto`` starts them at its relevance
+    screen's (``zonal.tabular.relevance``).
     """
     recipe = get_recipe(model)
     if likelihood not in LIKELIHOODS:
@@ -185,8 +189,10 @@ def resolve_spec(
                 f"{name} is a positive start of a Gaussian {' or '.join(START_MODELS)}; got "
                 f"{value!r} for {model} with a {likelihood} likelihood"
             )
+    scales = _check_input_scales(initial_input_scales, input_dim, ard)
     return {
         **{name: float(value) for name, value in start.items() if value is not None},
+        **({"initial_input_scales": scales} if scales is not None else {}),
         "model": model,
         "kernel": recipe.kernels[0]
         if kernel == "auto" and "auto" not in recipe.kernels
@@ -219,6 +225,29 @@ def _resolve_num_classes(likelihood: str, num_classes: int | None) -> int:
     if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 2:
         raise ValueError(f"a softmax likelihood needs num_classes >= 2, got {num_classes!r}")
     return num_classes
+
+
+def _check_input_scales(
+    scales: Sequence[float] | None, input_dim: int, ard: bool
+) -> list[float] | None:
+    """``initial_input_scales`` as a list of D floats, checked: given with ``ard`` only, one
+    positive finite number per input column."""
+    if scales is None:
+        return None
+    if not ard:
+        raise ValueError("initial_input_scales start learned input scales: give them with ard")
+    values = [float(value) for value in scales]
+    if len(values) != input_dim:
+        raise ValueError(
+            f"initial_input_scales has {len(values)} values for {input_dim} input columns"
+        )
+    wrong = [index for index, value in enumerate(values) if not 0 < value < math.inf]
+    if wrong:
+        raise ValueError(
+            f"initial_input_scales must be positive and finite; column {wrong[0]} has "
+            f"{values[wrong[0]]!r}"
+        )
+    return values
 
 
 def _check_positive(value: object, name: str) -> None:
