@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 import gpytorch
+import numpy as np
 import pytest
 import torch
 
@@ -185,8 +186,8 @@ def test_the_activated_dgp_and_its_network_start_at_given_scales():
 
 def test_auto_starts_its_ard_candidates_at_the_screen(monkeypatch):
     """Under ``auto`` every candidate that learns input scales is built with the screen's start
-    (the SGPR before the activated DGP learns none and gets none); ``ard=False`` turns the
-    screen off with the scales."""
+    (the SGPR before the activated DGP learns none and gets none); a regression of at most
+    ``SCREEN_ROWS`` training rows and ``ard=False`` are not screened."""
     screened, trained = [], {}
     original_screen, original_train = candidates.screened_input_scales, candidates.train
 
@@ -200,7 +201,7 @@ def test_auto_starts_its_ard_candidates_at_the_screen(monkeypatch):
 
     monkeypatch.setattr(candidates, "screened_input_scales", screen)
     monkeypatch.setattr(candidates, "train", train)
-    x, y = _rows(200, 3)
+    x, y = _rows(700, 3)  # 560 training rows: above SCREEN_ROWS
     columns = ["a", "b", "c"]
     fit_data(x.numpy(), y.numpy(), feature_columns=columns, budget=20, seed=0,
              likelihood="gaussian")  # fmt: skip
@@ -213,8 +214,24 @@ def test_auto_starts_its_ard_candidates_at_the_screen(monkeypatch):
             assert "initial_input_scales" not in spec, name
     assert not trained["sgpr"]["ard"] and trained["adgp"]["ard"]
     assert screened[0][2] < screened[0][0]  # x2 is irrelevant
-    screened.clear()
-    trained.clear()
-    fit_data(x.numpy(), y.numpy(), feature_columns=columns, budget=10, seed=0,
-             likelihood="gaussian", ard=False)  # fmt: skip
-    assert not screened and all("initial_input_scales" not in s for s in trained.values())
+    for rows, ard in ((700, False), (200, None)):
+        screened.clear()
+        trained.clear()
+        fit_data(x[:rows].numpy(), y[:rows].numpy(), feature_columns=columns, budget=5,
+                 seed=0, likelihood="gaussian", ard=ard)  # fmt: skip
+        assert not screened and all("initial_input_scales" not in s for s in trained.values())
+
+
+def test_a_small_classification_table_is_screened(monkeypatch):
+    """Classifiers are screened whatever their rows (one-hot classes, one column per class)."""
+    shapes = []
+
+    def screen(x, y, *, seed):
+        shapes.append(tuple(y.shape))
+        return [1.0] * x.shape[1]
+
+    monkeypatch.setattr(candidates, "screened_input_scales", screen)
+    x, _ = _rows(120, 2)
+    labels = np.where(x[:, 0] > 0, "up", "down")
+    fit_data(x.numpy(), labels, feature_columns=["a", "b"], budget=3, seed=0)
+    assert len(shapes) == 1 and shapes[0][1] == 2

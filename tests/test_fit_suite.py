@@ -243,3 +243,47 @@ def test_the_few_relevant_inputs_rows_and_their_noise_floor(benchmark_module) ->
     np.testing.assert_array_equal(x_test, inputs[4000:])
     np.testing.assert_allclose(np.concatenate([y, y_test]), (raw - mean) / sd, rtol=0, atol=1e-12)
     assert floor == pytest.approx(0.01 / sd**2, rel=1e-12)
+
+
+@pytest.fixture(scope="module")
+def compare_runs(benchmark_module):
+    return benchmark_module("compare_runs")
+
+
+def test_before_and_after_are_paired_on_their_common_splits(compare_runs):
+    """Table a has splits 0, 1 before and 0 after: only split 0 is compared; table c, absent
+    after, is left out."""
+    before = [unit("a", "regression", 0, "zonal", mse=1.0, tll=-1.0, seconds=10.0),
+              unit("a", "regression", 1, "zonal", mse=9.0, tll=-9.0, seconds=10.0),
+              unit("c", "regression", 0, "zonal", mse=1.0, tll=-1.0, seconds=10.0)]  # fmt: skip
+    after = [unit("a", "regression", 0, "zonal", mse=0.5, tll=-0.5, seconds=12.0)]
+    (row,) = compare_runs.paired_tables(before, after)
+    assert row["table"] == "a" and row["splits"] == [0]
+    assert (row["before_mse"], row["after_mse"], row["after_seconds"]) == (1.0, 0.5, 12.0)
+
+
+def test_the_regression_rule_and_the_table_that_decides_it(compare_runs):
+    """After / before MSE 0.5, 1.5 and 1.5: geometric mean (1.125)^(1/3) = 1.04 > 1, the rule
+    fails; without table a it fails too (1.5), without b or c it holds (0.866): b and c flip it.
+    A TLL drop of 0.01 > 0.005 fails a rule whose MSE ratio holds."""
+
+    def row(table, ratio, tll_gain=0.0):
+        return {"table": table, "task": "regression", "before_mse": 1.0, "after_mse": ratio,
+                "before_tll": 0.0, "after_tll": tll_gain}  # fmt: skip
+
+    rows = [row("a", 0.5), row("b", 1.5), row("c", 1.5)]
+    assert not compare_runs.rule_holds(rows, 0.005, 0.002)
+    assert compare_runs.flips(rows, 0.005, 0.002) == ["b", "c"]
+    assert compare_runs.rule_holds([row("a", 0.5)], 0.005, 0.002)
+    assert not compare_runs.rule_holds([row("a", 0.5, -0.01)], 0.005, 0.002)
+
+
+def test_the_classification_rule_needs_tll_up_and_accuracy_not_down(compare_runs):
+    def row(tll_gain, accuracy_gain):
+        return {"table": "t", "task": "classification", "before_tll": -0.3,
+                "after_tll": -0.3 + tll_gain, "before_accuracy": 0.9,
+                "after_accuracy": 0.9 + accuracy_gain}  # fmt: skip
+
+    assert compare_runs.rule_holds([row(0.01, -0.001)], 0.005, 0.002)
+    assert not compare_runs.rule_holds([row(0.01, -0.003)], 0.005, 0.002)
+    assert not compare_runs.rule_holds([row(0.0, 0.01)], 0.005, 0.002)

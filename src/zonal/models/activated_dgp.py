@@ -406,6 +406,14 @@ def two_stage_fit(
     return {"network": network_losses, "elbo": elbo_losses}
 
 
+def _scales_start(input_scales: bool | float | torch.Tensor) -> float | torch.Tensor | None:
+    """The first layer's input-scale start of ``ActivatedDGP(input_scales=...)``: None for
+    False (no scales), 1 for True, else the number or tensor given."""
+    if isinstance(input_scales, bool):
+        return 1.0 if input_scales else None
+    return input_scales
+
+
 __all__ = [
     "ActivatedDGP",
     "mean_prior_penalty",
@@ -413,11 +421,3 @@ __all__ = [
     "train_network",
     "two_stage_fit",
 ]
-
-
-def _scales_start(input_scales: bool | float | torch.Tensor) -> float | torch.Tensor | None:
-    """The first layer's input-scale start of ``ActivatedDGP(input_scales=...)``: None for
-    False (no scales), 1 for True, else the number or tensor given."""
-    if isinstance(input_scales, bool):
-        return 1.0 if input_scales else None
-    return input_scales
