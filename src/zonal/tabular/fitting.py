@@ -32,9 +32,10 @@
    alone. Under ``auto``
    the SGPR, SVGP and activated DGP candidates learn one scale per input column (ARD,
    ``zonal.tabular.recipes.ARD_MODELS``), except the SGPR when a deep candidate follows it
-   (``auto_uses_ard``: the scales would cost the deep model a third of the budget), starting
-   where a relevance screen puts them (``zonal.tabular.relevance``: an RBF-ARD exact GP on at
-   most 500 training rows, within the budget).
+   (``auto_uses_ard``: the scales would cost the deep model a third of the budget); for a
+   regression of more than 500 training rows they start where a relevance screen puts them
+   (``zonal.tabular.relevance``: the slopes of an RBF-ARD exact GP fitted to 500 of the training
+   rows, within the budget; ``zonal.tabular.candidates.screened_start``), else at 1.
 
 ``predict_table`` / ``predict_data`` answer new rows: the predictive mean, variance and interval in
 the target's units (regression), or one probability column per class (``prob_<label>``) and the
