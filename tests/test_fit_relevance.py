@@ -24,6 +24,8 @@ from zonal.tabular.relevance import (
     input_slopes,
     screened_input_scales,
 )
+from zonal.tabular.split import Split
+from zonal.tabular.targets import Target
 
 
 def _rows(count: int = 300, dim: int = 6, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -142,15 +144,20 @@ def test_the_screen_reads_at_most_its_rows_and_refuses_bad_shapes(monkeypatch):
 
 
 def test_a_failed_screen_leaves_the_scales_at_one(monkeypatch):
-    """A covariance that is not positive definite makes the screen answer None (named error
-    inside, no NaN scales out)."""
+    """A covariance that is not positive definite makes the screen answer None (a named error
+    inside, no NaN scales out), and ``auto``'s options then carry no start: the scales start at
+    1 as without the screen."""
 
     def refuse(matrix, *, name):
         raise relevance.NotPositiveDefiniteError(f"{name} is not positive definite")
 
     monkeypatch.setattr(relevance, "cholesky", refuse)
-    x, y = _rows(30, 2)
+    x, y = _rows(600, 2)
     assert screened_input_scales(x, y) is None
+    split = Split(x, y, x[:0], y[:0])
+    options = {"num_inducing": 16}
+    started = candidates.screened_start(["sgpr", "adgp"], split, Target("gaussian"), 0, options)
+    assert started == options
 
 
 def test_the_start_is_checked_and_reaches_the_embeddings():
