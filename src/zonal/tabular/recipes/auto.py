@@ -29,9 +29,7 @@ def auto_candidates(
 
     Regression: the one-pass ``sgpr`` first, then the ``exact`` GP up to ``EXACT_MAX_ROWS`` rows
     (``exact``, which the caller evaluates; whether it trains is decided at its turn, against the
-    share of the budget it then gets: ``zonal.tabular.candidates.fits_its_share``) or, above
-    them, the SVGP with inducing points (``svgp-points``: a kernel model that holds the RBF-ARD
-    kernel's behaviour where the exact GP cannot train; since session 30), then the
+    share of the budget it then gets: ``zonal.tabular.candidates.fits_its_share``), then the
     accurate activated DGP (``adgp``) for N up
     to ``AUTO_DEEP_MAX_ROWS``; above, a minibatch SVGP: ``svgp`` with learned phase-truncated
     harmonics where 512 complete levels would stop below degree 3 (about D > 11,
@@ -54,8 +52,7 @@ def auto_candidates(
         return ["svgp", "svgp-points", *deep]
     truncated = harmonic_layout(input_dim + 1, RECIPES["svgp"].defaults["num_inducing"])[1]
     shallow = "svgp" if truncated is not None else "svgp-activated"
-    kernel_model = ["exact"] if exact else ["svgp-points"] if deep else []
-    return ["sgpr", *kernel_model, *(deep or [shallow])]
+    return ["sgpr", *(["exact"] if exact else []), *(deep or [shallow])]
 
 
 def auto_refinement(scores: Mapping[str, Mapping[str, float]], likelihood: str) -> str | None:
