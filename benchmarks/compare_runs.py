@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 from pathlib import Path
 from typing import Any
 
@@ -92,17 +91,17 @@ def print_task(rows: list[dict[str, Any]], svgp: dict[str, dict[str, float]], ar
     print(f"{'table':<24}{'before':>18}{'after':>18}{'ratio':>8}{'s before':>10}{'s after':>9}"
           f"{'svgp':>18}")  # fmt: skip
     for row in rows:
-        ratio = row["after_mse"] / row["before_mse"] if regression else math.nan
+        ratio = f"{row['after_mse'] / row['before_mse']:.3f}" if regression else "-"
         base = svgp.get(row["table"], {})
         context = f"{base[score]:.4f} / {base['tll']:+.3f}" if base else ""
         print(f"{row['table']:<24}{row[f'before_{score}']:>9.4f} / {row['before_tll']:+.3f}"
-              f"{row[f'after_{score}']:>9.4f} / {row['after_tll']:+.3f}{ratio:>8.3f}"
+              f"{row[f'after_{score}']:>9.4f} / {row['after_tll']:+.3f}{ratio:>8}"
               f"{row['before_seconds']:>10.1f}{row['after_seconds']:>9.1f}{context:>18}")  # fmt: skip
     means = {key: float(np.mean([row[key] for row in rows]))
              for key in ("before_tll", "after_tll", "before_seconds", "after_seconds")}  # fmt: skip
     if regression:
-        ratio = geometric_mean([row["after_mse"] / row["before_mse"] for row in rows])
-        print(f"geometric mean after / before MSE {ratio:.4f}; ", end="")
+        mean_ratio = geometric_mean([row["after_mse"] / row["before_mse"] for row in rows])
+        print(f"geometric mean after / before MSE {mean_ratio:.4f}; ", end="")
     else:
         for name in ("before", "after"):
             accuracy = float(np.mean([row[f"{name}_accuracy"] for row in rows]))
