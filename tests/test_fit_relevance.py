@@ -210,8 +210,8 @@ def test_auto_starts_its_ard_candidates_at_the_screen(monkeypatch):
     monkeypatch.setattr(candidates, "train", train)
     x, y = _rows(700, 3)  # 560 training rows: above SCREEN_ROWS
     columns = ["a", "b", "c"]
-    fit_data(x.numpy(), y.numpy(), feature_columns=columns, budget=20, seed=0,
-             likelihood="gaussian")  # fmt: skip
+    fit_data(x.numpy(), y.numpy(), feature_columns=columns, budget=10, seed=0,
+             likelihood="gaussian", num_inducing=16, steps=10)  # fmt: skip
     assert len(screened) == 1 and screened[0] is not None
     assert {"sgpr", "adgp"} <= set(trained)
     for name, spec in trained.items():
@@ -225,7 +225,7 @@ def test_auto_starts_its_ard_candidates_at_the_screen(monkeypatch):
         screened.clear()
         trained.clear()
         fit_data(x[:rows].numpy(), y[:rows].numpy(), feature_columns=columns, budget=5,
-                 seed=0, likelihood="gaussian", ard=ard)  # fmt: skip
+                 seed=0, likelihood="gaussian", ard=ard, num_inducing=16, steps=10)  # fmt: skip
         assert not screened and all("initial_input_scales" not in s for s in trained.values())
 
 
