@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from suite_summary import geometric_mean
+from suite_summary import geometric_mean, table_means
 
 Units = list[dict[str, Any]]
 
@@ -115,16 +115,13 @@ def print_task(rows: list[dict[str, Any]], svgp: dict[str, dict[str, float]], ar
 
 
 def svgp_means(path: Path | None) -> dict[str, dict[str, float]]:
-    """Per table, the SVGP's mean mse / accuracy and tll over its splits in ``path``."""
+    """Per table, the SVGP's mean mse / accuracy and tll over its splits in ``path``
+    (``suite_summary.table_means``)."""
     if path is None:
         return {}
-    means: dict[str, dict[str, float]] = {}
-    units = load_units(path, "svgp")
-    for table in dict.fromkeys(unit["table"] for unit in units):
-        runs = [unit for unit in units if unit["table"] == table]
-        means[table] = {key: float(np.mean([unit[key] for unit in runs]))
-                        for key in ("mse", "accuracy", "tll") if all(key in u for u in runs)}  # fmt: skip
-    return means
+    entries = table_means(load_units(path, "svgp"))
+    return {entry["table"]: {key: entry[f"svgp_{key}"] for key in ("mse", "accuracy", "tll")
+                             if f"svgp_{key}" in entry} for entry in entries}  # fmt: skip
 
 
 def main() -> None:

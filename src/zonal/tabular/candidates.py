@@ -202,9 +202,8 @@ def screened_start(
     reads every row the exact GP then trains on); the held-out regression tables confirmed the
     threshold (0.948, TLL +0.013). On the two-class tables the screen lowered the TLL
     (-0.2159 -> -0.2235) and the accuracy (0.9241 -> 0.9168), so classifiers start at 1."""
-    if target.is_classification or len(split.x_train) <= SCREEN_ROWS:
-        return options
-    if options.get("ard") is False or not any(auto_uses_ard(name, names) for name in names):
+    learned = options.get("ard") is not False and any(auto_uses_ard(name, names) for name in names)
+    if target.is_classification or len(split.x_train) <= SCREEN_ROWS or not learned:
         return options
     scales = screened_input_scales(split.x_train, split.y_train, seed=seed)
     return options if scales is None else {**options, "initial_input_scales": scales}

@@ -43,6 +43,7 @@ import math
 import torch
 
 from zonal.linalg import NotPositiveDefiniteError, cholesky
+from zonal.models.lbfgs import maximise_by_lbfgs
 
 #: the screen's exact GP reads at most this many training rows (a random subset)
 SCREEN_ROWS = 500
@@ -70,8 +71,9 @@ def input_slopes(
     ``max_rows`` rows of x [N, D] (drawn with ``seed``) and targets y [N] or [N, C] (columns
     centred, sharing the kernel and the noise). Float64; the fit starts at l_d = sqrt(D) (an RBF
     value of exp(-1) at the mean squared distance 2D of standardised rows), sigma^2 = v_y and
-    noise v_y / 10. ``NotPositiveDefiniteError`` when K + noise I is not positive definite even
-    with jitter."""
+    noise v_y / 10 (``zonal.models.lbfgs.maximise_by_lbfgs``: the parameters end at the best
+    evaluation). ``NotPositiveDefiniteError`` when K + noise I is not positive definite even with
+    jitter at the start; a later trial point where it is not ends the fit at the best one."""
     if x.dim() != 2 or len(x) < 2:
         raise ValueError(f"the screen needs rows x [N >= 2, D], got shape {tuple(x.shape)}")
     targets = y.reshape(len(y), -1) if y.dim() <= 2 else None
@@ -93,16 +95,12 @@ def input_slopes(
                                 requires_grad=True)  # fmt: skip
     log_noise = torch.tensor(math.log(0.1 * variance), dtype=torch.float64, device=x.device,
                              requires_grad=True)  # fmt: skip
-    parameters = [log_lengthscales, log_variance, log_noise]
-    optimizer = torch.optim.LBFGS(parameters, max_iter=iterations, line_search_fn="strong_wolfe")
-
-    def closure() -> torch.Tensor:
-        optimizer.zero_grad()
-        loss = _negative_log_marginal(inputs, outputs, log_lengthscales, log_variance, log_noise)
-        loss.backward()
-        return loss
-
-    optimizer.step(closure)
+    maximise_by_lbfgs(
+        [log_lengthscales, log_variance, log_noise],
+        lambda: -_negative_log_marginal(inputs, outputs, log_lengthscales, log_variance, log_noise),
+        max_iter=iterations,
+        stop_on=(NotPositiveDefiniteError,),
+    )
     with torch.no_grad():
         slopes = _posterior_mean_slopes(
             inputs, outputs, log_lengthscales.exp(), log_variance.exp(), log_noise.exp()

@@ -240,7 +240,8 @@ def input_embedding(spec: Mapping[str, Any]) -> SphereEmbedding:
 
 def start_input_scales(spec: Mapping[str, Any]) -> float | torch.Tensor:
     """Where the learned input scales of ``spec`` start: its ``initial_input_scales`` (a float64
-    tensor [D]) when given, else 1 for every input."""
+    tensor [D], on the default device as every parameter a recipe builds: the model moves with
+    them) when given, else 1 for every input."""
     if "initial_input_scales" not in spec:
         return 1.0
     return torch.tensor(spec["initial_input_scales"], dtype=torch.float64)
