@@ -60,8 +60,8 @@ def data_notes() -> Iterator[None]:
 
 def _fit_quietly_or_not(args: argparse.Namespace) -> int:
     from zonal._files import check_new_output
-    from zonal.tabular.fitting import budget_seconds, fit_table, table_target
-    from zonal.tabular.options import AUTO_BUDGET, DEFAULT_BUDGET
+    from zonal.tabular.fitting import fit_table, table_target
+    from zonal.tabular.options import AUTO_BUDGET, describe_default_budget
     from zonal.tabular.saved import save_model
     from zonal.tabular.tables import read_table
 
@@ -81,9 +81,9 @@ def _fit_quietly_or_not(args: argparse.Namespace) -> int:
         target = table_target(table, args.target, args.likelihood)
         print(f"zonal: {target.announce(args.target, lambda name: f'--likelihood {name}')}",
               file=sys.stderr)  # fmt: skip
-        if args.budget == AUTO_BUDGET and target.likelihood == "softmax":
-            print(f"zonal: budget {budget_seconds(args.budget, target):g} s "
-                  f"({DEFAULT_BUDGET:g} s per class; --budget SECONDS sets it)", file=sys.stderr)  # fmt: skip
+        if args.budget == AUTO_BUDGET:
+            rule = describe_default_budget(target.likelihood, len(target.classes), table.num_rows)
+            print(f"zonal: {rule}", file=sys.stderr)
         try:
             fitted = fit_table(
                 table,
