@@ -72,3 +72,43 @@ def test_fit_dgp_and_the_uci_dgp_experiment_build_the_same_dgp():
     for key in ours:
         torch.testing.assert_close(ours[key], theirs[key], atol=0, rtol=0)
     torch.testing.assert_close(from_recipe.predict(x[:5]), from_experiment.predict(x[:5]))
+
+
+def test_the_network_stage_trains_in_float32_and_copies_the_network_in_float64(monkeypatch):
+    """``recipes.network_stage`` trains the network in ``NETWORK_DTYPE`` (float32: its inputs,
+    targets and parameters) and copies it into the float64 DGP, whose posterior mean is then the
+    trained network to float32's rounding (and, to 1e-10, the float64 network with its weights
+    and the exact activation coefficients); the noise starts at its training MSE."""
+    from zonal.models import activated_dgp
+    from zonal.models.training import TrainingControl
+    from zonal.tabular.recipes import network as network_module
+
+    assert torch.float32 == network_module.NETWORK_DTYPE
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(120, 3, dtype=torch.float64, generator=generator)
+    y = torch.sin(2 * x[:, 0]) + 0.05 * torch.randn(120, dtype=torch.float64, generator=generator)
+    spec = resolve_spec(3, model="adgp", steps=60, num_inducing=16, ard=True)
+    model = recipes.build_deep(spec, x)
+    seen, trained = [], []
+    train = activated_dgp.train_network
+
+    def recording(network, inputs, targets, **options):
+        seen.append({p.dtype for p in network.parameters()} | {inputs.dtype, targets.dtype})
+        trained.append(network)
+        return train(network, inputs, targets, **options)
+
+    monkeypatch.setattr(network_module, "train_network", recording)
+    control = TrainingControl(validation=(x[:20], y[:20]))
+    recipes.network_stage(model, spec, x[20:], y[20:], control)
+    assert seen and all(dtypes == {torch.float32} for dtypes in seen)
+    assert {p.dtype for p in model.parameters()} == {torch.float64}
+    network = model.to_torch_module()
+    with torch.no_grad():
+        mean = model.posterior_mean(x)  # [120], float64
+        assert mean.dtype == torch.float64
+        torch.testing.assert_close(mean, network(x), rtol=1e-10, atol=1e-10)
+        float32_mean = trained[-1](x.float()).double()  # the network as it trained
+        torch.testing.assert_close(mean, float32_mean, rtol=1e-5, atol=1e-5)
+        training_mse = float(torch.mean((network(x[20:]) - y[20:]) ** 2))
+        assert training_mse < 0.5 * float(y.var())  # it learnt something in 60 steps
+    assert float(model.likelihood.noise) == pytest.approx(training_mse, rel=1e-4)

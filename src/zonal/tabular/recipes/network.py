@@ -5,6 +5,7 @@ it then is.
 
 from __future__ import annotations
 
+import copy
 import math
 import time
 from collections.abc import Mapping
@@ -37,6 +38,12 @@ NETWORK_SHARE = 0.8
 #: the network loss of the activated DGP's first stage under each likelihood: MSE, the probit
 #: cross-entropy of GPyTorch's BernoulliLikelihood, the softmax cross-entropy
 NETWORK_LOSSES = {"gaussian": "mse", "bernoulli": "bce", "softmax": "ce"}
+#: the dtype the network stage trains in: a network's Adam steps, not a harmonic, an eigenvalue
+#: or a Cholesky factor (the DGP it is copied into, its ELBO stage and its predictions stay in the
+#: inputs' float64). A float32 step took 0.60-0.63 of a float64 one on one thread
+#: (``benchmarks/network_dtype.py``); the network's outputs agree with float64's to about 1e-6
+#: of their scale
+NETWORK_DTYPE = torch.float32
 
 
 def copy_variances(num_layers: int, loss: str) -> list[float]:
@@ -54,10 +61,10 @@ def network_stage(
     y: torch.Tensor,
     control: TrainingControl,
 ) -> None:
-    """Train a network of the activated DGP's architecture (``steps`` Adam steps on the loss of
-    ``NETWORK_LOSSES`` in the phases of ``SCHEDULE``: the learning rate, then 1/5 and 1/25 of it,
-    each phase starting from the previous phase's best validation state and keeping its own),
-    then copy it in: the DGP's posterior mean is then the network
+    """Train a network of the activated DGP's architecture in ``NETWORK_DTYPE`` (``steps`` Adam
+    steps on the loss of ``NETWORK_LOSSES`` in the phases of ``SCHEDULE``: the learning rate, then
+    1/5 and 1/25 of it, each phase starting from the previous phase's best validation state and
+    keeping its own), then copy it in, in the inputs' dtype: the DGP's posterior mean is then the network
     (``ActivatedDGP.from_torch_module``), its layers' arc-cosine variances ``copy_variances``
     and q covariances ``ADGP_INITIAL_SCALE``^2 I, and a Gaussian noise
     the network's training MSE. The phases together may use ``NETWORK_SHARE`` of the time left,
@@ -69,10 +76,12 @@ def network_stage(
     best state (validation log likelihood -1.99 against -2.02 on airfoil, -2.28 against -2.29 on
     compactiv, in target units, ``benchmarks/fit_default.py`` split 0)."""
     loss = NETWORK_LOSSES[spec.get("likelihood", "gaussian")]
-    network = model.network_like(spec["seed"])
+    exact = model.network_like(spec["seed"])  # in the inputs' dtype: what is copied in
+    network = copy.deepcopy(exact).to(NETWORK_DTYPE)  # what trains
+    x_network, y_network = _in_network_dtype(x), _in_network_dtype(y)  # [N, D], [N]
     score = None
     if control.validation is not None:
-        x_valid, y_valid = control.validation
+        x_valid, y_valid = (_in_network_dtype(tensor) for tensor in control.validation)
 
         def score(module: torch.nn.Module) -> float:
             with torch.no_grad():
@@ -93,12 +102,16 @@ def network_stage(
                 share *= max(0.0, min(1.0, (network_end - time.monotonic()) / remaining))
             with control.watch(network, count, stage=f"network {phase + 1}", share=share,
                                score=score) as watch:  # fmt: skip
-                train_network(network, x, y, loss=loss, num_steps=count,
+                train_network(network, x_network, y_network, loss=loss, num_steps=count,
                               batch_size=spec["batch_size"], lr=spec["learning_rate"] * factor,
                               seed=spec["seed"] + phase, callback=watch)  # fmt: skip
             done += count
     except KeyboardInterrupt as error:
         interrupted = error
+    with torch.no_grad():  # the trained weights; the activation's coefficients stay exact
+        for target, trained in zip(exact.parameters(), network.parameters(), strict=True):
+            target.copy_(trained)
+    network = exact
     model.from_torch_module(
         network,
         kernel_variance=copy_variances(len(model.layers), loss),
@@ -108,3 +121,9 @@ def network_stage(
         noise_from_network(model.likelihood, network, x, y)
     if interrupted is not None:
         raise TrainingInterrupted(Fit(model, dict(spec), math.nan)) from interrupted
+
+
+def _in_network_dtype(tensor: torch.Tensor) -> torch.Tensor:
+    """A floating tensor (inputs, regression targets) in ``NETWORK_DTYPE``; class indices as
+    they are."""
+    return tensor.to(NETWORK_DTYPE) if tensor.is_floating_point() else tensor
