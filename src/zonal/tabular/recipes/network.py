@@ -64,10 +64,10 @@ def network_stage(
     """Train a network of the activated DGP's architecture in ``NETWORK_DTYPE`` (``steps`` Adam
     steps on the loss of ``NETWORK_LOSSES`` in the phases of ``SCHEDULE``: the learning rate, then
     1/5 and 1/25 of it, each phase starting from the previous phase's best validation state and
-    keeping its own), then copy it in, in the inputs' dtype: the DGP's posterior mean is then the network
-    (``ActivatedDGP.from_torch_module``), its layers' arc-cosine variances ``copy_variances``
-    and q covariances ``ADGP_INITIAL_SCALE``^2 I, and a Gaussian noise
-    the network's training MSE. The phases together may use ``NETWORK_SHARE`` of the time left,
+    keeping its own), then copy its weights, in the inputs' dtype, in: the DGP's posterior mean
+    is then the network (``ActivatedDGP.from_torch_module``), its layers' arc-cosine variances
+    ``copy_variances`` and q covariances ``ADGP_INITIAL_SCALE``^2 I, and a Gaussian noise the
+    network's training MSE. The phases together may use ``NETWORK_SHARE`` of the time left,
     each its fraction of the network's time left. Ctrl-C copies the best network so far in and
     raises ``TrainingInterrupted``.
 
