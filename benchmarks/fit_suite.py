@@ -11,7 +11,7 @@ split. On each split, in one process and on the same threads, the methods are
 
 * ``zonal``: ``zonal.tabular.fitting.fit_data`` / ``predict_data`` (the library path of ``zonal fit``)
   with the default ``model="auto"`` and the default budget (``"auto"``:
-  ``zonal.tabular.options.default_budget``, 45 s per latent function), the likelihood named
+  ``zonal.tabular.options.default_budget``: by the task and the rows), the likelihood named
   (gaussian; bernoulli or softmax by the number of classes) and ``seed=s``; after the fit,
   outside its budget and its seconds, the models ``auto``'s rules left out are trained
   (``zonal.tabular.diagnostics``) and every model and stack is scored on the test rows (the unit's

@@ -1,5 +1,6 @@
-"""The wall-clock budget: its default (``"auto"``, 45 s per latent function) and its bound on the
-collapsed SGPR's L-BFGS too (it used to run to its end)."""
+"""The wall-clock budget: its default (``"auto"``: by the rows for regression, 45 s per latent
+function for classification) and its bound on the collapsed SGPR's L-BFGS too (it used to run to
+its end)."""
 
 from __future__ import annotations
 
@@ -15,9 +16,15 @@ from zonal.features import SphericalHarmonicFeatures
 from zonal.kernels import PolynomialDecayKernel
 from zonal.models import SGPR
 from zonal.models.training import TrainingControl
-from zonal.tabular import fitting
+from zonal.tabular import fitting, recipes
 from zonal.tabular.fitting import budget_seconds
-from zonal.tabular.options import AUTO_BUDGET, default_budget, describe_default_budget
+from zonal.tabular.options import (
+    AUTO_BUDGET,
+    BATCH_SIZE,
+    REGRESSION_BUDGET,
+    default_budget,
+    describe_default_budget,
+)
 from zonal.tabular.recipes import resolve_spec, train_sgpr
 from zonal.tabular.targets import Target
 
@@ -70,29 +77,59 @@ def test_train_sgpr_ends_near_its_deadline():
 
 @pytest.mark.parametrize(
     ("likelihood", "classes", "seconds"),
-    [("gaussian", (), 45.0), ("bernoulli", ("a", "b"), 45.0), ("softmax", ("a", "b", "c"), 135.0),
+    [("bernoulli", ("a", "b"), 45.0), ("softmax", ("a", "b", "c"), 135.0),
      ("softmax", tuple("0123456789"), 450.0)],
 )  # fmt: skip
-def test_the_auto_budget_is_45_seconds_per_latent_function(likelihood, classes, seconds):
+def test_the_auto_budget_of_a_classifier_is_45_seconds_per_latent_function(
+    likelihood, classes, seconds
+):
     target = Target(likelihood, classes)
-    assert (
-        budget_seconds(AUTO_BUDGET, target) == seconds == default_budget(likelihood, len(classes))
+    for rows in (40, 5000):  # whatever the rows
+        assert budget_seconds(AUTO_BUDGET, target, rows) == seconds
+        assert default_budget(likelihood, len(classes), rows) == seconds
+    assert budget_seconds(12.5, target, 40) == 12.5 and budget_seconds(None, target, 40) is None
+
+
+@pytest.mark.parametrize(
+    ("rows", "seconds"),
+    [(150, 30.0 * (150 / 1024) ** 0.5), (256, 15.0), (1024, 30.0), (9000, 30.0)],
+)
+def test_the_auto_budget_of_a_regression_grows_as_the_root_of_its_rows_to_a_minibatch(
+    rows, seconds
+):
+    assert REGRESSION_BUDGET == 30.0 and BATCH_SIZE == recipes.BATCH_SIZE == 1024
+    assert budget_seconds(AUTO_BUDGET, Target("gaussian"), rows) == pytest.approx(
+        seconds, rel=1e-12
     )
-    assert budget_seconds(12.5, target) == 12.5 and budget_seconds(None, target) is None
+    assert budget_seconds(7.0, Target("gaussian"), rows) == 7.0
+
+
+def test_the_announced_budget_says_its_seconds_and_its_rule():
+    assert describe_default_budget("gaussian", 0, 256) == (
+        "budget 15 s (30 s x sqrt(256 / 1024 rows); --budget SECONDS sets it)"
+    )
+    assert describe_default_budget("gaussian", 0, 4096) == (
+        "budget 30 s (30 s for a regression of 1024 rows or more; --budget SECONDS sets it)"
+    )
+    assert describe_default_budget("bernoulli", 2, 80) == (
+        "budget 45 s (45 s for two classes; --budget SECONDS sets it)"
+    )
 
 
 def test_a_budget_that_is_neither_seconds_auto_nor_none_is_refused():
     for bad in ("soon", 0.0, -3.0):
         with pytest.raises(ValueError, match="the budget must be"):
-            budget_seconds(bad, Target("gaussian"))
+            budget_seconds(bad, Target("gaussian"), 100)
 
 
 class _StoppedError(Exception):
     pass
 
 
-@pytest.mark.parametrize(("labels", "expected"), [(2, 45.0), (4, 180.0)])
-def test_fit_data_trains_to_the_class_scaled_deadline(monkeypatch, labels, expected):
+@pytest.mark.parametrize(
+    ("labels", "expected"), [(2, 45.0), (4, 180.0), (None, 30.0 * (80 / 1024) ** 0.5)]
+)
+def test_fit_data_trains_to_the_default_deadline(monkeypatch, labels, expected):
     seen = {}
 
     def stop(names, split, target, deadline, *args, **kwargs):
@@ -101,22 +138,10 @@ def test_fit_data_trains_to_the_class_scaled_deadline(monkeypatch, labels, expec
 
     monkeypatch.setattr(fitting, "train_candidates", stop)
     x = np.random.default_rng(0).normal(size=(80, 2))
-    y = np.arange(80) % labels
+    y = x[:, 0] if labels is None else np.arange(80) % labels  # a regression of 80 rows, or classes
     with pytest.raises(_StoppedError):
         fitting.fit_data(x, y, feature_columns=["a", "b"], budget=AUTO_BUDGET)
-    assert seen["seconds"] == pytest.approx(expected, abs=2.0)
-
-
-def test_the_announced_budget_says_its_seconds_and_its_rule():
-    assert describe_default_budget("gaussian", 0) == (
-        "budget 45 s (45 s for a regression; --budget SECONDS sets it)"
-    )
-    assert describe_default_budget("bernoulli", 2) == (
-        "budget 45 s (45 s for two classes; --budget SECONDS sets it)"
-    )
-    assert describe_default_budget("softmax", 4) == (
-        "budget 180 s (45 s per class; --budget SECONDS sets it)"
-    )
+    assert seen["seconds"] == pytest.approx(expected, abs=1.0)
 
 
 def test_the_cli_defaults_to_the_auto_budget_and_says_which(tmp_path, capsys, monkeypatch):
@@ -139,5 +164,5 @@ def test_the_cli_defaults_to_the_auto_budget_and_says_which(tmp_path, capsys, mo
     numbers.write_text("a,y\n" + "\n".join(f"{i},{i / 7:.4f}" for i in range(64)) + "\n")
     with pytest.raises(_StoppedError):
         main(["fit", str(numbers), "--target", "y", "-o", str(tmp_path / "n.pt"), "--quiet"])
-    assert "zonal: budget 45 s (45 s for a regression; --budget" in capsys.readouterr().err
+    assert "zonal: budget 7.5 s (30 s x sqrt(64 / 1024 rows)" in capsys.readouterr().err
     assert fit_args.budget("AUTO") == AUTO_BUDGET and fit_args.budget("none") is None

@@ -82,7 +82,7 @@ def _fit_quietly_or_not(args: argparse.Namespace) -> int:
         print(f"zonal: {target.announce(args.target, lambda name: f'--likelihood {name}')}",
               file=sys.stderr)  # fmt: skip
         if args.budget == AUTO_BUDGET:
-            rule = describe_default_budget(target.likelihood, len(target.classes))
+            rule = describe_default_budget(target.likelihood, len(target.classes), table.num_rows)
             print(f"zonal: {rule}", file=sys.stderr)
         try:
             fitted = fit_table(

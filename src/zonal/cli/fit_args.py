@@ -43,8 +43,9 @@ validation metrics (log likelihood, and MSE or accuracy) are printed and saved.
                    squared-exponential kernel, ARD), then adgp for up to 20000 training rows;
                    then stacks them: class probabilities sum_k w_k p_k(c | x), the weights
                    maximising the validation log probability of the true classes.
---budget auto (the default) is 45 s per latent function: one for regression and for two classes,
-C for C classes (each step of a C-class model costs about C times one function's).
+--budget auto (the default) is, for a regression of N rows, 30 s x sqrt(min(N, 1024) / 1024) (11.5 s
+at 150 rows, 30 s from 1024: steps cost less on fewer rows); for classification 45 s per latent
+function, one for two classes and C for C classes (each step costs about C times one function's).
 Each candidate may use the time left divided by the candidates left. The SVGP candidates and adgp
 learn one scale per input column in the sphere embedding (ARD; adgp in its first layer), and so
 does sgpr when an SVGP alone follows it (by the bound of 1024 rows, then one pass); before adgp,
@@ -65,7 +66,7 @@ starts again with --restart. --budget does not apply.
 
 
 def budget(text: str) -> float | str | None:
-    """``--budget``: positive seconds, ``auto`` (``default_budget``: 45 s per latent function)
+    """``--budget``: positive seconds, ``auto`` (``default_budget``: by the task and the rows)
     or ``none`` for no wall-clock limit."""
     if text.strip().lower() == "none":
         return None
@@ -84,12 +85,14 @@ def budget(text: str) -> float | str | None:
 
 def add_fit_parser(commands: Any) -> None:
     from zonal.tabular.options import (
+        BATCH_SIZE,
         DEFAULT_BUDGET,
         DEFAULT_VALIDATION_FRACTION,
         KERNELS,
         LIKELIHOODS,
         RECIPE_DEFAULTS,
         RECIPE_SUMMARIES,
+        REGRESSION_BUDGET,
     )
 
     fit = commands.add_parser(
@@ -133,8 +136,10 @@ def add_fit_parser(commands: Any) -> None:
         type=budget,
         default=AUTO_BUDGET,
         metavar="SECONDS",
-        help=f"wall-clock seconds for all training; 'auto' (the default): {DEFAULT_BUDGET:g} s per "
-        "latent function (one for regression and two classes, C for C classes); or 'none': no "
+        help=f"wall-clock seconds for all training; 'auto' (the default): for regression "
+        f"{REGRESSION_BUDGET:g} s x sqrt(min(rows, {BATCH_SIZE}) / {BATCH_SIZE}), for "
+        f"classification {DEFAULT_BUDGET:g} s per latent function (one for two classes, C for C "
+        "classes); or 'none': no "
         "wall clock, so that --seed reproduces the fit exactly (the steps and early stopping by "
         "evaluations end it)",
     )

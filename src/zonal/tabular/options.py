@@ -6,32 +6,56 @@ and BoTorch to import); ``zonal.tabular.recipes`` and ``zonal.tabular.fitting`` 
 
 from __future__ import annotations
 
+import math
+
 DEFAULT_VALIDATION_FRACTION = 0.1
-#: default wall-clock budget of ``zonal fit`` and the ``zonal.tabular.sklearn`` estimators, seconds: a cap,
-#: since early stopping ends most fits sooner; the activated DGP's network was still improving at it
-#: on compactiv and grid-stability of ``benchmarks/fit_default.py``, which then took 34-36 s per
-#: split against 38-48 s for the RBF-ARD SVGP's 1000 Adam steps in the same runs
+#: the minibatch of the Adam recipes (``zonal.tabular.recipes``): a table of at most this many
+#: rows is one batch, and a step costs less the fewer its rows
+BATCH_SIZE = 1024
+#: default wall-clock budget of ``zonal fit`` and the ``zonal.tabular.sklearn`` estimators per latent
+#: function of a classifier, seconds: a cap, since early stopping ends most fits sooner; the
+#: activated DGP's network was still improving at it on compactiv and grid-stability of
+#: ``benchmarks/fit_default.py``, which then took 34-36 s per split against 38-48 s for the
+#: RBF-ARD SVGP's 1000 Adam steps in the same runs
 DEFAULT_BUDGET = 45.0
-#: the budget's default name: ``DEFAULT_BUDGET`` seconds per latent function (``default_budget``)
+#: default wall-clock budget of a regression of at least ``BATCH_SIZE`` rows, seconds (fewer rows:
+#: ``default_budget``); the RBF-ARD SVGP's 1000 Adam steps took 29-35 s on such tables of the
+#: development suite (docs/cli.md, session 31)
+REGRESSION_BUDGET = 30.0
+#: the budget's default name (``default_budget``)
 AUTO_BUDGET = "auto"
 
 
-def default_budget(likelihood: str, num_classes: int) -> float:
-    """The default wall-clock budget, ``DEFAULT_BUDGET`` seconds per latent function of the fit:
-    one for regression (``gaussian``) and two classes (``bernoulli``, a probit of one function),
-    C for ``softmax`` over C classes (the harmonic SVGP classifier holds a variational
-    distribution per class over the same features, so each of its steps costs about C times a
-    one-function step)."""
+def default_budget(likelihood: str, num_classes: int, num_rows: int) -> float:
+    """The default wall-clock budget of a fit of ``num_rows`` rows (validation rows included).
+
+    Regression (``gaussian``): ``REGRESSION_BUDGET`` x sqrt(min(N, ``BATCH_SIZE``) /
+    ``BATCH_SIZE``): up to a minibatch of rows every step and evaluation costs less the fewer
+    the rows, as the RBF-ARD SVGP's 1000 steps did on the development tables (10-13 s at 150-188
+    rows, 27 s at 927, 29-35 s from 1,024). Classification: ``DEFAULT_BUDGET`` seconds per
+    latent function, one for two classes (``bernoulli``, a probit of one function) and C for
+    ``softmax`` over C classes (the harmonic SVGP classifier holds a variational distribution
+    per class over the same features, so each of its steps costs about C times a one-function
+    step)."""
+    if likelihood == "gaussian":
+        return REGRESSION_BUDGET * math.sqrt(min(max(num_rows, 1), BATCH_SIZE) / BATCH_SIZE)
     return DEFAULT_BUDGET * (num_classes if likelihood == "softmax" else 1)
 
 
-def describe_default_budget(likelihood: str, num_classes: int) -> str:
+def describe_default_budget(likelihood: str, num_classes: int, num_rows: int) -> str:
     """The line ``zonal fit`` announces the default budget with: its seconds and its rule."""
-    seconds = default_budget(likelihood, num_classes)
-    rule = {"gaussian": "for a regression", "bernoulli": "for two classes"}.get(
-        likelihood, "per class"
-    )
-    return f"budget {seconds:g} s ({DEFAULT_BUDGET:g} s {rule}; --budget SECONDS sets it)"
+    seconds = default_budget(likelihood, num_classes, num_rows)
+    if likelihood == "gaussian":
+        rule = (
+            f"{REGRESSION_BUDGET:g} s for a regression of {BATCH_SIZE} rows or more"
+            if num_rows >= BATCH_SIZE
+            else f"{REGRESSION_BUDGET:g} s x sqrt({num_rows} / {BATCH_SIZE} rows)"
+        )
+    else:
+        rule = f"{DEFAULT_BUDGET:g} s " + (
+            "per class" if likelihood == "softmax" else "for two classes"
+        )
+    return f"budget {seconds:.3g} s ({rule}; --budget SECONDS sets it)"
 
 
 #: kernel names of the recipes ("auto": the recipe's own choice; the chordal ones: the exact GP)
@@ -67,12 +91,14 @@ RECIPE_DEFAULTS = {
 
 __all__ = [
     "AUTO_BUDGET",
+    "BATCH_SIZE",
     "DEFAULT_BUDGET",
     "DEFAULT_VALIDATION_FRACTION",
     "KERNELS",
     "LIKELIHOODS",
     "RECIPE_DEFAULTS",
     "RECIPE_SUMMARIES",
+    "REGRESSION_BUDGET",
     "default_budget",
     "describe_default_budget",
 ]

@@ -65,8 +65,9 @@ class _ZonalEstimator(BaseEstimator):
     Args:
         model: ``"auto"`` or a recipe name (``sgpr``, ``exact``, ``svgp``, ``svgp-activated``,
             ``svgp-points``, ``adgp``, ``dgp``; ``sgpr`` and ``exact`` regress only).
-        budget: wall-clock seconds for all training of one ``fit``; ``"auto"``: 45 s per latent
-            function (one for regression and two classes, C for C classes); None: unlimited.
+        budget: wall-clock seconds for all training of one ``fit``; ``"auto"``: by the task and
+            the rows (``zonal.tabular.options.default_budget``: regression 30 s from 1,024 rows,
+            less below; classification 45 s per latent function); None: unlimited.
         validation_fraction: rows held out for early stopping and the model choice (0: none).
         num_inducing, steps, learning_rate, batch_size, num_layers, kernel: the recipe options
             (None: the recipe's defaults).

@@ -18,9 +18,8 @@ import torch
 
 from zonal.models import ZonalModel
 from zonal.models.training import TrainingControl
-from zonal.tabular.options import KERNELS, LIKELIHOODS, RECIPE_SUMMARIES
+from zonal.tabular.options import BATCH_SIZE, KERNELS, LIKELIHOODS, RECIPE_SUMMARIES
 
-BATCH_SIZE = 1024
 TRUNCATION_LEVEL = 10
 #: recipes whose input embedding can learn per-input scales (``--ard``; the activated DGP's in its
 #: first layer)
