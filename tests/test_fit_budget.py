@@ -114,6 +114,10 @@ def test_the_announced_budget_says_its_seconds_and_its_rule():
     assert describe_default_budget("bernoulli", 2, 80) == (
         "budget 45 s (45 s for two classes; --budget SECONDS sets it)"
     )
+    assert describe_default_budget("softmax", 30, 80) == (
+        "budget 1350 s (45 s per class; --budget SECONDS sets it)"
+    )
+    assert describe_default_budget("gaussian", 0, 150).startswith("budget 11.5 s (30 s x sqrt(150")
 
 
 def test_a_budget_that_is_neither_seconds_auto_nor_none_is_refused():

@@ -55,7 +55,7 @@ def describe_default_budget(likelihood: str, num_classes: int, num_rows: int) ->
         rule = f"{DEFAULT_BUDGET:g} s " + (
             "per class" if likelihood == "softmax" else "for two classes"
         )
-    return f"budget {seconds:.3g} s ({rule}; --budget SECONDS sets it)"
+    return f"budget {round(seconds, 1):g} s ({rule}; --budget SECONDS sets it)"
 
 
 #: kernel names of the recipes ("auto": the recipe's own choice; the chordal ones: the exact GP)
