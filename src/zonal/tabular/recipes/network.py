@@ -76,8 +76,8 @@ def network_stage(
     best state (validation log likelihood -1.99 against -2.02 on airfoil, -2.28 against -2.29 on
     compactiv, in target units, ``benchmarks/fit_default.py`` split 0)."""
     loss = NETWORK_LOSSES[spec.get("likelihood", "gaussian")]
-    exact = model.network_like(spec["seed"])  # in the inputs' dtype: what is copied in
-    network = copy.deepcopy(exact).to(NETWORK_DTYPE)  # what trains
+    copied = model.network_like(spec["seed"])  # in the inputs' dtype: what is copied in
+    network = copy.deepcopy(copied).to(NETWORK_DTYPE)  # what trains
     x_network, y_network = _in_network_dtype(x), _in_network_dtype(y)  # [N, D], [N]
     score = None
     if control.validation is not None:
@@ -109,16 +109,15 @@ def network_stage(
     except KeyboardInterrupt as error:
         interrupted = error
     with torch.no_grad():  # the trained weights; the activation's coefficients stay exact
-        for target, trained in zip(exact.parameters(), network.parameters(), strict=True):
+        for target, trained in zip(copied.parameters(), network.parameters(), strict=True):
             target.copy_(trained)
-    network = exact
     model.from_torch_module(
-        network,
+        copied,
         kernel_variance=copy_variances(len(model.layers), loss),
         variational_scale=ADGP_INITIAL_SCALE,
     )
     if loss == "mse":
-        noise_from_network(model.likelihood, network, x, y)
+        noise_from_network(model.likelihood, copied, x, y)
     if interrupted is not None:
         raise TrainingInterrupted(Fit(model, dict(spec), math.nan)) from interrupted
 
