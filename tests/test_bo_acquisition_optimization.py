@@ -87,6 +87,7 @@ def test_steepest_ascent_reaches_the_pole_of_a_linear_function():
 
 
 def test_geoopt_riemannian_adam_finds_the_same_maximiser():
+    pytest.importorskip("geoopt")  # the bo extra's optional dependency
     function, top_value, top_vector = quadratic(4)
     start = sobol_sphere(3, 4, seed=3).unsqueeze(-2)
     points, values = geoopt_ascent(
