@@ -283,16 +283,20 @@ class TrainingControl:
         share: float = 1.0,
         score: Callable[[torch.nn.Module], float] | Literal["default"] | None = "default",
         patience_share: float | None = None,
+        early_stopping: bool = True,
     ) -> StageWatch:
         """A ``StageWatch`` over ``steps`` steps of ``module`` that may use ``share`` of the time
         left; ``score`` overrides the control's (None: no validation in this stage), and
-        ``patience_share`` the control's patience in time for this stage."""
+        ``patience_share`` the control's patience in time for this stage; with
+        ``early_stopping=False`` the stage runs to its steps or its deadline (the best validated
+        state is still kept)."""
         stage_score = self.score if score == "default" else score
         if patience_share is not None and not 0 < patience_share <= 1:
             raise ValueError(f"patience_share must lie in (0, 1], got {patience_share!r}")
         deadline = self.share_deadline(share)
         return StageWatch(self, module, steps, stage, deadline, stage_score,
-                          self.patience_share if patience_share is None else patience_share)  # fmt: skip
+                          self.patience_share if patience_share is None else patience_share,
+                          early_stopping=early_stopping)  # fmt: skip
 
 
 class StageWatch:
@@ -305,7 +309,8 @@ class StageWatch:
     without improvement, or (with a deadline) at an evaluation whose best score was found more
     than ``patience_share`` of the stage's time (deadline minus start) ago, counted from the first
     evaluation after the start at the earliest (so that a slow first step, a warm-up, does not
-    count). Without a deadline nothing depends on the clock: a seeded fit is reproducible.
+    count); ``early_stopping=False`` keeps neither patience, so the stage ends at its steps or its
+    deadline. Without a deadline nothing depends on the clock: a seeded fit is reproducible.
 
     Use it as a context manager: entering it scores the starting state; leaving it normally (or by
     ``StopTraining``) scores the final state too, and leaving it in any way (Ctrl-C included) loads
@@ -321,6 +326,8 @@ class StageWatch:
         deadline: float | None,
         score: Callable[[torch.nn.Module], float] | None,
         patience_share: float | None = None,
+        *,
+        early_stopping: bool = True,
     ) -> None:
         from tqdm.auto import tqdm
 
@@ -339,8 +346,11 @@ class StageWatch:
         self.started = time.monotonic()
         patience_share = control.patience_share if patience_share is None else patience_share
         self.time_patience = (
-            math.inf if deadline is None else patience_share * (deadline - self.started)
+            math.inf
+            if deadline is None or not early_stopping
+            else patience_share * (deadline - self.started)
         )
+        self.patience = control.patience if early_stopping else math.inf
         label = f"{control.label} {stage}".strip()
         self.bar = tqdm(total=steps, desc=label, disable=not control.progress, leave=False,
                         dynamic_ncols=True, file=sys.stderr)  # fmt: skip
@@ -419,7 +429,7 @@ class StageWatch:
         self.bar.update(1)
         if self.deadline is not None and time.monotonic() >= self.deadline:
             raise StopTraining("the stage's time budget is spent")
-        if self.evaluations_without_gain >= self.control.patience or (
+        if self.evaluations_without_gain >= self.patience or (
             evaluated
             and self.evaluations_without_gain > 0
             and self.evaluated_at - max(self.best_time, self.first_evaluated_at)

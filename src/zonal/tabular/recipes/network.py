@@ -74,7 +74,10 @@ def network_stage(
     The phases: at the full rate the validation loss plateaus and early stopping ends the stage
     (airfoil and compactiv at 60 s ended there whatever the share); the lower rates go on from the
     best state (validation log likelihood -1.99 against -2.02 on airfoil, -2.28 against -2.29 on
-    compactiv, in target units, ``benchmarks/fit_default.py`` split 0)."""
+    compactiv, in target units, ``benchmarks/fit_default.py`` split 0). With
+    ``network_early_stopping`` False in the spec the first phase runs to the end of its share (its
+    best validated state kept): a network that must find a few relevant inputs among many can sit
+    on a plateau for longer than the patience before its validation loss falls again."""
     loss = NETWORK_LOSSES[spec.get("likelihood", "gaussian")]
     copied = model.network_like(spec["seed"])  # in the inputs' dtype: what is copied in
     network = copy.deepcopy(copied).to(NETWORK_DTYPE)  # what trains
@@ -100,8 +103,9 @@ def network_stage(
             share = fraction / sum(later for later, _ in SCHEDULE[phase:])
             if math.isfinite(remaining) and remaining > 0:
                 share *= max(0.0, min(1.0, (network_end - time.monotonic()) / remaining))
+            early_stopping = phase > 0 or spec.get("network_early_stopping", True)
             with control.watch(network, count, stage=f"network {phase + 1}", share=share,
-                               score=score) as watch:  # fmt: skip
+                               score=score, early_stopping=early_stopping) as watch:  # fmt: skip
                 train_network(network, x_network, y_network, loss=loss, num_steps=count,
                               batch_size=spec["batch_size"], lr=spec["learning_rate"] * factor,
                               seed=spec["seed"] + phase, callback=watch)  # fmt: skip

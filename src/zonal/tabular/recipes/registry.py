@@ -122,6 +122,7 @@ def resolve_spec(
     initial_noise: float | None = None,
     initial_outputscale: float | None = None,
     initial_input_scales: Sequence[float] | None = None,
+    network_early_stopping: bool = True,
 ) -> dict[str, Any]:
     """The checked options of recipe ``model`` for ``input_dim`` input columns, with the recipe's
     defaults filled in (``num_layers`` 2 for layered recipes; refused for the others).
@@ -136,7 +137,10 @@ def resolve_spec(
     1: ``auto`` starts its SVGPs where its SGPR ended (``zonal.tabular.candidates.start_options``).
     ``initial_input_scales`` (D positive numbers, with ``ard`` only; in the spec only when given)
     start the learned input scales elsewhere than at 1: ``auto`` starts them at its relevance
-    screen's (``zonal.tabular.relevance``).
+    screen's (``zonal.tabular.relevance``). ``network_early_stopping=False`` (the activated
+    DGP only; in the spec only when False) runs the first phase of its network stage to the end
+    of its time share: ``auto`` sets it where no exact GP is offered
+    (``zonal.tabular.candidates.network_options``).
     """
     recipe = get_recipe(model)
     if likelihood not in LIKELIHOODS:
@@ -189,7 +193,10 @@ def resolve_spec(
                 f"{value!r} for {model} with a {likelihood} likelihood"
             )
     scales = _check_input_scales(initial_input_scales, input_dim, ard)
+    if not network_early_stopping and model != "adgp":
+        raise ValueError(f"network_early_stopping is for adgp's network stage, not {model}")
     return {
+        **({} if network_early_stopping else {"network_early_stopping": False}),
         **{name: float(value) for name, value in start.items() if value is not None},
         **({"initial_input_scales": scales} if scales is not None else {}),
         "model": model,
