@@ -105,6 +105,36 @@ def test_the_deadline_and_the_patience_end_a_stage():
     assert len(losses) == 60  # evaluations at steps 19, 39, 59 (every 20 steps at least)
 
 
+def test_without_early_stopping_a_flat_score_runs_every_step_and_keeps_the_best_state():
+    """A validation score that never improves ends a stage after ``patience`` evaluations; with
+    ``early_stopping=False`` the same stage runs all its steps (no deadline here) and the best
+    (first) state is the one left, since an equal score is no gain."""
+    module = _quadratic_module()
+    value = module.value
+
+    def run(early_stopping: bool) -> int:
+        with torch.no_grad():
+            value.fill_(4.0)
+        control = TrainingControl(score=lambda watched: 0.0, patience=3)
+        with control.watch(module, 500, stage="flat", early_stopping=early_stopping) as watch:
+            losses = adam_on_minibatches(lambda index: ((value - 1.0) ** 2).sum(), [value], 1,
+                                         num_steps=500, batch_size=1, lr=0.01, seed=0,
+                                         callback=watch)  # fmt: skip
+        return len(losses)
+
+    assert run(early_stopping=True) == 60  # evaluations at steps 19, 39, 59: patience 3
+    assert run(early_stopping=False) == 500
+    assert float(value) == 4.0  # Adam moved it at every step; the best state came back
+
+
+def test_without_early_stopping_the_time_patience_is_off_but_the_deadline_holds():
+    control = TrainingControl(deadline=time.monotonic() + 10.0)
+    module = torch.nn.Linear(1, 1)
+    watch = control.watch(module, 10, stage="a", early_stopping=False)
+    assert math.isinf(watch.time_patience) and math.isinf(watch.patience)
+    assert watch.deadline == pytest.approx(time.monotonic() + 10.0, abs=0.5)
+
+
 def test_a_plateau_ends_a_stage_after_its_share_of_the_time_and_keeps_the_best_state():
     """Under a 2 s deadline, with evaluation patience out of reach (10^6): a flat validation
     score ends the stage at the first evaluation found ``patience_share`` (0.2, so 0.4 s) after

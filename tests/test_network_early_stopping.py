@@ -1,51 +1,19 @@
 """The activated DGP's network stage without early stopping in its first phase (``auto``'s choice
-where no exact GP is offered, docs/cli.md session 32): the watch runs to its steps, the spec key is
-checked, ``auto`` sets it only for its regression activated DGP above the exact GP's rows, and the
-network stage's first phase is the one that takes it."""
+where no exact GP is offered, docs/cli.md session 32): the spec key is checked, ``auto`` sets it
+only for its regression activated DGP above the exact GP's rows, and the network stage's first
+phase is the one that takes it (the watch without early stopping: tests/test_fit_validation.py)."""
 
 from __future__ import annotations
 
-import math
 import time
 
 import pytest
 import torch
 
-from zonal.models.training import TrainingControl, adam_on_minibatches
+from zonal.models.training import TrainingControl
 from zonal.tabular import recipes
 from zonal.tabular.candidates import network_options
 from zonal.tabular.targets import Target
-
-
-def test_without_early_stopping_a_flat_score_runs_every_step_and_keeps_the_best_state():
-    """A validation score that never improves ends a stage after ``patience`` evaluations; with
-    ``early_stopping=False`` the same stage runs all its steps (no deadline here) and the best
-    (first) state is the one left, since an equal score is no gain."""
-    value = torch.nn.Parameter(torch.tensor(4.0, dtype=torch.float64))
-    module = torch.nn.Module()
-    module.value = value  # type: ignore[assignment]
-
-    def run(early_stopping: bool) -> int:
-        with torch.no_grad():
-            value.fill_(4.0)
-        control = TrainingControl(score=lambda watched: 0.0, patience=3)
-        with control.watch(module, 500, stage="flat", early_stopping=early_stopping) as watch:
-            losses = adam_on_minibatches(lambda index: (value - 1.0) ** 2, [value], 1,
-                                         num_steps=500, batch_size=1, lr=0.01, seed=0,
-                                         callback=watch)  # fmt: skip
-        return len(losses)
-
-    assert run(early_stopping=True) == 60  # evaluations at steps 19, 39, 59: patience 3
-    assert run(early_stopping=False) == 500
-    assert float(value) == 4.0  # Adam moved it at every step; the best state came back
-
-
-def test_without_early_stopping_the_time_patience_is_off_but_the_deadline_holds():
-    control = TrainingControl(deadline=time.monotonic() + 10.0)
-    module = torch.nn.Linear(1, 1)
-    watch = control.watch(module, 10, stage="a", early_stopping=False)
-    assert math.isinf(watch.time_patience) and math.isinf(watch.patience)
-    assert watch.deadline == pytest.approx(time.monotonic() + 10.0, abs=0.5)
 
 
 def test_the_spec_takes_it_for_the_activated_dgp_only():
