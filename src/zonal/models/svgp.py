@@ -33,7 +33,9 @@ from zonal.features import InducingFeatures
 from zonal.geometry import InputMap, SphereEmbedding
 from zonal.models.conditioning import conditioned_copy, gaussian_noise, task_noises
 from zonal.models.contract import ZonalModel
+from zonal.models.training import check_targets
 from zonal.variational import InterDomainVariationalStrategy
+from zonal.variational.nonconjugate import Marginals, NaturalGradientResult, optimal_variational_q
 from zonal.variational.online import OnlineUpdate, conditioned_marginal, online_update
 
 VARIATIONAL_FAMILIES = {
@@ -183,6 +185,42 @@ class SVGP(ApproximateGP, ZonalModel):
         if noise is None:
             noise = self.likelihood.noise.reshape(())
         self.inducing_strategy.set_optimal_variational_distribution(lifted, y, noise)
+
+    def set_natural_gradient_optimum(
+        self, x: torch.Tensor, y: torch.Tensor, **options: Any
+    ) -> NaturalGradientResult:
+        """Set q(u) to the ELBO's optimum on rows x [N, D], y [N] at the current
+        hyperparameters and features, for any likelihood (a probit or softmax classifier too;
+        one q(u) per output): damped natural-gradient steps from the current q(u)
+        (``zonal.variational.nonconjugate``, whose ``optimal_variational_q`` takes ``options``).
+        For a Gaussian likelihood the first step lands on ``set_optimal_variational_distribution``'s
+        closed form. Returns what the steps did (the ELBO before and after, in nats)."""
+        x, y = self.transform_training_data(torch.as_tensor(x), y)
+        y = check_targets(self.likelihood, y, len(x))
+        strategy = self.inducing_strategy
+        was_training = self.training
+        self.eval()
+        try:
+            with torch.no_grad():
+                _, projection = strategy.projection(self.lift(x))  # B = L^{-1} Kuf [M, N]
+                q = strategy.current_q()
+                mean, covariance = q.mean, q.covariance_matrix  # [*b, M], [*b, M, M]
+                if not strategy.whiten:
+                    mean, covariance = strategy.to_whitened(mean, covariance)
+                marginal = self(x)  # q(f(x)): [N] or [N, P] moments
+                mu, s = marginal.mean, marginal.variance
+                if self.num_outputs > 1:
+                    mu, s = mu.mT, s.mT  # [P, N]
+                from_q = Marginals(projection, torch.zeros_like(mu), torch.zeros_like(s))
+                q_mu, q_s = from_q.of(mean, covariance)
+                marginals = Marginals(projection, mu - q_mu, s - q_s)
+            mean, covariance, result = optimal_variational_q(
+                marginals, self.likelihood, y.to(mu.device), mean, covariance, **options
+            )
+            strategy.set_variational(mean, covariance, whitened=True)
+        finally:
+            self.train(was_training)
+        return result
 
     def forward(self, x: torch.Tensor) -> MultivariateNormal:
         """The prior p(f(x)) on lifted inputs (GPyTorch calls this with prior=True)."""

@@ -25,9 +25,10 @@
    (for classifiers, of their class probabilities) whose weights maximise the mean validation
    log density, averaged over Bayesian-bootstrap replicates of the scoring rows
    (``STACKING_DRAWS``; for classifiers the posterior mean of the weights under a uniform
-   Dirichlet prior), which is one candidate when the weights pick one; for regression its
-   SGPR, exact GP and SVGP components then condition on the validation rows too
-   (``condition_on_all_rows``: closed forms at the learned hyperparameters). Without validation
+   Dirichlet prior), which is one candidate when the weights pick one; its SGPR, exact GP and
+   SVGP components then condition on the validation rows too (``condition_on_all_rows``, at
+   the learned hyperparameters: closed forms for regression, natural-gradient steps to the
+   ELBO's optimum q(u) for an SVGP classifier). Without validation
    rows the candidates are compared by their training objective per row. A named model trains
    alone. Under ``auto``
    the SGPR, SVGP and activated DGP candidates learn one scale per input column (ARD,
@@ -250,7 +251,7 @@ def fit_data(
         diagnostics.record(fits, scores, split, target, candidates=names, budget=seconds,
                            time_left=time_left, seed=seed)  # fmt: skip
         diagnostics.train_counterfactuals(split, seed, options)
-    if not target.is_classification and len(valid_rows) and not interrupted:
+    if len(valid_rows) and not interrupted:
         condition_on_all_rows(fit.model, split)  # a stack, or the one model chosen or named
         if diagnostics is not None:
             diagnostics.condition_all(split)

@@ -156,12 +156,14 @@ def validation_weights(
 def condition_on_all_rows(model: ZonalModel, split: Split) -> None:
     """Once the validation rows have chosen (and, under ``auto``, weighted) the candidates, let
     the shallow models' posteriors condition on them too, at the learned hyperparameters (closed
-    forms, one pass), whichever model was chosen or named:
+    forms, or a few natural-gradient steps for a classifier), whichever model was chosen or named:
     an SGPR recomputes its statistics over the training and validation rows, the exact GP takes
     them as its training rows, a Gaussian SVGP sets
-    q(u) to its optimum there (Titsias, 2009; when N x M fits ``OPTIMAL_Q_MAX_ENTRIES``); a
-    stack does so for each component; other models (the deep ones) are left as they are. The
-    validation metrics reported were measured before."""
+    q(u) to its optimum there (Titsias, 2009) and an SVGP classifier (probit or softmax) to
+    the ELBO's optimum there by natural-gradient steps (``SVGP.set_natural_gradient_optimum``;
+    both when N x M x outputs fits ``OPTIMAL_Q_MAX_ENTRIES``); a stack does so for each component; other
+    models (the deep ones) are left as they are. The validation metrics reported were measured
+    before."""
     x = torch.cat([split.x_train, split.x_valid])  # [N, D]
     y = torch.cat([split.y_train, split.y_valid])  # [N]
     members = model.components if isinstance(model, StackedModel) else [model]
@@ -170,10 +172,10 @@ def condition_on_all_rows(model: ZonalModel, split: Split) -> None:
             member.fit_statistics(x, y)
         elif isinstance(member, ExactZonalGP):
             member.set_training_data(x, y)
-        elif (
-            isinstance(member, SVGP)
-            and member.num_outputs == 1
-            and isinstance(member.likelihood, GaussianLikelihood)
-            and len(x) * member.features.num_inducing <= OPTIMAL_Q_MAX_ENTRIES
+        elif isinstance(member, SVGP) and (
+            len(x) * member.features.num_inducing * member.num_outputs <= OPTIMAL_Q_MAX_ENTRIES
         ):
-            member.set_optimal_variational_distribution(x, y)
+            if isinstance(member.likelihood, GaussianLikelihood) and member.num_outputs == 1:
+                member.set_optimal_variational_distribution(x, y)
+            elif not isinstance(member.likelihood, GaussianLikelihood):  # a classifier
+                member.set_natural_gradient_optimum(x, y)
