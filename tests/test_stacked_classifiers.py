@@ -209,6 +209,23 @@ def test_auto_stacks_its_classifiers_with_posterior_weights_of_the_true_classes_
         assert fitted.scores[fitted.spec["model"]]["weight"] == 1.0
 
 
+@pytest.mark.parametrize("num_classes", [2, 3])
+@pytest.mark.parametrize("model", ["svgp", "svgp-points"])
+def test_a_named_svgp_classifier_conditions_on_the_validation_rows_too(model, num_classes):
+    """Its q(u) is the ELBO's optimum over every row, validation rows included, at the learned
+    hyperparameters (``condition_on_all_rows``): natural-gradient steps from it on all rows find
+    nothing more to gain (a trained q(u) that never saw those rows gains nats there)."""
+    x, labels = labelled_rows(150)
+    if num_classes == 2:
+        labels = np.where(labels == "a", "a", "b")
+    fitted = fit_data(x, labels, feature_columns=["p", "q"], model=model, **SMALL)
+    assert fitted.num_validation_rows > 0 and len(fitted.target.classes) == num_classes
+    inputs = torch.from_numpy(fitted.x_scaler.transform(x))  # [150, 2]
+    codes = torch.tensor([fitted.target.classes.index(label) for label in labels])
+    result = fitted.trained.model.set_natural_gradient_optimum(inputs, codes)
+    assert result.elbo - result.trace[0] < 0.02  # nats, over 150 rows
+
+
 def test_a_stacked_classifier_round_trips_through_its_checkpoint_and_the_cli(
     monkeypatch, tmp_path, capsys
 ):

@@ -1,5 +1,7 @@
-"""Variational strategies over inter-domain inducing features."""
+"""Variational strategies over inter-domain inducing features, and q(u) at the ELBO's optimum for
+any likelihood (``nonconjugate``)."""
 
+from zonal.variational.nonconjugate import NaturalGradientResult, optimal_variational_q
 from zonal.variational.strategy import InterDomainVariationalStrategy
 
-__all__ = ["InterDomainVariationalStrategy"]
+__all__ = ["InterDomainVariationalStrategy", "NaturalGradientResult", "optimal_variational_q"]

@@ -20,7 +20,8 @@ log-concave likelihood (probit, softmax) w >= 0 (Price's theorem: w = -E_q[d^2 l
 the steps are those of Newton's method on E, which converge in a few. A step is taken only where
 it raises E (else its size halves); the iterations stop when E rises by less than ``tolerance``
 nats per row. E_q[log p] is the likelihood's own (Gauss-Hermite quadrature for one-dimensional
-likelihoods, GPyTorch's ``expected_log_prob``) or, for others (softmax), a Monte Carlo average over
+likelihoods and closed form for a Gaussian one, GPyTorch's ``expected_log_prob``) or, for others
+(softmax), a Monte Carlo average over
 ``num_samples`` draws that stay fixed through the iterations, so that every step compares the
 same objective.
 """
@@ -33,6 +34,7 @@ from typing import Any
 import torch
 from gpytorch.distributions import MultivariateNormal
 from gpytorch.likelihoods import Likelihood
+from gpytorch.likelihoods.gaussian_likelihood import _GaussianLikelihoodBase
 from gpytorch.likelihoods.likelihood import _OneDimensionalLikelihood
 from linear_operator.operators import DiagLinearOperator
 
@@ -94,7 +96,8 @@ def expected_log_likelihood(
 ) -> torch.Tensor:
     """sum_n E_{q(f_n)}[log p(y_n | f_n)] for marginals mu, s [*b, N] (a batch [C] is the C
     latent functions of one likelihood); ``draws`` [K, *b, N] are fixed standard normal draws
-    (None: the likelihood's own quadrature, one latent function)."""
+    (None: the likelihood's own ``expected_log_prob``: closed form for a Gaussian, quadrature for
+    a one-dimensional likelihood)."""
     if draws is None:
         marginal = MultivariateNormal(mu, DiagLinearOperator(s))
         return likelihood.expected_log_prob(y, marginal).sum()
@@ -113,6 +116,7 @@ def whitened_kl(mean: torch.Tensor, covariance: torch.Tensor) -> torch.Tensor:
     return 0.5 * (trace + mean.pow(2).sum(-1) - mean.shape[-1] - logdet).sum()
 
 
+@torch.no_grad()
 def optimal_variational_q(
     marginals: Marginals,
     likelihood: Likelihood,
@@ -131,8 +135,8 @@ def optimal_variational_q(
     precision raises ``zonal.linalg.NotPositiveDefiniteError``."""
     projection = marginals.projection  # [*b, M, N]
     num_rows = projection.shape[-1]
-    draws = None
-    if not isinstance(likelihood, _OneDimensionalLikelihood):
+    draws = None  # a Gaussian's expectation is closed form, a one-dimensional one's quadrature
+    if not isinstance(likelihood, (_GaussianLikelihoodBase, _OneDimensionalLikelihood)):
         generator = torch.Generator(device="cpu").manual_seed(seed)
         shape = (num_samples, *marginals.prior_mean.shape)  # [K, *b, N]
         draws = torch.randn(shape, generator=generator, dtype=mean.dtype).to(mean.device)
