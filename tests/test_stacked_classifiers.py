@@ -223,7 +223,7 @@ def test_a_named_svgp_classifier_conditions_on_the_validation_rows_too(model, nu
     inputs = torch.from_numpy(fitted.x_scaler.transform(x))  # [150, 2]
     codes = torch.tensor([fitted.target.classes.index(label) for label in labels])
     result = fitted.trained.model.set_natural_gradient_optimum(inputs, codes)
-    assert result.elbo - result.trace[0] < 0.02  # nats, over 150 rows
+    assert result.elbo - result.trace[0] < 0.15  # nats over 150 rows (untreated: 37-66)
 
 
 def test_a_stacked_classifier_round_trips_through_its_checkpoint_and_the_cli(

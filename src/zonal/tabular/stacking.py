@@ -22,10 +22,10 @@ from zonal.models.stacking import (
 from zonal.tabular.metrics import row_log_densities, validation_metrics
 from zonal.tabular.model import STACKED
 from zonal.tabular.recipes import (
-    OPTIMAL_Q_MAX_ENTRIES,
     STACKED_KERNELS,
     Fit,
     kernel_components,
+    optimal_q_fits,
 )
 from zonal.tabular.split import Split
 from zonal.tabular.targets import Target
@@ -161,7 +161,7 @@ def condition_on_all_rows(model: ZonalModel, split: Split) -> None:
     them as its training rows, a Gaussian SVGP sets
     q(u) to its optimum there (Titsias, 2009) and an SVGP classifier (probit or softmax) to
     the ELBO's optimum there by natural-gradient steps (``SVGP.set_natural_gradient_optimum``;
-    both when N x M x outputs fits ``OPTIMAL_Q_MAX_ENTRIES``); a stack does so for each component; other
+    both when ``optimal_q_fits``); a stack does so for each component; other
     models (the deep ones) are left as they are. The validation metrics reported were measured
     before."""
     x = torch.cat([split.x_train, split.x_valid])  # [N, D]
@@ -172,9 +172,7 @@ def condition_on_all_rows(model: ZonalModel, split: Split) -> None:
             member.fit_statistics(x, y)
         elif isinstance(member, ExactZonalGP):
             member.set_training_data(x, y)
-        elif isinstance(member, SVGP) and (
-            len(x) * member.features.num_inducing * member.num_outputs <= OPTIMAL_Q_MAX_ENTRIES
-        ):
+        elif isinstance(member, SVGP) and optimal_q_fits(member, len(x)):
             if isinstance(member.likelihood, GaussianLikelihood) and member.num_outputs == 1:
                 member.set_optimal_variational_distribution(x, y)
             elif not isinstance(member.likelihood, GaussianLikelihood):  # a classifier
