@@ -18,7 +18,7 @@ w = 1 / noise, g + w (mu - mu_0) = (y - mu_0) / noise, and one step of size 1 la
 optimum (``InterDomainVariationalStrategy.set_optimal_variational_distribution``); for a
 log-concave likelihood (probit, softmax) w >= 0 (Price's theorem: w = -E_q[d^2 log p / df^2]) and
 the steps are those of Newton's method on E, which converge in a few. A step is taken only where
-it raises E (else its size halves); the iterations stop when E changes by less than ``tolerance``
+it raises E (else its size halves); the iterations stop when E rises by less than ``tolerance``
 nats per row. E_q[log p] is the likelihood's own (Gauss-Hermite quadrature for one-dimensional
 likelihoods and closed form for a Gaussian one, GPyTorch's ``expected_log_prob``) or, for others
 (softmax), a Monte Carlo average over
@@ -42,7 +42,7 @@ from zonal.linalg import cholesky
 
 #: rows' Monte Carlo draws of E_q[log p(y | f)] for a likelihood of several latent functions
 NUM_SAMPLES = 64
-#: the iterations stop when a step changes the ELBO by less than this many nats per row
+#: the iterations stop when the ELBO rises by less than this many nats per row
 TOLERANCE = 1e-4
 #: at most this many natural-gradient steps (each O(M^2 N) per output)
 MAX_ITERATIONS = 25
@@ -169,14 +169,14 @@ def optimal_variational_q(
         new_mean = torch.cholesky_solve(shift.unsqueeze(-1), new_root).squeeze(-1)  # [*b, M]
         candidate = evaluate(new_mean, new_covariance)
         tries += 1
+        if candidate[0] < elbo:
+            step /= 2
+            continue
         rise = candidate[0] - elbo
-        if rise >= 0:
-            mean, covariance, precision, state = new_mean, new_covariance, new_precision, candidate
-            trace.append(candidate[0])
-        if abs(rise) < tolerance * num_rows:  # (a fall this small is rounding at the optimum)
+        mean, covariance, precision, state = new_mean, new_covariance, new_precision, candidate
+        trace.append(candidate[0])
+        if rise < tolerance * num_rows:
             converged = True
             break
-        if rise < 0:
-            step /= 2
     result = NaturalGradientResult(tuple(trace), tries, converged)
     return mean, covariance, result

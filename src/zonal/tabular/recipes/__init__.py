@@ -38,8 +38,7 @@ Harmonic features take all harmonics of each level while those reach degree
 (seed 002 sec. 5.2; ``harmonic_layout``). SVGPs start from the optimal q(u) for the initial
 hyperparameters (Gaussian likelihood; Titsias, 2009; skipped when N x M exceeds
 ``OPTIMAL_Q_MAX_ENTRIES``) and are trained by Adam in three phases: the full learning rate for 60%
-of the steps, then 1/5 of it for 25% and 1/25 for the last 15%; a classifier's q(u) then goes to
-the ELBO's optimum on the training rows (natural-gradient steps, ``optimal_q_fits``).
+of the steps, then 1/5 of it for 25% and 1/25 for the last 15%.
 
 Training runs under a ``zonal.models.training.TrainingControl``: a wall-clock deadline (each SVGP
 phase may use its fraction of the time left, the activated DGP's network stage

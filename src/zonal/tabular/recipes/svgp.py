@@ -6,8 +6,7 @@ its kernel (arc-cosine for ``"auto"``); ``"svgp-activated"`` takes activated Sof
 network. Both start from the optimal q(u) for the initial hyperparameters (Gaussian likelihood;
 Titsias, 2009; skipped when N x M exceeds ``OPTIMAL_Q_MAX_ENTRIES``) and are trained by Adam in
 the three phases of ``SCHEDULE``: the full learning rate for 60% of the steps, then 1/5 of it for
-25% and 1/25 for the last 15%, each phase within its fraction of the time left; a classifier's
-q(u) then goes to its optimum on the training rows (natural-gradient steps).
+25% and 1/25 for the last 15%, each phase within its fraction of the time left.
 """
 
 from __future__ import annotations
@@ -85,22 +84,14 @@ def train_built_svgp(
 ) -> Fit:
     """Train the untrained SVGP ``model`` of ``spec`` on x [N, D], y [N]: q(u) at the Titsias
     optimum (Gaussian likelihood, when Kuf fits in memory), then Adam in the phases of
-    ``SCHEDULE``; a classifier's q(u) then goes to the ELBO's optimum on those rows at the
-    learned hyperparameters (``SVGP.set_natural_gradient_optimum``, when ``optimal_q_fits``):
-    the minibatch steps leave it short of it (docs/cli.md, session 33: on banana the harmonic
-    classifier's test log likelihood -0.52 -> -0.34 once it got there)."""
-    if (
-        spec.get("likelihood", "gaussian") == "gaussian"
-        and len(x) * model.features.num_inducing <= OPTIMAL_Q_MAX_ENTRIES
-    ):
+    ``SCHEDULE``."""
+    if spec.get("likelihood", "gaussian") == "gaussian" and optimal_q_fits(model, len(x)):
         model.set_optimal_variational_distribution(x, y)
     losses: list[float] = []
     try:
         scheduled_adam(model, x, y, steps=spec["steps"], batch_size=spec["batch_size"],
                        learning_rate=spec["learning_rate"], seed=spec["seed"], control=control,
                        losses=losses)  # fmt: skip
-        if spec.get("likelihood", "gaussian") != "gaussian" and optimal_q_fits(model, len(x)):
-            model.set_natural_gradient_optimum(x, y)
     except KeyboardInterrupt as interrupt:
         raise TrainingInterrupted(
             Fit(model, dict(spec), tail_objective(losses or [math.nan]))
