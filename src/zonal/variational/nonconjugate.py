@@ -137,9 +137,9 @@ def optimal_variational_q(
     num_rows = projection.shape[-1]
     draws = None  # a Gaussian's expectation is closed form, a one-dimensional one's quadrature
     if not isinstance(likelihood, (_GaussianLikelihoodBase, _OneDimensionalLikelihood)):
-        generator = torch.Generator(device="cpu").manual_seed(seed)
+        generator = torch.Generator(device=mean.device).manual_seed(seed)
         shape = (num_samples, *marginals.prior_mean.shape)  # [K, *b, N]
-        draws = torch.randn(shape, generator=generator, dtype=mean.dtype).to(mean.device)
+        draws = torch.randn(shape, generator=generator, dtype=mean.dtype, device=mean.device)
     identity = torch.eye(mean.shape[-1], dtype=mean.dtype, device=mean.device)
 
     def evaluate(m: torch.Tensor, s_v: torch.Tensor) -> tuple[Any, ...]:
