@@ -35,7 +35,12 @@ from zonal.models.conditioning import conditioned_copy, gaussian_noise, task_noi
 from zonal.models.contract import ZonalModel
 from zonal.models.training import check_targets
 from zonal.variational import InterDomainVariationalStrategy
-from zonal.variational.nonconjugate import Marginals, NaturalGradientResult, optimal_variational_q
+from zonal.variational.nonconjugate import (
+    Marginals,
+    NaturalGradientResult,
+    optimal_variational_q,
+    stochastic_natural_step,
+)
 from zonal.variational.online import OnlineUpdate, conditioned_marginal, online_update
 
 VARIATIONAL_FAMILIES = {
@@ -197,30 +202,61 @@ class SVGP(ApproximateGP, ZonalModel):
         closed form. Returns what the steps did (the ELBO before and after, in nats)."""
         x, y = self.transform_training_data(torch.as_tensor(x), y)
         y = check_targets(self.likelihood, y, len(x))
-        strategy = self.inducing_strategy
         was_training = self.training
         self.eval()
         try:
-            with torch.no_grad():
-                _, projection = strategy.projection(self.lift(x))  # B = L^{-1} Kuf [M, N]
-                q = strategy.current_q()
-                mean, covariance = q.mean, q.covariance_matrix  # [*b, M], [*b, M, M]
-                if not strategy.whiten:
-                    mean, covariance = strategy.to_whitened(mean, covariance)
-                marginal = self(x)  # q(f(x)): [N] or [N, P] moments
-                mu, s = marginal.mean, marginal.variance
-                if self.num_outputs > 1:
-                    mu, s = mu.mT, s.mT  # [P, N]
-                from_q = Marginals(projection, torch.zeros_like(mu), torch.zeros_like(s))
-                q_mu, q_s = from_q.of(mean, covariance)
-                marginals = Marginals(projection, mu - q_mu, s - q_s)
+            marginals, mean, covariance = self._whitened_marginals(x)
             mean, covariance, result = optimal_variational_q(
-                marginals, self.likelihood, y.to(mu.device), mean, covariance, **options
+                marginals, self.likelihood, y.to(mean.device), mean, covariance, **options
             )
-            strategy.set_variational(mean, covariance, whitened=True)
+            self.inducing_strategy.set_variational(mean, covariance, whitened=True)
         finally:
             self.train(was_training)
         return result
+
+    def natural_gradient_step(
+        self,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        *,
+        step: float,
+        num_data: int,
+        generator: torch.Generator | None = None,
+    ) -> None:
+        """One natural-gradient step of size ``step`` on q(u) from a minibatch x [B, D], y [B]
+        of ``num_data`` rows (already through the model's transforms) at the current
+        hyperparameters (``zonal.variational.nonconjugate.stochastic_natural_step``: GPyTorch's
+        ``NGD`` step with learning rate ``step``, for the Cholesky family too). Used by
+        ``fit_svgp(natural_gradient=...)``; q(u) is written, the hyperparameters stay."""
+        was_training = self.training
+        self.eval()
+        try:
+            marginals, mean, covariance = self._whitened_marginals(x)
+            mean, covariance = stochastic_natural_step(
+                marginals, self.likelihood, y, mean, covariance,
+                step=step, num_data=num_data, generator=generator,
+            )  # fmt: skip
+            self.inducing_strategy.set_variational(mean, covariance, whitened=True)
+        finally:
+            self.train(was_training)
+
+    @torch.no_grad()
+    def _whitened_marginals(self, x: torch.Tensor) -> tuple[Marginals, torch.Tensor, torch.Tensor]:
+        """(the marginals' fixed parts at rows x [N, D], q(v)'s mean [*b, M], its covariance
+        [*b, M, M]) in whitened coordinates (``zonal.variational.nonconjugate``), in eval mode."""
+        strategy = self.inducing_strategy
+        _, projection = strategy.projection(self.lift(x))  # B = L^{-1} Kuf [M, N]
+        q = strategy.current_q()
+        mean, covariance = q.mean, q.covariance_matrix  # [*b, M], [*b, M, M]
+        if not strategy.whiten:
+            mean, covariance = strategy.to_whitened(mean, covariance)
+        marginal = self(x)  # q(f(x)): [N] or [N, P] moments
+        mu, s = marginal.mean, marginal.variance
+        if self.num_outputs > 1:
+            mu, s = mu.mT, s.mT  # [P, N]
+        from_q = Marginals(projection, torch.zeros_like(mu), torch.zeros_like(s))
+        q_mu, q_s = from_q.of(mean, covariance)
+        return Marginals(projection, mu - q_mu, s - q_s), mean, covariance
 
     def forward(self, x: torch.Tensor) -> MultivariateNormal:
         """The prior p(f(x)) on lifted inputs (GPyTorch calls this with prior=True)."""

@@ -121,6 +121,7 @@ def fit_svgp(
     seed: Seed = 0,
     plateau: PlateauSchedule | None = None,
     callback: Callable[[int, float], None] | None = None,
+    natural_gradient: float | None = None,
 ) -> list[float]:
     """Adam on the minibatch ELBO (``gpytorch.mlls.VariationalELBO``) of a single-layer model
     and its ``model.likelihood``; returns the loss per step.
@@ -128,7 +129,18 @@ def fit_svgp(
     ``plateau`` cuts the learning rate on plateaus; ``callback(step, loss)`` is called after every
     step (for traces and checkpoints). Targets [N] or [N, 1]; the model's input and outcome
     transforms, if any, are learnt on (x, y) first (``ZonalModel.transform_training_data``).
+
+    ``natural_gradient`` (a step size in (0, 1], for a ``zonal.models.SVGP``): each step first
+    moves q(u) by a natural-gradient step of that size on the minibatch
+    (``SVGP.natural_gradient_step``), then Adam moves the hyperparameters alone with q(u)
+    fixed, as GPflow's ``NaturalGradient`` with Adam and GPyTorch's ``NGD`` with Adam do
+    (Salimbeni, Eleftheriadis & Hensman 2018).
     """
+    if natural_gradient is not None:
+        if not hasattr(model, "natural_gradient_step"):
+            raise TypeError(f"natural_gradient needs an SVGP, got a {type(model).__name__}")
+        if not 0 < natural_gradient <= 1:
+            raise ValueError(f"natural_gradient must lie in (0, 1], got {natural_gradient!r}")
     x = model.check_inputs(torch.as_tensor(x))  # shape and NaN checks before anything else
     x, y = transformed_training_data(model, x, y)
     likelihood = model.likelihood
@@ -137,9 +149,25 @@ def fit_svgp(
         y = y.to(x.dtype)
     objective = gpytorch.mlls.VariationalELBO(likelihood, model, num_data=len(x))
     model.train()
+    parameters = list(model.parameters())
+    draws = None
+    if natural_gradient is not None:
+        variational = {id(p) for p in model.variational_parameters()}  # type: ignore[operator]
+        parameters = [p for p in parameters if id(p) not in variational]  # Adam's: the rest
+        draws = torch.Generator(device=x.device).manual_seed(
+            seed if isinstance(seed, int) else seed.initial_seed()
+        )
+
+    def loss_of_batch(index: torch.Tensor) -> torch.Tensor:
+        if natural_gradient is not None:  # q(u) first, by its natural gradient
+            model.natural_gradient_step(  # type: ignore[operator]
+                x[index], y[index], step=natural_gradient, num_data=len(x), generator=draws
+            )
+        return -objective(model(x[index]), y[index])
+
     return adam_on_minibatches(
-        lambda index: -objective(model(x[index]), y[index]),
-        model.parameters(),
+        loss_of_batch,
+        parameters,
         len(x),
         num_steps=num_steps,
         batch_size=batch_size,
@@ -185,7 +213,8 @@ def adam_on_minibatches(
     ``callback(step, loss)`` runs after every step (traces, checkpoints, evaluations) and may end
     the training by raising ``StopTraining``.
     """
-    optimiser = torch.optim.Adam(list(parameters), lr=lr)
+    parameters = list(parameters)
+    optimiser = torch.optim.Adam(parameters or [torch.zeros(0, requires_grad=True)], lr=lr)
     scheduler = None
     if plateau is not None:
         scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(
@@ -196,8 +225,9 @@ def adam_on_minibatches(
     for step, index in enumerate(minibatch_indices(num_points, batch_size, num_steps, seed)):
         optimiser.zero_grad()
         loss = loss_of_batch(index)
-        loss.backward()
-        optimiser.step()
+        if parameters:  # (none: a model whose q(u) moves by natural gradients alone)
+            loss.backward()
+            optimiser.step()
         losses.append(float(loss.detach()))
         if scheduler is not None and (step + 1) % per_epoch == 0:
             scheduler.step(sum(losses[-per_epoch:]) / per_epoch)

@@ -140,7 +140,6 @@ def optimal_variational_q(
         generator = torch.Generator(device=mean.device).manual_seed(seed)
         shape = (num_samples, *marginals.prior_mean.shape)  # [K, *b, N]
         draws = torch.randn(shape, generator=generator, dtype=mean.dtype, device=mean.device)
-    identity = torch.eye(mean.shape[-1], dtype=mean.dtype, device=mean.device)
 
     def evaluate(m: torch.Tensor, s_v: torch.Tensor) -> tuple[Any, ...]:
         """(ELBO, mu, dELL/dmu, dELL/ds) at q(v) = N(m, s_v)."""
@@ -157,16 +156,8 @@ def optimal_variational_q(
     trace, tries, step, converged = [state[0]], 0, 1.0, False
     while tries < max_iterations and step >= MIN_STEP:
         elbo, mu, gradient_mu, gradient_s = state
-        weight = (-2.0 * gradient_s).clamp_min(0.0)  # w [*b, N]
-        target_precision = identity + (projection * weight.unsqueeze(-2)) @ projection.mT
-        shifted = gradient_mu + weight * (mu - marginals.prior_mean)  # [*b, N]
-        target_shift = (projection @ shifted.unsqueeze(-1)).squeeze(-1)  # h* [*b, M]
-        new_precision = (1 - step) * precision + step * target_precision
-        shift = (1 - step) * (precision @ mean.unsqueeze(-1)).squeeze(-1) + step * target_shift
-        new_root = cholesky(new_precision, name="the natural-gradient step's precision")
-        new_covariance = torch.cholesky_inverse(new_root)
-        new_covariance = 0.5 * (new_covariance + new_covariance.mT)  # S [*b, M, M]
-        new_mean = torch.cholesky_solve(shift.unsqueeze(-1), new_root).squeeze(-1)  # [*b, M]
+        target = natural_target(marginals, mu, gradient_mu, gradient_s)
+        new_precision, new_mean, new_covariance = damped_step(precision, mean, target, step)
         candidate = evaluate(new_mean, new_covariance)
         tries += 1
         if candidate[0] < elbo:
@@ -180,3 +171,82 @@ def optimal_variational_q(
             break
     result = NaturalGradientResult(tuple(trace), tries, converged)
     return mean, covariance, result
+
+
+def natural_target(
+    marginals: Marginals,
+    mu: torch.Tensor,
+    gradient_mu: torch.Tensor,
+    gradient_s: torch.Tensor,
+    scale: float = 1.0,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The point (P* [*b, M, M], h* [*b, M]) that a natural-gradient step moves towards (module
+    docstring), from the marginals' means mu and the expected log likelihood's gradients g =
+    dELL/dmu, dELL/ds [*b, N] at the rows of ``marginals``; ``scale`` multiplies the rows' terms
+    (N / B for a minibatch of B of N rows, an unbiased estimate of the full sums):
+
+        P* = I + scale B diag(w) B^T,    h* = scale B (g + w (mu - mu_0)),    w = -2 dELL/ds,
+
+    with w clamped at 0 (a likelihood that is not log-concave keeps P* positive definite)."""
+    projection = marginals.projection  # [*b, M, N]
+    weight = (-2.0 * gradient_s).clamp_min(0.0)  # w [*b, N]
+    identity = torch.eye(projection.shape[-2], dtype=projection.dtype, device=projection.device)
+    target_precision = identity + scale * (projection * weight.unsqueeze(-2)) @ projection.mT
+    shifted = gradient_mu + weight * (mu - marginals.prior_mean)  # [*b, N]
+    target_shift = scale * (projection @ shifted.unsqueeze(-1)).squeeze(-1)  # [*b, M]
+    return target_precision, target_shift
+
+
+def damped_step(
+    precision: torch.Tensor,
+    mean: torch.Tensor,
+    target: tuple[torch.Tensor, torch.Tensor],
+    step: float,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Move q(v)'s natural parameters (h, P) = (S^{-1} m, S^{-1}), given as P [*b, M, M] and
+    m [*b, M], the fraction ``step`` of the way to ``target`` = (P*, h*): P' = (1 - step) P +
+    step P*, h' = (1 - step) h + step h*. Returns (P', m' = P'^{-1} h', S' = P'^{-1})."""
+    target_precision, target_shift = target
+    new_precision = (1 - step) * precision + step * target_precision
+    shift = (1 - step) * (precision @ mean.unsqueeze(-1)).squeeze(-1) + step * target_shift
+    new_root = cholesky(new_precision, name="the natural-gradient step's precision")
+    new_covariance = torch.cholesky_inverse(new_root)
+    new_covariance = 0.5 * (new_covariance + new_covariance.mT)  # S' [*b, M, M]
+    new_mean = torch.cholesky_solve(shift.unsqueeze(-1), new_root).squeeze(-1)  # [*b, M]
+    return new_precision, new_mean, new_covariance
+
+
+@torch.no_grad()
+def stochastic_natural_step(
+    marginals: Marginals,
+    likelihood: Likelihood,
+    y: torch.Tensor,
+    mean: torch.Tensor,
+    covariance: torch.Tensor,
+    *,
+    step: float,
+    num_data: int,
+    num_samples: int = NUM_SAMPLES,
+    generator: torch.Generator | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One natural-gradient step of size ``step`` on q(v) = N(``mean`` [*b, M], ``covariance``
+    [*b, M, M]) from a minibatch: the rows of ``marginals`` and their targets y [B] stand for
+    ``num_data`` rows (the target of ``natural_target`` with scale N / B), so that the step is
+    that of Hensman, Fusi & Lawrence (2013) and of GPyTorch's ``NGD`` optimiser with learning rate
+    ``step``; no line search (the minibatch ELBO is noisy). Returns (m', S'). The expectation of
+    a likelihood of several latent functions (softmax) is a Monte Carlo average over
+    ``num_samples`` draws from ``generator``."""
+    draws = None
+    if not isinstance(likelihood, (_GaussianLikelihoodBase, _OneDimensionalLikelihood)):
+        shape = (num_samples, *marginals.prior_mean.shape)  # [K, *b, B]
+        draws = torch.randn(shape, generator=generator, dtype=mean.dtype, device=mean.device)
+    mu, s = marginals.of(mean, covariance)
+    mu, s = mu.requires_grad_(True), s.requires_grad_(True)
+    with torch.enable_grad():
+        ell = expected_log_likelihood(likelihood, y, mu, s, draws)
+        gradient_mu, gradient_s = torch.autograd.grad(ell, (mu, s))
+    scale = num_data / marginals.projection.shape[-1]
+    target = natural_target(marginals, mu.detach(), gradient_mu, gradient_s, scale)
+    precision = torch.cholesky_inverse(cholesky(covariance, name="S (q(v)'s covariance)"))
+    _, new_mean, new_covariance = damped_step(precision, mean, target, step)
+    return new_mean, new_covariance

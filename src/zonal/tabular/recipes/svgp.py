@@ -34,6 +34,10 @@ from zonal.tabular.recipes.parts import (
 )
 from zonal.tabular.recipes.registry import Fit, Recipe, TrainingInterrupted, register
 
+#: a classifier's q(u) moves by natural-gradient steps of this size (times the phase's factor of
+#: ``SCHEDULE``) while Adam moves its hyperparameters alone (``fit_svgp(natural_gradient=...)``;
+#: Salimbeni, Eleftheriadis & Hensman 2018; the rule of docs/cli.md, session 34)
+CLASSIFIER_NATURAL_STEP = 0.3
 #: the largest N x M (x outputs) for which q(u) is set to its optimum (Kuf is held in memory)
 OPTIMAL_Q_MAX_ENTRIES = 20_000_000
 
@@ -89,9 +93,11 @@ def train_built_svgp(
         model.set_optimal_variational_distribution(x, y)
     losses: list[float] = []
     try:
+        classifier = spec.get("likelihood", "gaussian") != "gaussian"
+        natural = CLASSIFIER_NATURAL_STEP if classifier else None
         scheduled_adam(model, x, y, steps=spec["steps"], batch_size=spec["batch_size"],
                        learning_rate=spec["learning_rate"], seed=spec["seed"], control=control,
-                       losses=losses)  # fmt: skip
+                       losses=losses, natural_gradient=natural)  # fmt: skip
     except KeyboardInterrupt as interrupt:
         raise TrainingInterrupted(
             Fit(model, dict(spec), tail_objective(losses or [math.nan]))
@@ -110,6 +116,7 @@ def scheduled_adam(
     seed: int = 0,
     control: TrainingControl | None = None,
     losses: list[float] | None = None,
+    natural_gradient: float | None = None,
 ) -> list[float]:
     """Adam on a single-layer model's minibatch ELBO with the three-phase schedule
     ``SCHEDULE``; the loss per step (appended to ``losses`` as the phases end).
@@ -135,6 +142,7 @@ def scheduled_adam(
                 lr=learning_rate * factor,
                 seed=seed + phase,
                 callback=watch,
+                natural_gradient=None if natural_gradient is None else natural_gradient * factor,
             )
         done += count
     return losses
