@@ -139,6 +139,31 @@ def test_a_softmax_classifier_beats_adam_on_its_variational_parameters():
     assert steps_elbo >= adam_elbo - 0.05
 
 
+@pytest.mark.parametrize("kind", ["harmonic", "activated", "points"])
+@pytest.mark.parametrize("whiten", [True, False])
+@pytest.mark.parametrize("num_outputs", [1, 3])
+def test_the_steps_marginals_are_the_models_q_f(kind, whiten, num_outputs):
+    """The marginals the steps use (B, the prior mean and r = diag(Kff) - colsum(B * B), with
+    q(v)) are the means and variances of the model's own q(f(x)), with a learned constant prior
+    mean per output."""
+    x = inputs(40)
+    model = build(kind, num_outputs=num_outputs, whiten=whiten)
+    batch = torch.Size([num_outputs]) if num_outputs > 1 else torch.Size()
+    model.mean_module = gpytorch.means.ConstantMean(batch_shape=batch).double()
+    with torch.no_grad():
+        model.mean_module.constant.copy_(torch.linspace(-0.5, 0.7, num_outputs).reshape(batch))
+    model.eval()
+    with torch.no_grad():
+        marginal = model(x)
+        marginals, mean, covariance = model._whitened_marginals(x)
+        mu, s = marginals.of(mean, covariance)  # [*b, N]
+    expected_mu, expected_s = marginal.mean, marginal.variance  # [N] or [N, P]
+    if num_outputs > 1:
+        expected_mu, expected_s = expected_mu.mT, expected_s.mT
+    torch.testing.assert_close(mu, expected_mu, rtol=1e-9, atol=1e-10)
+    torch.testing.assert_close(s, expected_s, rtol=1e-9, atol=1e-10)
+
+
 def test_wrong_targets_are_refused_by_shape():
     x = inputs()
     model = build("harmonic", likelihood=BernoulliLikelihood().double())

@@ -202,16 +202,11 @@ class SVGP(ApproximateGP, ZonalModel):
         closed form. Returns what the steps did (the ELBO before and after, in nats)."""
         x, y = self.transform_training_data(torch.as_tensor(x), y)
         y = check_targets(self.likelihood, y, len(x))
-        was_training = self.training
-        self.eval()
-        try:
-            marginals, mean, covariance = self._whitened_marginals(x)
-            mean, covariance, result = optimal_variational_q(
-                marginals, self.likelihood, y.to(mean.device), mean, covariance, **options
-            )
-            self.inducing_strategy.set_variational(mean, covariance, whitened=True)
-        finally:
-            self.train(was_training)
+        marginals, mean, covariance = self._whitened_marginals(x)
+        mean, covariance, result = optimal_variational_q(
+            marginals, self.likelihood, y.to(mean.device), mean, covariance, **options
+        )
+        self.inducing_strategy.set_variational(mean, covariance, whitened=True)
         return result
 
     def natural_gradient_step(
@@ -228,35 +223,32 @@ class SVGP(ApproximateGP, ZonalModel):
         hyperparameters (``zonal.variational.nonconjugate.stochastic_natural_step``: GPyTorch's
         ``NGD`` step with learning rate ``step``, for the Cholesky family too). Used by
         ``fit_svgp(natural_gradient=...)``; q(u) is written, the hyperparameters stay."""
-        was_training = self.training
-        self.eval()
-        try:
-            marginals, mean, covariance = self._whitened_marginals(x)
-            mean, covariance = stochastic_natural_step(
-                marginals, self.likelihood, y, mean, covariance,
-                step=step, num_data=num_data, generator=generator,
-            )  # fmt: skip
-            self.inducing_strategy.set_variational(mean, covariance, whitened=True)
-        finally:
-            self.train(was_training)
+        marginals, mean, covariance = self._whitened_marginals(x)
+        mean, covariance = stochastic_natural_step(
+            marginals, self.likelihood, y, mean, covariance,
+            step=step, num_data=num_data, generator=generator,
+        )  # fmt: skip
+        self.inducing_strategy.set_variational(mean, covariance, whitened=True)
 
     @torch.no_grad()
     def _whitened_marginals(self, x: torch.Tensor) -> tuple[Marginals, torch.Tensor, torch.Tensor]:
         """(the marginals' fixed parts at rows x [N, D], q(v)'s mean [*b, M], its covariance
-        [*b, M, M]) in whitened coordinates (``zonal.variational.nonconjugate``), in eval mode."""
+        [*b, M, M]) in whitened coordinates (``zonal.variational.nonconjugate``): B = L^{-1} Kuf,
+        the prior mean mu_0 and r = diag(Kff) - colsum(B * B), the variance q(f) adds to
+        diag(B^T S B) (``InterDomainVariationalStrategy.forward``)."""
         strategy = self.inducing_strategy
-        _, projection = strategy.projection(self.lift(x))  # B = L^{-1} Kuf [M, N]
+        lifted = self.lift(x)  # [N, d]
+        _, projection = strategy.projection(lifted)  # B = L^{-1} Kuf [*b', M, N]
         q = strategy.current_q()
         mean, covariance = q.mean, q.covariance_matrix  # [*b, M], [*b, M, M]
         if not strategy.whiten:
             mean, covariance = strategy.to_whitened(mean, covariance)
-        marginal = self(x)  # q(f(x)): [N] or [N, P] moments
-        mu, s = marginal.mean, marginal.variance
-        if self.num_outputs > 1:
-            mu, s = mu.mT, s.mT  # [P, N]
-        from_q = Marginals(projection, torch.zeros_like(mu), torch.zeros_like(s))
-        q_mu, q_s = from_q.of(mean, covariance)
-        return Marginals(projection, mu - q_mu, s - q_s), mean, covariance
+        prior_mean = lifted.new_zeros(len(lifted)) if self.mean_module is None else \
+            self.mean_module(lifted)  # [N] or [*b, N]  # fmt: skip
+        residual = self.covar_module(lifted, diag=True) - projection.pow(2).sum(-2)  # [*b', N]
+        shape = (*mean.shape[:-1], len(lifted))  # [*b, N]: one row of marginals per output
+        marginals = Marginals(projection, prior_mean.expand(shape), residual.expand(shape))
+        return marginals, mean, covariance
 
     def forward(self, x: torch.Tensor) -> MultivariateNormal:
         """The prior p(f(x)) on lifted inputs (GPyTorch calls this with prior=True)."""
