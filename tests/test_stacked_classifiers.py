@@ -11,12 +11,15 @@ import pytest
 import torch
 
 from zonal.cli import main
+from zonal.models import SVGP
 from zonal.models.stacking import WEIGHT_RESOLUTION, StackedModel, posterior_stacking_weights
 from zonal.models.training import TrainingControl
 from zonal.tabular import fitting, recipes, stacking
 from zonal.tabular.fitting import fit_data
 from zonal.tabular.metrics import SOFTMAX_DRAWS, class_probabilities
 from zonal.tabular.model import STACKED
+from zonal.tabular.recipes.parts import SCHEDULE
+from zonal.tabular.recipes.svgp import CLASSIFIER_NATURAL_STEP
 from zonal.tabular.saved import ModelFileError, load_model
 from zonal.tabular.stacking import CLASSIFIER_CONCENTRATION
 from zonal.tabular.targets import Target
@@ -258,3 +261,30 @@ def test_a_stacked_classifier_round_trips_through_its_checkpoint_and_the_cli(
     torch.save(state, checkpoint)
     with pytest.raises(ModelFileError, match="unknown model spec"):
         load_model(checkpoint)
+
+
+@pytest.mark.parametrize("model", ["svgp", "svgp-points"])
+def test_an_svgp_classifier_trains_q_by_natural_gradients_and_a_regression_does_not(
+    model, monkeypatch
+):
+    """``zonal fit``'s SVGP classifiers move q(u) by natural-gradient steps at every minibatch
+    step, of ``CLASSIFIER_NATURAL_STEP`` times the schedule's factors (docs/cli.md, session 34);
+    their regressions keep Adam on q(u)."""
+    steps: list[float] = []
+    original = SVGP.natural_gradient_step
+
+    def spy(self, *args, **kwargs):
+        steps.append(kwargs["step"])
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(SVGP, "natural_gradient_step", spy)
+    x, labels = labelled_rows(150)
+    fit_data(x, labels, feature_columns=["p", "q"], model=model, **SMALL)
+    factors = sorted({factor for _, factor in SCHEDULE}, reverse=True)
+    assert sorted(set(steps), reverse=True) == pytest.approx(
+        [CLASSIFIER_NATURAL_STEP * factor for factor in factors]
+    )
+    assert len(steps) == SMALL["steps"]
+    steps.clear()
+    fit_data(x, x[:, 0] + x[:, 1], feature_columns=["p", "q"], model=model, **SMALL)
+    assert steps == []
