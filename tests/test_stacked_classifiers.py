@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from zonal.cli import main
+from zonal.kernels import compile as compile_module
 from zonal.models import SVGP
 from zonal.models.stacking import WEIGHT_RESOLUTION, StackedModel, posterior_stacking_weights
 from zonal.models.training import TrainingControl
@@ -288,3 +289,21 @@ def test_an_svgp_classifier_trains_q_by_natural_gradients_and_a_regression_does_
     steps.clear()
     fit_data(x, x[:, 0] + x[:, 1], feature_columns=["p", "q"], model=model, **SMALL)
     assert steps == []
+
+
+def test_the_conditioning_fills_its_gram_matrices_without_compiling(monkeypatch):
+    """Each Gram matrix of the conditioning on all rows is built once: compiling its tile
+    function would cost seconds that one use does not win back, so it runs eagerly (and the
+    setting is restored afterwards)."""
+    seen: list[bool] = []
+    original = SVGP.set_natural_gradient_optimum
+
+    def spy(self, *args, **kwargs):
+        seen.append(compile_module.SETTINGS.enabled)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(SVGP, "set_natural_gradient_optimum", spy)
+    with compile_module.compile_settings(enabled=True):
+        x, labels = labelled_rows(150)
+        fit_data(x, labels, feature_columns=["p", "q"], model="svgp-points", **SMALL)
+        assert seen == [False] and compile_module.SETTINGS.enabled
