@@ -211,21 +211,26 @@ def adam_on_minibatches(
 
     ``plateau`` cuts the learning rate when the epoch's mean loss stops improving;
     ``callback(step, loss)`` runs after every step (traces, checkpoints, evaluations) and may end
-    the training by raising ``StopTraining``.
+    the training by raising ``StopTraining``. Without ``parameters`` (an SVGP whose q(u) moves by
+    natural-gradient steps inside ``loss_of_batch`` and which has no other) the losses are only
+    evaluated.
     """
     parameters = list(parameters)
-    optimiser = torch.optim.Adam(parameters or [torch.zeros(0, requires_grad=True)], lr=lr)
+    optimiser = torch.optim.Adam(parameters, lr=lr) if parameters else None
     scheduler = None
-    if plateau is not None:
+    if plateau is not None and optimiser is not None:
         scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(
             optimiser, factor=plateau.factor, patience=plateau.patience
         )
     per_epoch = max(1, math.ceil(num_points / batch_size))
     losses: list[float] = []
     for step, index in enumerate(minibatch_indices(num_points, batch_size, num_steps, seed)):
-        optimiser.zero_grad()
-        loss = loss_of_batch(index)
-        if parameters:  # (none: a model whose q(u) moves by natural gradients alone)
+        if optimiser is None:
+            with torch.no_grad():
+                loss = loss_of_batch(index)
+        else:
+            optimiser.zero_grad()
+            loss = loss_of_batch(index)
             loss.backward()
             optimiser.step()
         losses.append(float(loss.detach()))
