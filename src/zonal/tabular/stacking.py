@@ -179,7 +179,7 @@ def condition_on_all_rows(model: ZonalModel, split: Split) -> None:
             condition_member(member, x, y)
 
 
-def condition_member(member: ZonalModel, x: torch.Tensor, y: torch.Tensor) -> None:
+def condition_member(member: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> None:
     """``condition_on_all_rows`` for one model on rows x [N, D], y [N]."""
     if isinstance(member, SGPR):
         member.fit_statistics(x, y)
