@@ -107,6 +107,22 @@ def expected_log_likelihood(
     return likelihood(samples).log_prob(y).mean(0).sum()
 
 
+def monte_carlo_draws(
+    likelihood: Likelihood,
+    marginals: Marginals,
+    num_samples: int,
+    generator: torch.Generator | None,
+) -> torch.Tensor | None:
+    """Standard normal draws [K, *b, N] for ``expected_log_likelihood`` at the rows of
+    ``marginals``, from ``generator``; None for a Gaussian likelihood (closed form) or a
+    one-dimensional one (quadrature)."""
+    if isinstance(likelihood, (_GaussianLikelihoodBase, _OneDimensionalLikelihood)):
+        return None
+    prior_mean = marginals.prior_mean  # [*b, N]
+    shape = (num_samples, *prior_mean.shape)
+    return torch.randn(shape, generator=generator, dtype=prior_mean.dtype, device=prior_mean.device)
+
+
 def whitened_kl(mean: torch.Tensor, covariance: torch.Tensor) -> torch.Tensor:
     """KL(N(m, S) || N(0, I)) summed over the batch, for m [*b, M] and S [*b, M, M]:
     (tr S + m^T m - M - log det S) / 2."""
@@ -135,11 +151,8 @@ def optimal_variational_q(
     precision raises ``zonal.linalg.NotPositiveDefiniteError``."""
     projection = marginals.projection  # [*b, M, N]
     num_rows = projection.shape[-1]
-    draws = None  # a Gaussian's expectation is closed form, a one-dimensional one's quadrature
-    if not isinstance(likelihood, (_GaussianLikelihoodBase, _OneDimensionalLikelihood)):
-        generator = torch.Generator(device=mean.device).manual_seed(seed)
-        shape = (num_samples, *marginals.prior_mean.shape)  # [K, *b, N]
-        draws = torch.randn(shape, generator=generator, dtype=mean.dtype, device=mean.device)
+    generator = torch.Generator(device=mean.device).manual_seed(seed)
+    draws = monte_carlo_draws(likelihood, marginals, num_samples, generator)  # fixed throughout
 
     def evaluate(m: torch.Tensor, s_v: torch.Tensor) -> tuple[Any, ...]:
         """(ELBO, mu, dELL/dmu, dELL/ds) at q(v) = N(m, s_v)."""
@@ -236,10 +249,7 @@ def stochastic_natural_step(
     ``step``; no line search (the minibatch ELBO is noisy). Returns (m', S'). The expectation of
     a likelihood of several latent functions (softmax) is a Monte Carlo average over
     ``num_samples`` draws from ``generator``."""
-    draws = None
-    if not isinstance(likelihood, (_GaussianLikelihoodBase, _OneDimensionalLikelihood)):
-        shape = (num_samples, *marginals.prior_mean.shape)  # [K, *b, B]
-        draws = torch.randn(shape, generator=generator, dtype=mean.dtype, device=mean.device)
+    draws = monte_carlo_draws(likelihood, marginals, num_samples, generator)
     mu, s = marginals.of(mean, covariance)
     mu, s = mu.requires_grad_(True), s.requires_grad_(True)
     with torch.enable_grad():

@@ -93,12 +93,12 @@ def train_built_svgp(
     optimum (Gaussian likelihood, when Kuf fits in memory), then Adam in the phases of
     ``SCHEDULE``; a classifier's q(u) moves by natural-gradient steps of size
     ``CLASSIFIER_NATURAL_STEP`` times the phase's factor instead, Adam its hyperparameters."""
-    if spec.get("likelihood", "gaussian") == "gaussian" and optimal_q_fits(model, len(x)):
+    classifier = spec.get("likelihood", "gaussian") != "gaussian"
+    if not classifier and optimal_q_fits(model, len(x)):
         model.set_optimal_variational_distribution(x, y)
+    natural = CLASSIFIER_NATURAL_STEP if classifier else None
     losses: list[float] = []
     try:
-        classifier = spec.get("likelihood", "gaussian") != "gaussian"
-        natural = CLASSIFIER_NATURAL_STEP if classifier else None
         scheduled_adam(model, x, y, steps=spec["steps"], batch_size=spec["batch_size"],
                        learning_rate=spec["learning_rate"], seed=spec["seed"], control=control,
                        losses=losses, natural_gradient=natural)  # fmt: skip
