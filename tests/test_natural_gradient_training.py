@@ -119,6 +119,40 @@ def test_minibatch_natural_gradient_steps_close_most_of_the_gap_to_the_optimum()
     assert after.elbo - after.trace[0] < 0.1 * (start.elbo - start.trace[0])
 
 
+def test_q_is_left_out_of_the_backward_pass_and_the_steps_are_unchanged():
+    """During natural-gradient training q(u)'s parameters do not require gradients (the
+    backward pass skips them) and afterwards they do again; the hyperparameters and q(u) end
+    where the same steps end with q(u) in the backward pass (a loop written here: the natural
+    step, then Adam on the hyperparameters from the ELBO's gradient), to 1e-10."""
+    x = inputs(200)
+    y = labels(x)
+    model = build("points", likelihood=BernoulliLikelihood().double())
+    reference = build("points", likelihood=BernoulliLikelihood().double())
+    seen = []
+
+    def record(step: int, loss: float) -> None:
+        seen.append([p.requires_grad for p in model.variational_parameters()])
+
+    fit_svgp(model, x, y, num_steps=6, batch_size=200, lr=0.05, natural_gradient=0.5,
+             callback=record)  # fmt: skip
+    assert seen and not any(any(flags) for flags in seen)
+    assert all(p.requires_grad for p in model.variational_parameters())
+    variational = {id(p) for p in reference.variational_parameters()}
+    hyperparameters = [p for p in reference.parameters() if id(p) not in variational]
+    optimiser = torch.optim.Adam(hyperparameters, lr=0.05)
+    objective = gpytorch.mlls.VariationalELBO(reference.likelihood, reference, num_data=len(x))
+    draws = torch.Generator().manual_seed(0)
+    reference.train()
+    for _ in range(6):
+        reference.natural_gradient_step(x, y, step=0.5, num_data=len(x), generator=draws)
+        optimiser.zero_grad()
+        (-objective(reference(x), y)).backward()
+        assert all(p.grad is not None for p in reference.variational_parameters())
+        optimiser.step()
+    for ours, theirs in zip(model.parameters(), reference.parameters(), strict=True):
+        torch.testing.assert_close(ours.detach(), theirs.detach(), rtol=1e-10, atol=1e-10)
+
+
 def test_natural_gradient_needs_an_svgp_and_a_step_in_the_unit_interval():
     x = inputs(30)
     y = torch.sin(x[:, 0])

@@ -97,6 +97,41 @@ def test_zonal_by_level_in_place_and_differentiable_agree(ambient_dim):
     torch.testing.assert_close(differentiable.detach(), expected, rtol=1e-13, atol=1e-13)
 
 
+def _by_level_reference(t, sizes, ambient_dim):
+    """Z_{n(m)}(t_m) by the plain out-of-place recurrence (autograd differentiates it)."""
+    degrees = torch.repeat_interleave(torch.arange(len(sizes)), torch.tensor(sizes))  # [M]
+    stacked = zonal_harmonic(t, len(sizes) - 1, ambient_dim)  # [..., M, L + 1]
+    return stacked.gather(-1, degrees.expand(*t.shape[:-1], -1).unsqueeze(-1)).squeeze(-1)
+
+
+@pytest.mark.parametrize("ambient_dim", [2, 3, 4, 7])
+@pytest.mark.parametrize("sizes", [[1, 0, 3, 2, 4], [2, 3], [0, 2, 0, 0, 3, 1], [1]])
+def test_zonal_by_level_gradients_are_the_plain_recurrences(ambient_dim, sizes):
+    """The closed-form derivative (``_ZonalByLevel``: the recurrence one dimension up) gives the
+    gradient and the second derivative that autograd takes through the plain recurrence."""
+    generator = torch.Generator().manual_seed(1)
+    t = torch.rand(5, sum(sizes), generator=generator, dtype=torch.float64) * 2 - 1
+    weights = torch.randn(5, sum(sizes), generator=generator, dtype=torch.float64)
+    derivatives = []
+    for evaluate in (zonal_by_level, _by_level_reference):
+        leaf = t.clone().requires_grad_()
+        value = (weights * evaluate(leaf, sizes, ambient_dim)).sum() + 0 * leaf.sum()
+        (gradient,) = torch.autograd.grad(value, leaf, create_graph=True)
+        (second,) = torch.autograd.grad((gradient * weights).sum() + 0 * leaf.sum(), leaf)
+        derivatives.append((gradient.detach(), second))
+    torch.testing.assert_close(derivatives[0][0], derivatives[1][0], rtol=1e-11, atol=1e-11)
+    torch.testing.assert_close(derivatives[0][1], derivatives[1][1], rtol=1e-10, atol=1e-10)
+
+
+def test_zonal_by_level_gradcheck():
+    """Against central finite differences (torch.autograd.gradcheck and gradgradcheck)."""
+    generator = torch.Generator().manual_seed(2)
+    t = (torch.rand(3, 8, generator=generator, dtype=torch.float64) * 1.8 - 0.9).requires_grad_()
+    sizes = [1, 2, 0, 3, 2]
+    assert torch.autograd.gradcheck(lambda u: zonal_by_level(u, sizes, 5), (t,))
+    assert torch.autograd.gradgradcheck(lambda u: zonal_by_level(u, sizes, 5), (t,))
+
+
 def test_iterator_yields_the_stack():
     t = grid(9)
     for alpha in ALPHAS:
