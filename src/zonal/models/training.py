@@ -155,10 +155,10 @@ def fit_svgp(
     draws = None
     frozen: list[torch.nn.Parameter] = []
     if natural_gradient is not None:
-        variational = {id(p) for p in model.variational_parameters()}  # type: ignore[operator]
-        parameters = [p for p in parameters if id(p) not in variational]  # Adam's: the rest
+        variational = list(model.variational_parameters())  # type: ignore[operator]
+        parameters = [p for p in parameters if all(p is not q for q in variational)]  # Adam's
         # q(u) moves by its own steps: the backward pass need not differentiate it
-        frozen = [p for p in model.variational_parameters() if p.requires_grad]  # type: ignore[operator]
+        frozen = [p for p in variational if p.requires_grad]
         draws = torch.Generator(device=x.device).manual_seed(
             seed if isinstance(seed, int) else seed.initial_seed()
         )
