@@ -283,7 +283,8 @@ class TrainingControl:
     often, early stopping after ``patience`` evaluations without improvement or, in a stage with a
     deadline, at an evaluation that finds the best score older than ``patience_share`` of the
     stage's time (the best state is kept), and a tqdm progress bar on stderr (``progress``) named
-    ``label``.
+    ``label``. With ``early_stopping=False`` every stage runs to its steps or its deadline and
+    still keeps its best validated state.
 
     ``validation`` holds the validation inputs and targets for stages that score a module other
     than the model (the activated DGP's network stage). ``interval`` is the number of steps between
@@ -299,6 +300,7 @@ class TrainingControl:
     progress: bool = False
     label: str = ""
     interval: int = MIN_EVALUATION_INTERVAL
+    early_stopping: bool = True
 
     def __post_init__(self) -> None:
         if not 0 < self.patience_share <= 1:
@@ -334,15 +336,15 @@ class TrainingControl:
         """A ``StageWatch`` over ``steps`` steps of ``module`` that may use ``share`` of the time
         left; ``score`` overrides the control's (None: no validation in this stage), and
         ``patience_share`` the control's patience in time for this stage; with
-        ``early_stopping=False`` the stage runs to its steps or its deadline (the best validated
-        state is still kept)."""
+        ``early_stopping=False`` (here or in the control) the stage runs to its steps or its
+        deadline (the best validated state is still kept)."""
         stage_score = self.score if score == "default" else score
         if patience_share is not None and not 0 < patience_share <= 1:
             raise ValueError(f"patience_share must lie in (0, 1], got {patience_share!r}")
         deadline = self.share_deadline(share)
         return StageWatch(self, module, steps, stage, deadline, stage_score,
                           self.patience_share if patience_share is None else patience_share,
-                          early_stopping=early_stopping)  # fmt: skip
+                          early_stopping=early_stopping and self.early_stopping)  # fmt: skip
 
 
 class StageWatch:
