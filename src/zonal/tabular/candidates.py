@@ -129,7 +129,9 @@ def stops_early(name: str, target: Target) -> bool:
     patience ended it on noise: ``svgp-points`` on banana's splits 3 and 7 (239 watching rows,
     a 15 s share) stopped after 11-13 s at test log likelihoods per row of -0.2532 and -0.2275,
     and ran to the end of the share, keeping its best validated state, to -0.2496 and -0.2184
-    (docs/cli.md, session 36, with the rule's check on the development suite)."""
+    (docs/cli.md, session 36: adopted by a rule declared before its run; on the 9 development
+    classification tables the mean test log likelihood rose 0.0013 nats a row and the accuracy
+    0.0008, most on the tables of thousands of rows)."""
     return not (name in START_MODELS and target.is_classification)
 
 

@@ -10,8 +10,10 @@
    rows' statistics. Training keeps the state with the best validation log likelihood (early
    stopping, ``zonal.models.training.TrainingControl``: a stage ends after ``PATIENCE``
    evaluations without a gain, or at an evaluation that finds its best score older than
-   ``PATIENCE_SHARE`` of the stage's time, so that a plateau ends it whatever its steps cost); the
-   validation log likelihood then stacks or chooses the model (step 3).
+   ``PATIENCE_SHARE`` of the stage's time, so that a plateau ends it whatever its steps cost;
+   under ``auto`` an SVGP classifier's stages run to their end, keeping the best state:
+   ``zonal.tabular.candidates.stops_early``); the validation log likelihood then stacks or
+   chooses the model (step 3).
 3. **The model** (``model="auto"``): the candidates of ``zonal.tabular.recipes.auto_candidates`` for the
    training rows N and inputs D, trained one after the other within the wall-clock ``budget``
    (each candidate may use the time left divided by the candidates left; the one-pass SGPR comes
