@@ -68,3 +68,27 @@ def test_a_matrix_that_is_not_positive_definite_is_named():
         gaussian_log_density(matrix, torch.zeros(3, dtype=torch.float64), name="the test's matrix")
     with pytest.raises(NotPositiveDefiniteError, match="NaN"):
         cholesky(torch.full((2, 2), math.nan, dtype=torch.float64))
+
+
+@pytest.mark.parametrize(
+    "entry, value",
+    [
+        ((0, 0), math.nan),
+        ((3, 1), math.nan),
+        ((4, 4), math.inf),
+        ((2, 0), math.inf),
+        ((4, 3), -math.inf),
+    ],
+)
+def test_a_non_finite_entry_of_the_lower_triangle_is_named(entry, value):
+    # the factor is computed without scanning the matrix first: each such entry must still
+    # surface as the named error, never as a factor holding NaN
+    matrix = spd(5).unsqueeze(0).repeat(3, 1, 1)  # a batch, the bad entry in its second matrix
+    matrix[1, entry[0], entry[1]] = value
+    with pytest.raises(NotPositiveDefiniteError, match="the test's matrix contains NaN"):
+        cholesky(matrix, name="the test's matrix")
+
+
+def test_the_factor_of_a_finite_matrix_is_torchs():
+    matrix = spd(6).unsqueeze(0).repeat(2, 1, 1)
+    torch.testing.assert_close(cholesky(matrix), torch.linalg.cholesky(matrix), rtol=0, atol=0)
