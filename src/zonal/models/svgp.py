@@ -237,7 +237,8 @@ class SVGP(ApproximateGP, ZonalModel):
         the prior mean mu_0 and r = diag(Kff) - colsum(B * B), the variance q(f) adds to
         diag(B^T S B) (``InterDomainVariationalStrategy.forward``)."""
         strategy = self.inducing_strategy
-        lifted = self.lift(x)  # [N, d]
+        with torch.enable_grad():  # the lift's graph, for a projection shared with the ELBO
+            lifted = self.lift(x)  # [N, d]
         _, projection = strategy.projection(lifted)  # B = L^{-1} Kuf [*b', M, N]
         q = strategy.current_q()
         mean, covariance = q.mean, q.covariance_matrix  # [*b, M], [*b, M, M]

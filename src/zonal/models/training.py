@@ -136,7 +136,8 @@ def fit_svgp(
     fixed, as GPflow's ``NaturalGradient`` with Adam and GPyTorch's ``NGD`` with Adam do
     (Salimbeni, Eleftheriadis & Hensman 2018). q(u)'s parameters do not require gradients
     during the training (the backward pass skips them: 0.8x its time for 10 classes), and do
-    again afterwards.
+    again afterwards. Within a step both read one B = L^{-1} Kuf, computed once
+    (``InterDomainVariationalStrategy.shared_projection``: q(u)'s step does not change it).
     """
     if natural_gradient is not None:
         if not hasattr(model, "natural_gradient_step"):
@@ -164,11 +165,15 @@ def fit_svgp(
         )
 
     def loss_of_batch(index: torch.Tensor) -> torch.Tensor:
-        if natural_gradient is not None:  # q(u) first, by its natural gradient
+        if natural_gradient is None:
+            return -objective(model(x[index]), y[index])
+        # q(u) first, by its natural gradient; the step and the ELBO after it read one
+        # B = L^{-1} Kuf, which q(u) does not change (0.87x the step's time on banana's points)
+        with model.inducing_strategy.shared_projection():  # type: ignore[union-attr,operator]
             model.natural_gradient_step(  # type: ignore[operator]
                 x[index], y[index], step=natural_gradient, num_data=len(x), generator=draws
             )
-        return -objective(model(x[index]), y[index])
+            return -objective(model(x[index]), y[index])
 
     for parameter in frozen:
         parameter.requires_grad_(False)

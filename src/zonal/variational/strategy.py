@@ -22,7 +22,8 @@ it fresh) and the Titsias optimum for a Gaussian likelihood
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -89,6 +90,8 @@ class InterDomainVariationalStrategy(_VariationalStrategy):
         )
         self.features = features
         self.whiten = whiten
+        # (inputs, (A, B)) computed within ``shared_projection``; None outside it
+        self._shared: list[tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]] | None = None
 
     def _apply(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """``.to`` / ``.cuda`` / ``.double``: also drop GPyTorch's cached q(u), which would keep
@@ -155,15 +158,47 @@ class InterDomainVariationalStrategy(_VariationalStrategy):
         kuu = kuu.to(dtype).expand(*batch_shape, num_inducing, num_inducing)
         return MultivariateNormal(zeros, kuu)
 
+    @contextmanager
+    def shared_projection(self) -> Iterator[None]:
+        """Within this context ``projection`` computes (A, B) once per distinct input and hands
+        the same tensors to every later call on equal inputs (their values compared, whatever
+        their batch dimensions of size 1), with the autograd graph to the hyperparameters kept
+        even when the first call came under ``torch.no_grad``. For one training step that reads
+        B twice at the same hyperparameters: the natural-gradient step on q(u) and the ELBO's
+        forward after it (``zonal.models.training.fit_svgp``), which B does not depend on. The
+        results are forgotten when the context ends; the hyperparameters must not change within
+        it."""
+        if self._shared is not None:
+            raise RuntimeError("shared_projection is already active on this strategy")
+        self._shared = []
+        try:
+            yield
+        finally:
+            self._shared = None
+
     def projection(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(A, B) [*b, M, N] for inputs x [*b, N, d]: B = L^{-1} Kuf and A = B (whitened) or
         Kuu^{-1} Kuf = L^{-T} B, so that Qff = Kfu Kuu^{-1} Kuf = B^T B.
 
         Batch dimensions along which x is only expanded (stride 0, as GPyTorch's ``DeepGPLayer``
         repeats a layer's input for each of its outputs) are computed once: the results have
-        size 1 there and broadcast.
+        size 1 there and broadcast. Within ``shared_projection`` equal inputs share one result.
         """
         x = compact(x)
+        if self._shared is None:
+            return self._projection(x)
+        rows = x.reshape(-1, *x.shape[-2:]) if all(size == 1 for size in x.shape[:-2]) else None
+        for inputs, result in self._shared:
+            if rows is not None and inputs.shape == rows.shape and torch.equal(inputs, rows):
+                return result
+        with torch.enable_grad():  # the ELBO's backward reads it too
+            result = self._projection(x)
+        if rows is not None:
+            self._shared.append((rows, result))
+        return result
+
+    def _projection(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``projection`` for compacted inputs x [*b, N, d], computed."""
         kuu = self._kuu()
         kuf = self.features.kuf(self._kernel(), x)  # [*b, M, N]
         if isinstance(kuu, DiagLinearOperator):
