@@ -1,17 +1,22 @@
 """Training an SVGP with natural-gradient steps on q(u) and Adam on its hyperparameters
 (``fit_svgp(natural_gradient=...)``, ``SVGP.natural_gradient_step``): each minibatch step is
 GPyTorch's ``NGD`` step, a full-batch step of size 1 lands on Titsias' optimum, and the training
-ends with q(u) at the ELBO's optimum for the hyperparameters it learned."""
+ends with q(u) at the ELBO's optimum for the hyperparameters it learned. Within a step, q(u)'s
+step and the ELBO after it read one B = L^{-1} Kuf (``InterDomainVariationalStrategy.
+shared_projection``), computed once, with the loss and gradients of computing it twice."""
 
 from __future__ import annotations
+
+import contextlib
 
 import gpytorch
 import pytest
 import torch
 from gpytorch.kernels import RBFKernel, ScaleKernel
-from gpytorch.likelihoods import BernoulliLikelihood
+from gpytorch.likelihoods import BernoulliLikelihood, SoftmaxLikelihood
 
 from zonal.features import InducingPoints, SphericalHarmonicFeatures
+from zonal.geometry import SphereEmbedding
 from zonal.kernels import ArcCosineKernel
 from zonal.models import SGPR, SVGP, fit_svgp
 
@@ -27,8 +32,17 @@ def labels(x: torch.Tensor) -> torch.Tensor:
     return (torch.sin(2 * x[:, 0]) + x[:, 1] > 0).double()  # [N] in {0, 1}
 
 
-def build(kind: str, *, family: str = "cholesky", whiten: bool = True, likelihood=None) -> SVGP:
-    """The same SVGP for each ``family``: q(u) moved off the prior (so that a step has work)."""
+def build(
+    kind: str,
+    *,
+    family: str = "cholesky",
+    whiten: bool = True,
+    likelihood=None,
+    num_outputs: int = 1,
+    input_map=None,
+) -> SVGP:
+    """The same SVGP for each ``family``: q(u) moved off the prior (so that a step has work); a
+    batch of ``num_outputs`` q(u) for a softmax likelihood."""
     if kind == "points":
         kernel = ScaleKernel(RBFKernel()).double()
         rows = inputs(10, seed=5)
@@ -37,12 +51,13 @@ def build(kind: str, *, family: str = "cholesky", whiten: bool = True, likelihoo
         kernel = ArcCosineKernel(INPUT_DIM + 1, homogeneous=True)
         features = SphericalHarmonicFeatures(INPUT_DIM + 1, 4, kernel=kernel)
     model = SVGP(kernel, features, INPUT_DIM, likelihood=likelihood, whiten=whiten,
-                 variational_family=family)  # fmt: skip
-    num_inducing = features.num_inducing
+                 variational_family=family, num_outputs=num_outputs,
+                 input_map=input_map)  # fmt: skip
+    shape = (num_outputs, features.num_inducing) if num_outputs > 1 else (features.num_inducing,)
     generator = torch.Generator().manual_seed(3)
-    mean = 0.3 * torch.randn(num_inducing, generator=generator, dtype=torch.float64)
-    root = 0.2 * torch.randn(num_inducing, num_inducing, generator=generator, dtype=torch.float64)
-    covariance = root @ root.mT + 0.5 * torch.eye(num_inducing, dtype=torch.float64)
+    mean = 0.3 * torch.randn(*shape, generator=generator, dtype=torch.float64)
+    root = 0.2 * torch.randn(*shape, shape[-1], generator=generator, dtype=torch.float64)
+    covariance = root @ root.mT + 0.5 * torch.eye(shape[-1], dtype=torch.float64)
     model.inducing_strategy.set_variational(mean, covariance, whitened=True)
     return model
 
@@ -163,3 +178,106 @@ def test_natural_gradient_needs_an_svgp_and_a_step_in_the_unit_interval():
     for step in (0.0, 1.5):
         with pytest.raises(ValueError, match=r"natural_gradient must lie in \(0, 1\]"):
             fit_svgp(build("points"), x, y, num_steps=1, natural_gradient=step)
+
+
+def labels_of(x: torch.Tensor, classes: int) -> torch.Tensor:
+    """Two classes as ``labels``; three by thresholds on the same score."""
+    if classes == 2:
+        return labels(x)
+    score = torch.sin(2 * x[:, 0]) + x[:, 1]  # [N]
+    return torch.bucketize(score, torch.tensor([-0.5, 0.5], dtype=torch.float64))  # [N] in 0..2
+
+
+def classifier(kind: str, classes: int) -> SVGP:
+    """``build`` with learned input scales (so that the lift is in the graph too), Bernoulli or
+    softmax."""
+    if classes == 2:
+        likelihood, outputs = BernoulliLikelihood(), 1
+    else:
+        likelihood = SoftmaxLikelihood(
+            num_features=classes, num_classes=classes, mixing_weights=False
+        )
+        outputs = classes
+    embedding = SphereEmbedding(1.0, input_scales=1.0, input_dim=INPUT_DIM)
+    return build(kind, likelihood=likelihood, num_outputs=outputs, input_map=embedding)
+
+
+def one_step(
+    model: SVGP, x: torch.Tensor, y: torch.Tensor, shared: bool
+) -> dict[str, torch.Tensor]:
+    """A natural-gradient step on q(u) then the ELBO's loss and its gradients, as ``fit_svgp``
+    takes them; returns the loss and each parameter's gradient."""
+    model.train()
+    objective = gpytorch.mlls.VariationalELBO(model.likelihood, model, num_data=4 * len(x))
+    strategy = model.inducing_strategy
+    context = strategy.shared_projection() if shared else contextlib.nullcontext()
+    generator = torch.Generator().manual_seed(7)
+    with context:
+        model.natural_gradient_step(x, y, step=0.3, num_data=4 * len(x), generator=generator)
+        torch.manual_seed(11)  # the softmax ELBO's Monte Carlo draws
+        loss = -objective(model(x), y)
+    loss.backward()
+    found = {"loss": loss.detach()}
+    found.update({name: parameter.grad.clone() for name, parameter in model.named_parameters()
+                  if parameter.grad is not None})  # fmt: skip
+    return found
+
+
+@pytest.mark.parametrize("kind", ["points", "harmonic"])
+@pytest.mark.parametrize("classes", [2, 3])
+def test_a_shared_step_computes_kuf_once_with_the_same_loss_and_gradients(
+    kind, classes, monkeypatch
+):
+    x = inputs(60)
+    y = labels_of(x, classes)
+    model = classifier(kind, classes)
+    twin = classifier(kind, classes)
+    twin.load_state_dict(model.state_dict())
+    calls: list[int] = []
+    kuf = type(model.features).kuf
+
+    def counted(self, kernel, points):
+        calls.append(1)
+        return kuf(self, kernel, points)
+
+    monkeypatch.setattr(type(model.features), "kuf", counted)
+    shared = one_step(model, x, y, shared=True)
+    assert len(calls) == 1  # the natural-gradient step's, reused by the ELBO's forward
+    plain = one_step(twin, x, y, shared=False)
+    assert len(calls) == 3
+    assert shared.keys() == plain.keys()
+    assert "input_map.raw_input_scales" in shared  # the gradient reaches the lift's scales
+    for name in plain:
+        torch.testing.assert_close(shared[name], plain[name], rtol=1e-10, atol=1e-12, msg=name)
+
+
+def test_nothing_is_kept_outside_the_context_and_it_does_not_nest():
+    model = classifier("points", 2)
+    strategy = model.inducing_strategy
+    lifted = model.lift(inputs(20))
+    with strategy.shared_projection():
+        first = strategy.projection(lifted)
+        assert strategy.projection(lifted.clone())[1] is first[1]
+        assert strategy.projection(lifted[:10])[1] is not first[1]  # other rows, computed
+        with pytest.raises(RuntimeError, match="already active"), strategy.shared_projection():
+            pass
+    assert strategy.projection(lifted)[1] is not first[1]
+    with torch.no_grad():
+        model.covar_module.outputscale = 2.0 * model.covar_module.outputscale
+    with strategy.shared_projection():  # a new context sees the new hyperparameters
+        again = strategy.projection(lifted)[1]
+    assert not torch.allclose(again, first[1])
+
+
+def test_fit_svgp_with_the_shared_projection_follows_the_twice_computed_path(monkeypatch):
+    # the whole training loop: the same losses, step after step, as with B computed twice
+    x = inputs(150)
+    y = labels_of(x, 2)
+    model = classifier("harmonic", 2)
+    twin = classifier("harmonic", 2)
+    twin.load_state_dict(model.state_dict())
+    shared = fit_svgp(model, x, y, num_steps=8, batch_size=50, lr=0.05, natural_gradient=0.5)
+    strategy_type = type(model.inducing_strategy)
+    monkeypatch.setattr(strategy_type, "shared_projection", lambda self: contextlib.nullcontext())
+    plain = fit_svgp(twin, x, y, num_steps=8, batch_size=50, lr=0.05, natural_gradient=0.5)
+    assert shared == pytest.approx(plain, rel=1e-10)
