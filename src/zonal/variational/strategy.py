@@ -90,8 +90,10 @@ class InterDomainVariationalStrategy(_VariationalStrategy):
         )
         self.features = features
         self.whiten = whiten
-        # (inputs, (A, B)) computed within ``shared_projection``; None outside it
-        self._shared: list[tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]] | None = None
+
+    #: (inputs, (A, B)) computed within ``shared_projection``; None outside it (a class default,
+    #: so that a strategy pickled before it existed loads too)
+    _shared: list[tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]] | None = None
 
     def _apply(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """``.to`` / ``.cuda`` / ``.double``: also drop GPyTorch's cached q(u), which would keep
