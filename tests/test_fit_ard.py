@@ -28,6 +28,9 @@ def test_ard_scales_are_learnt_saved_and_reloaded(model, tmp_path):
     scales = fitted.trained.model.input_map.input_scales.detach().numpy()  # [4]
     if model == "sgpr":  # L-BFGS on the bound: the two unused columns are switched off
         assert scales[2:].max() < 0.1 * scales[:2].min()
+    else:  # Adam moved them from their start of 1, the used columns above the unused
+        assert np.abs(scales - 1.0).max() > 0.1
+        assert scales[:2].min() > scales[2:].max()
     save_model(fitted, tmp_path / "model.pt")
     loaded = load_model(tmp_path / "model.pt")
     np.testing.assert_array_equal(loaded.trained.model.input_map.input_scales.detach().numpy(),

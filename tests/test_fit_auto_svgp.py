@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from zonal.tabular.candidates import train_candidates
+from zonal.tabular.candidates import start_options, train_candidates
 from zonal.tabular.recipes import resolve_spec
 from zonal.tabular.split import Split
 from zonal.tabular.targets import REGRESSION, Target
@@ -56,7 +56,15 @@ def test_a_named_svgp_starts_at_the_defaults_and_the_start_is_checked():
 
 
 def test_classification_candidates_start_at_the_defaults():
+    # an SGPR was trained (as for a regression), yet a classifier's SVGP does not start from it
     split = _linear_split(120, 2)
+    fits, _, _ = train_candidates(
+        ["sgpr"], split, REGRESSION, None, False,
+        automatic=True, seed=0, options={"num_inducing": 8, "steps": 5},
+    )  # fmt: skip
+    assert start_options("svgp", fits, Target("bernoulli", ("0", "1"))) == {}
+    assert start_options("svgp-points", fits, Target("softmax", ("0", "1", "2"))) == {}
+    assert set(start_options("svgp", fits, REGRESSION)) == {"initial_noise", "initial_outputscale"}
     labels = (split.y_train > 0).long(), (split.y_valid > 0).long()
     split = Split(split.x_train, labels[0], split.x_valid, labels[1])
     fits, _, _ = train_candidates(
@@ -64,3 +72,4 @@ def test_classification_candidates_start_at_the_defaults():
         automatic=True, seed=0, options={"num_inducing": 8, "steps": 5},
     )  # fmt: skip
     assert "initial_noise" not in fits["svgp-activated"].spec
+    assert "initial_outputscale" not in fits["svgp-activated"].spec

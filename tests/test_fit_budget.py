@@ -65,13 +65,32 @@ def test_a_deadline_far_away_reaches_the_same_optimum_as_no_deadline():
         np.testing.assert_allclose(float(bounded.elbo()), float(free.elbo()), rtol=1e-4)
 
 
-def test_train_sgpr_ends_near_its_deadline():
+def test_train_sgpr_ends_near_its_deadline(monkeypatch):
+    # each bound evaluation made slow, so that the deadline (not convergence) ends the fit
     _, x, y = _sgpr(400)
     spec = resolve_spec(x.shape[1], model="sgpr", num_inducing=120, steps=500)
+    evaluations: list[int] = []
+    elbo = SGPR.elbo
+
+    def counted(self, *args, **kwargs):
+        evaluations.append(1)
+        return elbo(self, *args, **kwargs)
+
+    monkeypatch.setattr(SGPR, "elbo", counted)
+    train_sgpr(spec, x, y, TrainingControl())
+    unbounded = len(evaluations)
+    evaluations.clear()
+
+    def slow(self, *args, **kwargs):
+        time.sleep(0.05)
+        return counted(self, *args, **kwargs)
+
+    monkeypatch.setattr(SGPR, "elbo", slow)
     started = time.monotonic()
-    control = TrainingControl(deadline=started + 0.5)
-    fit = train_sgpr(spec, x, y, control)
-    assert time.monotonic() - started < 0.5 + 5.0  # the pass and one iteration past the deadline
+    fit = train_sgpr(spec, x, y, TrainingControl(deadline=started + 0.3))
+    elapsed = time.monotonic() - started
+    assert len(evaluations) < unbounded  # the deadline ended it (unbounded: > 0.05 s x count)
+    assert elapsed < 0.3 + 2.0  # the pass and one evaluation past the deadline
     assert np.isfinite(fit.objective)
 
 

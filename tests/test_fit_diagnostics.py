@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from zonal.datasets import Standardizer
+from zonal.models.stacking import quantize_weights, stacking_weights
 from zonal.tabular.diagnostics import REFINEMENT, SGPR_ARD, FitDiagnostics
 from zonal.tabular.fitting import fit_data
 from zonal.tabular.model import STACKED
@@ -150,7 +151,12 @@ def test_classification_keeps_each_candidate_with_accuracy_and_tll(classified):
     assert set(variants) == set(diagnostics.auto_models)
     kept = [name for name in diagnostics.auto_models if fitted.scores[name]["weight"] > 0]
     assert fitted.spec["model"] == (STACKED if len(kept) > 1 else kept[0])  # auto stacks them
-    assert all(0 <= v["accuracy"] <= 1 and v["tll"] <= 0 for v in variants.values())
+    probabilities = diagnostics.test_probabilities(x_test)  # the same seeded draws
+    truth = labels[:30].astype(np.int64)
+    for name, scores in variants.items():
+        chosen = probabilities[name].numpy()  # [30, 2]
+        assert scores["accuracy"] == pytest.approx(np.mean(chosen.argmax(-1) == truth))
+        assert scores["tll"] == pytest.approx(np.log(chosen[np.arange(30), truth]).mean(), rel=1e-9)
 
 
 def test_a_classifiers_validation_densities_are_what_auto_scored(classified):
@@ -229,8 +235,15 @@ def test_per_row_records_rebuild_every_stack(diagnosed, benchmark_module, fit_ru
         assert tll == pytest.approx(scores["tll"] + math.log(2), abs=1e-4), key  # densities 2x
     everything = frozenset(diagnostics.fits)
     plain, _ = fit_rules.stack_scores(unit, everything, "plain")
-    single = [fit_rules.stack_scores(unit, frozenset([name]))[0] for name in everything]
-    assert min(single) * 0.5 < plain < max(single) * 1.5  # a mixture's error, not a new model's
+    # the same stack computed here from the fit's own records: the plain weights of its
+    # validation densities, the mixture of its test means, the error in the suite's unit
+    names = [name for name in diagnostics.auto_models if name in everything]
+    names += sorted(everything - set(names))
+    densities = torch.stack([diagnostics.validation_log_density[name] for name in names], 1)
+    weights = quantize_weights(stacking_weights(densities))  # [K]
+    mixed = sum(weight * moments[name][0] for weight, name in zip(weights, names, strict=True))
+    expected = float((mixed - targets).square().mean()) / 4
+    assert plain == pytest.approx(expected, rel=1e-6)
 
 
 def made_up_unit(table: str, gap: float, mse_without: float, mse_with: float) -> dict:

@@ -205,10 +205,21 @@ def test_a_cost_that_grows_as_the_square_is_found_by_the_larger_probe(monkeypatc
     assert exact_fits_budget(x, at_full_size * 1.01)  # the cube from 512 rows predicted 4x
 
 
-def test_the_timed_evaluation_is_of_the_subsample():
-    seconds, rows = exact_recipe.evaluation_seconds(torch.randn(40, 2, dtype=torch.float64))
-    assert rows == 40 and len(seconds) == len(EXACT_AUTO_KERNELS)
-    assert all(0 < value < 10 for value in seconds)
+def test_the_timed_evaluation_is_of_the_subsample(monkeypatch):
+    probed: list[int] = []
+    build = exact_recipe.exact_gp
+
+    def recorded(spec, x, y):
+        probed.append(len(x))
+        return build(spec, x, y)
+
+    monkeypatch.setattr(exact_recipe, "exact_gp", recorded)
+    seconds, rows = exact_recipe.evaluation_seconds(torch.randn(40, 2, dtype=torch.float64), 16)
+    assert rows == 16 and probed == [16] * len(EXACT_AUTO_KERNELS)  # the first 16 of 40 rows
+    assert len(seconds) == len(EXACT_AUTO_KERNELS) and all(0 < value < 10 for value in seconds)
+    probed.clear()
+    assert exact_recipe.evaluation_seconds(torch.randn(40, 2, dtype=torch.float64))[1] == 40
+    assert probed == [40] * len(EXACT_AUTO_KERNELS)  # fewer rows than the probe's: all of them
 
 
 def test_a_broken_leave_one_out_density_gets_weight_zero_and_all_broken_fall_back_to_log_p_y(

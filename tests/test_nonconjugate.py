@@ -99,16 +99,19 @@ def test_a_probit_classifier_reaches_the_stationary_point_of_gpytorchs_elbo(kind
     assert result.trace[0] == pytest.approx(start, rel=1e-9)  # its ELBO is GPyTorch's
     elbo = gpytorch_elbo(model, x, y)
     assert float(elbo) == pytest.approx(result.elbo, rel=1e-9)
+    # stationary in both of q(u)'s parameters: the mean and the covariance's Cholesky root
     distribution = model.inducing_strategy._variational_distribution
-    mean = distribution.variational_mean
-    (gradient,) = torch.autograd.grad(elbo, [mean])
+    parameters = [distribution.variational_mean, distribution.chol_variational_covar]
+    gradients = torch.autograd.grad(elbo, parameters)
     model.zero_grad()
     start_model = build(kind, likelihood=BernoulliLikelihood().double())
     start_elbo = gpytorch_elbo(start_model, x, y)
-    (start_gradient,) = torch.autograd.grad(
-        start_elbo, [start_model.inducing_strategy._variational_distribution.variational_mean]
+    start_distribution = start_model.inducing_strategy._variational_distribution
+    start_gradients = torch.autograd.grad(
+        start_elbo, [start_distribution.variational_mean, start_distribution.chol_variational_covar]
     )
-    assert gradient.norm() < 1e-4 * start_gradient.norm()
+    for gradient, start_gradient in zip(gradients, start_gradients, strict=True):
+        assert gradient.norm() < 1e-4 * start_gradient.norm()
 
 
 def test_a_softmax_classifier_beats_adam_on_its_variational_parameters():

@@ -551,8 +551,9 @@ def test_all_weight_on_one_component_reproduces_it(components, data, query_input
 def test_log_expected_improvement_of_one_component_matches_the_component_alone(
     components, data, query_inputs
 ):
-    """The mixture of 20 copies of the svgp, sharing BoTorch's base samples across its mixture
-    dimension, gives the svgp's own qLogEI."""
+    """A mixture that gives the svgp all the weight (its 20 repeats divided by their greatest
+    common divisor: a mixture dimension of one) gives the svgp's own qLogEI; the sharing of base
+    samples across several repeats is the next test's."""
     _, y = data
     model = StackedModel(components, [0.0, 1.0, 0.0])
     candidates = query_inputs[:12].reshape(6, 2, INPUT_DIM)  # [b, q, D]
