@@ -117,12 +117,16 @@ def empirical_ntk(points, depth, width, seed):
 
 @pytest.mark.parametrize(("depth", "width"), [(1, 8192), (2, 2048)])
 def test_ntk_matches_wide_network(depth, width):
-    """The empirical NTK concentrates at rate 1/sqrt(width): tolerance 0.1 on k in [0, 1]."""
+    """The empirical NTK concentrates at rate 1/sqrt(width): within 0.05 on k in [0, 1] (the
+    seeded networks' largest error: 0.015 at depth 1, 0.030 at depth 2), where the kernel of the
+    next depth is further than that (so the tolerance tells the depths apart)."""
     points = random_sphere(4, 3, seed=5)
     empirical = sum(empirical_ntk(points, depth, width, seed) for seed in range(3)) / 3
     with torch.no_grad():
         kernel = ReLUNTKernel(3, depth=depth)(points).to_dense()
-    torch.testing.assert_close(empirical / (depth + 1), kernel, rtol=0, atol=0.1)
+        deeper = ReLUNTKernel(3, depth=depth + 1)(points).to_dense()
+    torch.testing.assert_close(empirical / (depth + 1), kernel, rtol=0, atol=0.05)
+    assert float((empirical / (depth + 1) - deeper).abs().max()) > 0.05
 
 
 def test_two_layer_ntk_is_bietti_mairal_formula():

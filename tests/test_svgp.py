@@ -195,10 +195,24 @@ def test_multi_output_is_a_batch_of_independent_svgps():
     kernel = PolynomialDecayKernel(AMBIENT_DIM, max_degree=8, beta=2.0, homogeneous=True)
     features = SphericalHarmonicFeatures(AMBIENT_DIM, 3)
     model = SVGP(kernel, features, INPUT_DIM, num_outputs=2)
+    generator = torch.Generator().manual_seed(4)
+    size = features.num_inducing
+    means = 0.5 * torch.randn(2, size, generator=generator, dtype=torch.float64)  # [2, M]
+    roots = 0.3 * torch.randn(2, size, size, generator=generator, dtype=torch.float64)
+    covariances = roots @ roots.mT + 0.1 * torch.eye(size, dtype=torch.float64)  # [2, M, M]
+    model.inducing_strategy.set_variational(means, covariances, whitened=True)
     model.eval()
     with torch.no_grad():
         posterior = model(x)
     assert posterior.mean.shape == (12, 2)
+    for output in range(2):  # each column is the single-output SVGP with that output's q(u)
+        single = SVGP(kernel, features, INPUT_DIM)
+        single.inducing_strategy.set_variational(means[output], covariances[output], whitened=True)
+        single.eval()
+        with torch.no_grad():
+            alone = single(x)
+        torch.testing.assert_close(posterior.mean[:, output], alone.mean)
+        torch.testing.assert_close(posterior.variance[:, output], alone.variance)
 
 
 def test_training_improves_the_elbo_and_fits():
