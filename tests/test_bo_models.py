@@ -166,7 +166,9 @@ def test_the_mixture_posterior_has_the_hand_computed_mixture_moments(models, nam
 @pytest.mark.parametrize("name", ["DGP", "ResidualDGP"])
 def test_deep_qei_is_the_average_closed_form_ei_of_the_components(models, name):
     """E_mixture[max(f - best, 0)] = (1/S) sum_s [(mu_s - best) Phi(z_s) + sigma_s phi(z_s)];
-    BoTorch's MC estimate with 4096 quasi-random samples per component agrees to 1e-3."""
+    BoTorch's MC estimate with 4096 quasi-random samples per component agrees to 1e-4 (measured
+    errors 1.4e-5 and 3.1e-5; the EI of the moment-matched single Gaussian is 2.8e-4 off for the
+    DGP, so the tolerance tells the mixture from it)."""
     model = models[name]
     best = torch.tensor(0.3, dtype=torch.float64)
     x = sobol_sphere(4, 3, seed=6).unsqueeze(-2)  # [4, 1, 3]
@@ -179,7 +181,7 @@ def test_deep_qei_is_the_average_closed_form_ei_of_the_components(models, name):
     normal = torch.distributions.Normal(0.0, 1.0)
     z = (mean - best) / scale
     closed = ((mean - best) * normal.cdf(z) + scale * normal.log_prob(z).exp()).mean(-1)
-    torch.testing.assert_close(value, closed, atol=1e-3, rtol=1e-3)
+    torch.testing.assert_close(value, closed, atol=1e-4, rtol=0)
 
 
 @pytest.mark.parametrize("name", ["DGP", "ResidualDGP"])

@@ -444,6 +444,20 @@ def test_url_download_is_atomic_and_http_only(
     with pytest.raises(DownloadError, match="non-HTTP"):
         local.download(tmp_path, timeout=5)
 
+    class Reset(io.BytesIO):  # the connection drops after the first chunk
+        def read(self, size: int | None = -1) -> bytes:
+            if self.tell():
+                raise OSError("connection reset")
+            return super().read(2)
+
+    monkeypatch.setattr(
+        sources_module.urllib.request, "urlopen", lambda url, timeout: Reset(b"1 2\n")
+    )
+    folder = tmp_path / "interrupted"
+    with pytest.raises(DownloadError, match="connection reset"):
+        artifact.download(folder, timeout=5)
+    assert not folder.exists() or list(folder.iterdir()) == []  # no partial file left behind
+
 
 def test_spec_info_round_trip() -> None:
     spec = get_spec("mnist")

@@ -6,6 +6,7 @@ with the metrics of an uninterrupted one."""
 from __future__ import annotations
 
 import csv
+import importlib
 import json
 import math
 
@@ -252,11 +253,23 @@ def test_uci_experiment_in_two_worker_processes_gives_the_rows_of_one(tmp_path):
     assert ours == _without_times(_read_csv(reference.path / "results.csv"))
 
 
-def test_a_run_with_fixed_baseline_inducing_locations(tmp_path):
+def test_a_run_with_fixed_baseline_inducing_locations(tmp_path, monkeypatch):
     """The claim 10b ablation's shape: one cheap residual cell and the baseline with its
-    inducing locations fixed; the run writes both rows."""
+    inducing locations fixed (the setting reaches the baseline's builder); the run writes both
+    rows."""
+    # the module (``zonal.models.residual_dgp`` as an attribute is the function of that name)
+    residual_models = importlib.import_module("zonal.models.residual_dgp")
+    built = residual_models.hybrid_dgp
+    requested: list[object] = []
+
+    def recorded(*args, **kwargs):
+        requested.append(kwargs.get("learn_inducing"))
+        return built(*args, **kwargs)
+
+    monkeypatch.setattr(residual_models, "hybrid_dgp", recorded)
     settings = {**TINY_SPHERE, "hidden_layers": [0], "repeats": 1, "baseline_learn_inducing": False}
     result = run_experiment("residual-dgp-sphere", overrides=settings, runs_root=tmp_path)
+    assert requested == [False]
     rows = _read_csv(result.path / "results.csv")
     assert [(r["model"], r["hidden_layers"]) for r in rows] == [
         ("residual", "0"),

@@ -195,9 +195,16 @@ def test_magic_resumes_with_the_metrics_of_an_uninterrupted_run(
     monkeypatch.setattr(magic_module, "fit_one", crashing_fit)
     with pytest.raises(SimulatedCrashError):
         run_experiment("sparse-phases-magic", overrides=TINY_MAGIC, runs_root=tmp_path)
-    monkeypatch.setattr(magic_module, "fit_one", real_fit)
+    refits = itertools.count()
+
+    def counted_fit(*args, **kwargs):
+        next(refits)
+        return real_fit(*args, **kwargs)
+
+    monkeypatch.setattr(magic_module, "fit_one", counted_fit)
     (run_path,) = list(tmp_path.iterdir())
     resumed = resume_experiment(run_path)
+    assert next(refits) == 1  # only the unit the crash lost is fitted again
     assert _without_times(resumed.metrics) == _without_times(magic_reference.metrics)
 
 
@@ -263,9 +270,16 @@ def test_regression_run_writes_rows_summary_and_resumes(tmp_path, monkeypatch) -
         run_experiment(
             "sparse-phases-regression", overrides=TINY_REGRESSION, runs_root=tmp_path / "run"
         )
-    monkeypatch.setattr(regression_module, "fit_one", real_fit)
+    refits = itertools.count()
+
+    def counted_fit(*args, **kwargs):
+        next(refits)
+        return real_fit(*args, **kwargs)
+
+    monkeypatch.setattr(regression_module, "fit_one", counted_fit)
     (run_path,) = list((tmp_path / "run").iterdir())
     resumed = resume_experiment(run_path)
+    assert next(refits) == 1  # the three finished fits are read back, the fourth is fitted
     assert _without_times(resumed.metrics) == _without_times(reference.metrics)
 
 

@@ -106,6 +106,9 @@ def test_tolerance_is_in_loss_units_and_inclusive():
     assert not is_converged(losses, tolerance=0.0049)
     summary = curve_summary(losses)
     assert summary["steps_run"] == 100 and summary["plateau_drop"] == pytest.approx(-0.005)
+    exact = [1.0] * 90 + [0.5] * 10  # a drop of exactly 0.5 (binary fractions)
+    assert plateau_drop(exact) == -0.5
+    assert is_converged(exact, tolerance=0.5) and not is_converged(exact, tolerance=0.4999)
 
 
 def test_thin_curve_averages_blocks_and_keeps_the_last_step():

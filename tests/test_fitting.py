@@ -11,7 +11,7 @@ import torch
 
 from zonal.cli import main
 from zonal.tabular.fitting import fit_data, fit_table
-from zonal.tabular.predict import predict_table
+from zonal.tabular.predict import predict_data, predict_table
 from zonal.tabular.saved import FORMAT, load_model, save_model
 from zonal.tabular.tables import TableError, read_table, write_table
 
@@ -112,6 +112,10 @@ def test_svgp_models_round_trip_on_npz(model, tmp_path, capsys):
         assert sorted(predictions.files) == ["lower", "mean", "upper", "variance"]
         assert predictions["mean"].shape == (5,)
         assert np.isfinite(predictions["mean"]).all() and (predictions["variance"] > 0).all()
+        # the columns were read by name (b before a in the file): the fitted model's predictions
+        expected = predict_data(load_model(checkpoint), x[:5])
+        np.testing.assert_allclose(predictions["mean"], expected["mean"], rtol=1e-12)
+        np.testing.assert_allclose(predictions["variance"], expected["variance"], rtol=1e-12)
     assert "5 predictions" in capsys.readouterr().out
 
 
