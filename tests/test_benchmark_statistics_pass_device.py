@@ -90,11 +90,23 @@ def test_main_writes_the_table_and_the_passes_atomically(bench, device, tmp_path
         assert results["environment"]["device_name"]
 
 
-def test_a_failed_write_keeps_the_old_json_and_leaves_no_temporary_file(bench, tmp_path):
+def test_a_failed_write_keeps_the_old_json_and_leaves_no_temporary_file(
+    bench, tmp_path, monkeypatch
+):
+    import zonal._files
+
     output = tmp_path / "statistics_pass.json"
     bench.write_json(output, {"rows": 1})
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError):  # a value JSON cannot hold: refused before any file opens
         bench.write_json(output, {"rows": object()})
+    assert json.loads(output.read_text()) == {"rows": 1}
+
+    def full_disk(source, target):  # the new text is written and synced, then the move fails
+        raise OSError("no space left on device")
+
+    monkeypatch.setattr(zonal._files.os, "replace", full_disk)
+    with pytest.raises(OSError, match="no space"):
+        bench.write_json(output, {"rows": 2})
     assert json.loads(output.read_text()) == {"rows": 1}
     assert [path.name for path in tmp_path.iterdir()] == [output.name]
 

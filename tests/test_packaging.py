@@ -4,6 +4,7 @@ venv outside the checkout; CI runs it.)"""
 
 from __future__ import annotations
 
+import fnmatch
 import tomllib
 from importlib import metadata
 from pathlib import Path
@@ -34,3 +35,7 @@ def test_typed_marker_and_shipped_systems_are_package_data():
     package = ROOT / "src" / "zonal"
     assert (package / "py.typed").exists()
     assert (package / "harmonics" / "data" / "fundamental_systems.npz").stat().st_size > 100_000
+    with (ROOT / "pyproject.toml").open("rb") as stream:
+        patterns = tomllib.load(stream)["tool"]["setuptools"]["package-data"]["zonal"]
+    for shipped in ("py.typed", "harmonics/data/fundamental_systems.npz"):
+        assert any(fnmatch.fnmatch(shipped, pattern) for pattern in patterns), shipped

@@ -178,6 +178,7 @@ def test_sgpr_leaves_the_callers_features_trainable():
     model.fit(max_iter=5)
     for before, after in zip(phases, features.parameters(), strict=True):
         assert torch.equal(before, after.detach())  # the statistics saw these features
+    assert all(parameter.requires_grad for parameter in features.parameters())  # after fit too
 
 
 def test_a_failed_statistics_pass_keeps_the_old_statistics_and_names_the_global_row():

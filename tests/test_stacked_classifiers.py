@@ -113,6 +113,23 @@ def test_the_mixture_posterior_gives_the_weighted_class_probabilities(
     torch.testing.assert_close(from_posterior, expected, rtol=0, atol=1e-12)
 
 
+def test_the_mixture_posterior_gives_the_weighted_probit_probabilities(
+    bernoulli_components, query_inputs
+):
+    """The Bernoulli counterpart, by another path: the mean over the latent posterior's equally
+    weighted mixture components of Phi(mu / sqrt(1 + sigma^2)) (each component's exact probit
+    probability) equals sum_k w_k p_k(1 | x)."""
+    stacked = StackedModel(bernoulli_components, [0.65, 0.35])
+    stacked.posterior_seed = 2
+    distribution = stacked.posterior(query_inputs).distribution
+    mean, variance = distribution.mean, distribution.variance  # [T, n] (or [T, n, 1])
+    normal = torch.distributions.Normal(0.0, 1.0)
+    positive = normal.cdf(mean / (1 + variance).sqrt()).reshape(len(mean), -1).mean(0)  # [n]
+    expected = class_probabilities(stacked, query_inputs, BERNOULLI, seed=0)  # [n, 2]
+    torch.testing.assert_close(expected[:, 1], positive, rtol=0, atol=1e-12)
+    torch.testing.assert_close(expected[:, 0], 1 - positive, rtol=0, atol=1e-12)
+
+
 def test_the_mixture_covariance_is_each_components_in_the_interleaved_order(
     softmax_components, query_inputs
 ):
