@@ -148,12 +148,15 @@ def test_the_sphere_optimiser_does_at_least_as_well_as_optimize_acqf_on_the_norm
     assert float(value) >= float(ambient_value) - 1e-6
 
 
-def test_candidates_are_created_on_the_acquisitions_device():
+def test_the_acquisitions_device_is_where_its_parameters_are():
     """Without ``device`` the candidates follow the acquisition's parameters (its model's), as
-    BoTorch's ``optimize_acqf`` follows its bounds: a parameter on the meta device moves the
-    default there; an acquisition without tensors stays on the CPU."""
+    BoTorch's ``optimize_acqf`` follows its bounds (``acquisition_device``): an acquisition
+    without tensors is on the CPU, where its candidates are made; a parameter on the meta device
+    moves the default there (a GPU's case, which needs a GPU to optimise on)."""
     function, _, _ = quadratic(3)
     assert acquisition_device(function) == torch.device("cpu")
+    candidate, _ = optimize_acqf_sphere(function, 3, q=1, num_restarts=2, raw_samples=4)
+    assert candidate.device == acquisition_device(function)
     function.register_parameter("scale", nn.Parameter(torch.ones(1, device="meta")))
     assert acquisition_device(function) == torch.device("meta")
 

@@ -79,6 +79,9 @@ def test_optimal_samples_are_the_paths_maxima_and_jes_optimises_in_the_box(build
         acquisition, BOUNDS, q=1, num_restarts=2, raw_samples=8, options={"maxiter": 4}
     )
     assert ((candidate >= -1) & (candidate <= 1)).all() and torch.isfinite(value)
+    with torch.no_grad():  # the value returned is the acquisition's at the candidate returned
+        again = acquisition(candidate.unsqueeze(0))
+    torch.testing.assert_close(value.reshape(-1), again.reshape(-1), rtol=1e-9, atol=1e-12)
 
 
 def test_multi_step_lookahead_of_a_shallow_model_is_botorchs_and_takes_a_deep_model():

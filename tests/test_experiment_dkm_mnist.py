@@ -212,7 +212,7 @@ def test_bad_settings_are_refused_by_name(tmp_path):
         run_experiment("dkm-mnist", overrides={**TINY, "dataset": "cifar"}, runs_root=tmp_path)
 
 
-def test_convolutional_architecture_runs_the_resnet_stack_on_whitened_digits(tmp_path):
+def test_convolutional_architecture_runs_the_resnet_stack_on_whitened_digits(tmp_path, monkeypatch):
     """architecture = conv: a 7-layer ResNet-like stack (one block per stage) with 4 / 4 / 4
     inducing points, global average pooling, ZCA-whitened 8x8 digits with random crops, a Gaussian
     likelihood on one-hot labels; finite test metrics."""
@@ -226,7 +226,18 @@ def test_convolutional_architecture_runs_the_resnet_stack_on_whitened_digits(tmp
         "crop_padding": 1,
         "likelihood": "gaussian",
     }
+    import zonal.dkm
+
+    built = zonal.dkm.ConvDKM
+    seen: list[tuple[int, list[int], object]] = []
+
+    def recorded(image_shape, layers, likelihood, **options):
+        seen.append((len(layers), [layer.num_inducing for layer in layers], options.get("top")))
+        return built(image_shape, layers, likelihood, **options)
+
+    monkeypatch.setattr(zonal.dkm, "ConvDKM", recorded)
     result = run_experiment("dkm-mnist", overrides=overrides, runs_root=tmp_path)
+    assert seen == [(7, [4] * 7, "gap")]  # stem + 3 stages x 1 block x 2 layers, pooled on top
     assert result.metrics["model"] == "convolutional DKM"
     assert math.isfinite(result.metrics["test_log_likelihood"]["nu=1"])
 
