@@ -237,7 +237,7 @@ class SVGP(ApproximateGP, ZonalModel):
         the prior mean mu_0 and r = diag(Kff) - colsum(B * B), the variance q(f) adds to
         diag(B^T S B) (``InterDomainVariationalStrategy.forward``)."""
         strategy = self.inducing_strategy
-        with torch.enable_grad():  # the lift's graph, for a projection shared with the ELBO
+        with torch.set_grad_enabled(strategy.shares_projection):  # B's graph, for the ELBO's
             lifted = self.lift(x)  # [N, d]
         _, projection = strategy.projection(lifted)  # B = L^{-1} Kuf [*b', M, N]
         q = strategy.current_q()

@@ -160,6 +160,11 @@ class InterDomainVariationalStrategy(_VariationalStrategy):
         kuu = kuu.to(dtype).expand(*batch_shape, num_inducing, num_inducing)
         return MultivariateNormal(zeros, kuu)
 
+    @property
+    def shares_projection(self) -> bool:
+        """Whether ``shared_projection`` is active (its callers then build B's graph)."""
+        return self._shared is not None
+
     @contextmanager
     def shared_projection(self) -> Iterator[None]:
         """Within this context ``projection`` computes (A, B) once per distinct input and hands
@@ -170,7 +175,7 @@ class InterDomainVariationalStrategy(_VariationalStrategy):
         forward after it (``zonal.models.training.fit_svgp``), which B does not depend on. The
         results are forgotten when the context ends; the hyperparameters must not change within
         it."""
-        if self._shared is not None:
+        if self.shares_projection:
             raise RuntimeError("shared_projection is already active on this strategy")
         self._shared = []
         try:
