@@ -105,3 +105,25 @@ def test_multi_step_lookahead_of_a_shallow_model_is_botorchs_and_takes_a_deep_mo
         acquisition, BOUNDS, q=q, num_restarts=2, raw_samples=8, options={"maxiter": 3}
     )
     assert candidate.shape == (1, INPUT_DIM) and torch.isfinite(value)  # the first step
+
+
+@pytest.mark.parametrize("build", [sgpr, dgp])
+def test_knowledge_gradient_evaluate_gives_each_t_batch_its_own_value(build):
+    """``evaluate`` (the inner problem solved in the box): one value per t-batch, each the value
+    of that t-batch evaluated alone (BoTorch's ``evaluate`` averaged a deep model's [b] values
+    into one number), and for a shallow model BoTorch's own."""
+    x, y = training_data(30)
+    torch.manual_seed(0)
+    model = build(x, y)
+    X = training_data(3, seed=5)[0].unsqueeze(1)  # [b = 3, q = 1, d]
+    options = {"num_restarts": 8, "raw_samples": 64, "options": {"seed": 0, "maxiter": 200}}
+    acquisition = lookahead_acquisition("kg", model, x, num_fantasies=3)
+    values = acquisition.evaluate(X, bounds=BOUNDS, **options).detach()
+    alone = torch.cat([acquisition.evaluate(rows, bounds=BOUNDS, **options) for rows in X])
+    assert values.shape == (3,) and alone.shape == (3,)
+    torch.testing.assert_close(values, alone.detach(), rtol=1e-5, atol=1e-8)
+    assert len(set(values.tolist())) == 3  # three points, three values
+    if build is sgpr:
+        sampler = SobolQMCNormalSampler(torch.Size([3]), seed=0)
+        theirs = qKnowledgeGradient(model, num_fantasies=3, sampler=sampler)
+        torch.testing.assert_close(values, theirs.evaluate(X, bounds=BOUNDS, **options).detach())
