@@ -20,7 +20,15 @@ from gpytorch.kernels import ScaleKernel
 
 from zonal.features import ActivatedFeatures, InducingPoints, SphericalHarmonicFeatures
 from zonal.kernels import ArcCosineKernel
-from zonal.models import SGPR, SVGP, ActivatedDGP, ZonalModel, fit_svgp, inducing_point_dgp
+from zonal.models import (
+    SGPR,
+    SVGP,
+    ActivatedDGP,
+    ExactZonalGP,
+    ZonalModel,
+    fit_svgp,
+    inducing_point_dgp,
+)
 from zonal.tabular.recipes import gaussian_likelihood
 
 INPUT_DIM = 2
@@ -67,6 +75,12 @@ def sgpr(x, y):
     model = SGPR(kernel, SphericalHarmonicFeatures(INPUT_DIM + 1, 6, kernel=kernel), INPUT_DIM)
     model.fit_statistics(x, y)
     model.fit(max_iter=20)
+    return model
+
+
+def exact(x, y):
+    model = ExactZonalGP(arccos(), x, y, noise=0.05)
+    model.fit(max_iter=10)
     return model
 
 
@@ -120,10 +134,12 @@ MODELS = {
     "SVGP, activated features": svgp_activated,
     "SVGP, inducing points": svgp_points,
     "SGPR, harmonic features": sgpr,
+    "exact GP": exact,
     "DGP, 2 layers": dgp,
     "ActivatedDGP, 2 layers": activated_dgp,
     "ResidualDGP, 1 hidden field": residual,
     "SGPR, conditioned": conditioned(sgpr),
+    "exact GP, conditioned": conditioned(exact),
     "SVGP, activated features, conditioned": conditioned(svgp_activated),
     "DGP, conditioned": conditioned(dgp),
     "ResidualDGP, conditioned": conditioned(residual),

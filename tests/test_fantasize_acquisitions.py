@@ -29,6 +29,7 @@ from test_contract import (
     INPUT_DIM,
     activated_dgp,
     dgp,
+    exact,
     residual,
     sgpr,
     svgp_activated,
@@ -56,6 +57,7 @@ def anchor(x, y):
 
 MODELS = {
     "SGPR (harmonic)": sgpr,
+    "exact GP": exact,
     "SVGP (harmonic)": svgp_harmonic,
     "SVGP (activated)": svgp_activated,
     "SVGP (points)": svgp_points,
@@ -196,6 +198,8 @@ def _transformed_zonal(name: str, x_raw, y_raw):
         x, y = model.transform_training_data(x_raw, y_raw)
         if hasattr(model, "fit_statistics"):
             model.fit_statistics(x, y)
+        elif hasattr(model, "set_training_data"):  # the exact GP
+            model.set_training_data(x, y)
         elif model._is_ensemble:
             model.outcome_transform.eval()
             fit_dgp(model, x_raw, y_raw, num_steps=5, batch_size=40)

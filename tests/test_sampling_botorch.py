@@ -24,7 +24,7 @@ from gpytorch.means import ZeroMean
 from zonal.features import SphericalHarmonicFeatures
 from zonal.geometry import OnSphere
 from zonal.kernels import ArcCosineKernel, ChordalMaternKernel, PolynomialDecayKernel
-from zonal.models import SGPR, SVGP
+from zonal.models import SGPR, SVGP, ExactZonalGP
 from zonal.sampling import HarmonicFeatureMap, draw_posterior_paths
 
 DRAWS = 3000
@@ -171,7 +171,16 @@ def sgpr_on_data() -> SGPR:
     return model
 
 
-@pytest.mark.parametrize("make", [svgp, sgpr_on_data], ids=["SVGP", "SGPR"])
+def exact_on_data() -> ExactZonalGP:
+    generator = torch.Generator().manual_seed(0)
+    x = torch.rand(30, 2, generator=generator, dtype=torch.float64) * 2 - 1
+    kernel = ScaleKernel(ArcCosineKernel(3, homogeneous=True)).double()
+    return ExactZonalGP(kernel, x, torch.sin(3 * x[:, 0]), noise=0.01)
+
+
+@pytest.mark.parametrize(
+    "make", [svgp, sgpr_on_data, exact_on_data], ids=["SVGP", "SGPR", "exact GP"]
+)
 def test_pathwise_thompson_sampling_takes_a_zonal_model(make):
     torch.manual_seed(0)
     model = make()

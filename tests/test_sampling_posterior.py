@@ -21,7 +21,7 @@ from zonal.features import (
 )
 from zonal.geometry import OnSphere
 from zonal.kernels import ArcCosineKernel, ChordalMaternKernel
-from zonal.models import SGPR, SVGP, fit_dgp, fit_svgp, inducing_point_dgp
+from zonal.models import SGPR, SVGP, ExactZonalGP, fit_dgp, fit_svgp, inducing_point_dgp
 from zonal.sampling import DeepPaths, DrawnPaths, PriorSettings, draw_posterior_paths
 from zonal.tabular.recipes import gaussian_likelihood
 
@@ -93,6 +93,20 @@ def on_sphere():
     return model
 
 
+def exact():
+    x, y = data(40, seed=0)
+    model = ExactZonalGP(arccos(), x, y, noise=0.05)
+    model.constant.data.fill_(3.0)
+    return model
+
+
+def exact_on_sphere():
+    x, y = sphere_data(40, seed=0)
+    model = ExactZonalGP(ScaleKernel(ChordalMaternKernel(3)).double(), x, y, input_map=OnSphere())
+    model.constant.data.fill_(-2.0)
+    return model
+
+
 def lifted_points(count: int) -> torch.Tensor:
     x, _ = data(count, seed=2)
     return torch.cat([x, torch.ones(count, 1, dtype=x.dtype)], -1)
@@ -121,6 +135,8 @@ MODELS = {
     ),
     "SVGP on the sphere, constant mean": on_sphere,
     "SGPR": sgpr,
+    "exact GP": exact,
+    "exact GP on the sphere, constant mean": exact_on_sphere,
 }
 
 
@@ -157,7 +173,7 @@ def test_draws_have_the_moments_of_the_model_posterior(name):
     paths = draw_posterior_paths(model, torch.Size([DRAWS]), settings=SETTINGS)
     with torch.no_grad():
         draws = paths(x)  # [S, N] or [S, N, P]
-        bias = truncation_bias(paths, model.lift(x))
+        bias = truncation_bias(paths, model.input_map.lift(x))
         if model.num_outputs == 1:
             posterior = model.posterior(x)
             assert_moments_match(

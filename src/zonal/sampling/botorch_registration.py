@@ -5,10 +5,11 @@
   (and BoTorch's ``ScaleKernel`` handler around it) draws exact truncated-KL priors. BoTorch passes
   its ``num_features`` (1024 by default) as ``num_outputs``: here the budget of harmonics, filled
   only as far as the default tolerance (``truncation.DEFAULT_TOLERANCE``) needs.
-* ``draw_matheron_paths`` on zonal's ``SVGP`` and ``SGPR`` returns zonal's own Matheron paths
-  (``paths.draw_posterior_paths(...).path``): BoTorch's handler for approximate GPs reads
-  ``variational_strategy.inducing_points`` and evaluates the prior there, which is wrong for
-  inter-domain features (u is not f(Z)), and SGPR is no GPyTorch GP at all. The ``prior_sampler``
+* ``draw_matheron_paths`` on zonal's ``SVGP``, ``SGPR`` and ``ExactZonalGP`` returns zonal's own
+  Matheron paths (``paths.draw_posterior_paths(...).path``): BoTorch's handler for approximate GPs
+  reads ``variational_strategy.inducing_points`` and evaluates the prior there, which is wrong for
+  inter-domain features (u is not f(Z)), and SGPR and ``ExactZonalGP`` are no GPyTorch GPs at all
+  (the exact GP's paths: ``exact_paths``). The ``prior_sampler``
   and ``update_strategy`` arguments are therefore not used for these models. With this,
   ``get_matheron_path_model`` and ``PathwiseThompsonSampling`` take zonal models unchanged.
 * ``draw_matheron_paths`` on zonal's ``DGP`` and ``ResidualDGP`` (one output) returns whole-function
@@ -29,7 +30,7 @@ from botorch.sampling.pathwise.posterior_samplers import DrawMatheronPaths
 from torch import Size, nn
 
 from zonal.kernels import ZonalKernel
-from zonal.models import DGP, SGPR, SVGP
+from zonal.models import DGP, SGPR, SVGP, ExactZonalGP
 from zonal.sampling.harmonic_features import HarmonicFeatureMap
 from zonal.sampling.paths import draw_posterior_paths
 from zonal.sampling.truncation import choose_truncation
@@ -47,7 +48,7 @@ def _harmonic_kernel_features(
     return HarmonicFeatureMap(kernel, choose_truncation(kernel, max_features=num_outputs))
 
 
-@DrawMatheronPaths.register((SVGP, SGPR))
+@DrawMatheronPaths.register((SVGP, SGPR, ExactZonalGP))
 def _zonal_matheron_paths(model, *, sample_shape: Size, **unused) -> SamplePath:
     return cast(SamplePath, draw_posterior_paths(model, sample_shape).path)
 

@@ -14,8 +14,9 @@ its own points x[s] (how a deep model's next layer reads this layer's draws, ``D
 
 Sources: ``draw_layer_paths`` takes an ``InterDomainVariationalStrategy`` (inputs are the kernel's)
 or a model / layer that owns one (``SVGP``, ``DGPLayer``: raw inputs, lifted by its input map);
-``draw_posterior_paths`` also takes an ``SGPR`` (its implicit q(u), ``collapsed``) and a ``DGP``
-(the layers' draws chained).
+``draw_posterior_paths`` also takes an ``SGPR`` (its implicit q(u), ``collapsed``), an
+``ExactZonalGP`` (Matheron's rule on its training rows, ``exact_paths``) and a ``DGP`` (the layers'
+draws chained).
 """
 
 from __future__ import annotations
@@ -29,8 +30,9 @@ from gpytorch.kernels import Kernel
 from torch import Size, nn
 
 from zonal.geometry import InputMap
-from zonal.models import DGP, SGPR
+from zonal.models import DGP, SGPR, ExactZonalGP
 from zonal.sampling.collapsed import collapsed_posterior, collapsed_whitened_samples
+from zonal.sampling.exact_paths import exact_matheron_path
 from zonal.sampling.harmonic_features import PriorSettings, prior_feature_map
 from zonal.sampling.matheron import matheron_path, solve_root
 from zonal.variational import InterDomainVariationalStrategy
@@ -151,9 +153,10 @@ def draw_posterior_paths(
     model: nn.Module, sample_shape: Size, *, settings: PriorSettings | None = None
 ) -> DrawnPaths | DeepPaths | ResidualPaths:
     """Pathwise posterior draws of a zonal model (module docstring): ``DrawnPaths`` for a
-    single-layer model (``SVGP``, ``SGPR``) or layer, ``DeepPaths`` for a ``DGP``,
-    ``ResidualPaths`` for a ``ResidualDGP`` (``zonal.sampling.residual_paths``). A model returned
-    by ``condition_on_observations`` or ``fantasize`` is refused (``ConditionedPathsError``)."""
+    single-layer model (``SVGP``, ``SGPR``, ``ExactZonalGP``: ``exact_paths``) or layer,
+    ``DeepPaths`` for a ``DGP``, ``ResidualPaths`` for a ``ResidualDGP``
+    (``zonal.sampling.residual_paths``). A model returned by ``condition_on_observations`` or
+    ``fantasize`` is refused (``ConditionedPathsError``)."""
     refuse_conditioned(model)
     return draw_layer_paths(model, sample_shape, settings=settings)
 
@@ -183,6 +186,14 @@ def _(model: SGPR, sample_shape: Size, *, settings: PriorSettings | None = None)
         model.kernel, model.features, whitened, root, input_transform=model.lift, settings=settings
     )
     return DrawnPaths(path, None)
+
+
+@draw_posterior_paths.register
+def _(
+    model: ExactZonalGP, sample_shape: Size, *, settings: PriorSettings | None = None
+) -> DrawnPaths:
+    refuse_conditioned(model)
+    return DrawnPaths(exact_matheron_path(model, sample_shape, settings=settings), None)
 
 
 @draw_posterior_paths.register
