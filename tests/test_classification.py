@@ -67,6 +67,16 @@ def test_the_task_is_read_from_the_target_column():
         detect_target(texts(["a", "a", "a"]), None)
     with pytest.raises(LabelError, match="needs two classes but the target has 3; use the softmax"):
         detect_target(texts(["a", "b", "c"]), "bernoulli")
+    # numbers written with thousands separators, a decimal comma or a unit are text, one row each
+    for written in (
+        ["6,885.0", "4,983.8", "6,162.0"],
+        ["0,12", "0,57", "1,03"],
+        ["4 EUR", "5 EUR"],
+    ):
+        with pytest.raises(
+            LabelError, match=f"{written[0]!r}.*not class labels.*write them plainly"
+        ):
+            detect_target(texts(written), None)
 
 
 def test_an_integer_target_read_as_classes_is_announced_with_the_switch(tmp_path, capsys):
@@ -84,6 +94,11 @@ def test_an_integer_target_read_as_classes_is_announced_with_the_switch(tmp_path
     assert "for classification use --likelihood softmax" in counts.announce(
         "n", lambda name: f"--likelihood {name}"
     )
+    # every value needs 5 rows: a value on 2 rows makes the column regression, and says why
+    rare = detect_target(texts(np.concatenate([np.repeat([0.0, 1.0], 10), [7.0, 7.0]])), None)
+    assert rare.likelihood == "gaussian"
+    assert "3 distinct, but 7 on 2 row(s) only" in rare.announce("r", str)
+    assert detect_target(texts(np.repeat([0.0, 1.0, 7.0], 5)), None).likelihood == "softmax"
     asked = detect_target(texts(np.repeat([3.0, 4.0], 6)), "gaussian")
     assert asked.announce("q", str) == "target 'q': regression, Gaussian likelihood (as asked)"
     # the command line says it first, before any training output
@@ -156,8 +171,11 @@ def test_sgpr_refuses_classification_by_name(tmp_path, capsys):
 
 def test_an_empty_validation_split_is_named():
     x, labels = ring_labels(8)
-    with pytest.raises(TableError, match="the validation split is empty"):
+    message = r"the validation split is empty: 0.01 of each class's rows \(the largest has \d\)"
+    with pytest.raises(TableError, match=message):
         fit_data(x, labels, feature_columns=["a", "b"], validation_fraction=0.01, steps=2)
+    with pytest.raises(TableError, match=r"empty: 0\.01 of 8 rows rounds to no row"):
+        fit_data(x, x[:, 0], feature_columns=["a", "b"], validation_fraction=0.01, steps=2)
 
 
 # ---------------------------------------------------------------------------------- probabilities

@@ -404,3 +404,25 @@ def test_both_roles_hold_each_class_of_a_table_sorted_by_class():
     watched, _ = validation_roles(capped, False)  # 2,400 rows, 2,000 watch
     assert len(watched[1]) == MONITORED_VALIDATION_ROWS
     assert abs(int((watched[1] == 1).sum()) - 0.35 * MONITORED_VALIDATION_ROWS) <= 1
+
+
+def test_the_fit_lines_name_the_scoring_rows_and_each_objective(tmp_path, capsys):
+    """Under ``auto`` the candidates' metrics are over the scoring half of the validation rows,
+    and the output says so once; the fit line names the kind of training objective, and gives
+    none for a stack (its components' objectives are of different kinds)."""
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(size=80), rng.normal(size=80)
+    data = tmp_path / "t.csv"
+    rows = [f"{p},{q},{np.sin(p) + 0.1 * q}" for p, q in zip(a, b, strict=True)]
+    data.write_text("a,b,y\n" + "\n".join(rows))
+    assert main(["fit", str(data), "--target", "y", "--budget", "4", "--quiet"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "the candidates are scored on 4 of the 8 validation rows; the other 4 watched" in out[1]
+    assert all("validation (4 rows, in the units of 'y')" in line for line in out[2:])
+    fitted = load_model(tmp_path / "t.zonal.pt")
+    assert ("per training row" in out[0]) == (fitted.spec["model"] != "stacked")
+    arguments = ["--model", "sgpr", "--num-inducing", "16", "--quiet", "-o", str(tmp_path / "s.pt")]
+    assert main(["fit", str(data), "--target", "y", *arguments]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "(collapsed bound (Titsias 2009) per training row " in out[0]
+    assert "validation (8 rows, in the units of 'y')" in out[1]  # a named model: all rows score

@@ -111,18 +111,19 @@ def _fit_quietly_or_not(args: argparse.Namespace) -> int:
     print(
         f"zonal: fitted {fitted.describe()} for {fitted.target.describe()} to "
         f"{fitted.num_rows - fitted.num_validation_rows} rows x {len(fitted.feature_columns)} "
-        f"input columns of {args.data} in {trained.seconds:.1f} s "
-        f"(objective per row {trained.objective:.4g}) -> {output}"
+        f"input columns of {args.data} in {trained.seconds:.1f} s"
+        f"{_objective(fitted.spec, trained.objective)} -> {output}"
     )
+    note = _scoring_note(fitted)
+    if note is not None and fitted.scores:
+        print(note)
+    scoring = fitted.num_scoring_rows or fitted.num_validation_rows
     for name, score in fitted.scores.items():
         metrics = ", ".join(f"{key} {value:.4g}" for key, value in score.items()
                             if key not in ("seconds", "objective"))  # fmt: skip
         chosen = " (chosen)" if name == fitted.spec["model"] and len(fitted.scores) > 1 else ""
-        where = (
-            f"validation ({fitted.num_validation_rows} rows{_units(fitted)}): {metrics}"
-            if metrics
-            else ("no validation split")
-        )
+        where = f"validation ({scoring} rows{_units(fitted)}): {metrics}" \
+            if metrics else "no validation split"  # fmt: skip
         print(f"zonal:   {name}{chosen}: {where}; {score['seconds']:.1f} s")
     if fitted.interrupted:
         print(
@@ -169,7 +170,7 @@ def _fit_streamed(args: argparse.Namespace) -> int:
         f"zonal: fitted {fitted.describe()} for regression to "
         f"{fitted.num_rows - fitted.num_validation_rows} rows x {len(fitted.feature_columns)} "
         f"input columns of {fitted.source}, read {args.chunk_size} rows at a time, in "
-        f"{fitted.trained.seconds:.1f} s (objective per row {fitted.trained.objective:.4g}); "
+        f"{fitted.trained.seconds:.1f} s{_objective(fitted.spec, fitted.trained.objective)}; "
         f"{where} -> {output}"
     )
     return 0
@@ -196,6 +197,34 @@ def run_predict(args: argparse.Namespace) -> int:
     what = "class probabilities" if fitted.target.is_classification else "predictions"
     print(f"zonal: wrote {table.num_rows} {what} of {fitted.target_column!r} to {output}")
     return 0
+
+
+def _scoring_note(fitted: Any) -> str | None:
+    """Under ``auto`` half of the validation rows watch the early stopping and the others score
+    the candidates (``zonal.tabular.split.validation_roles``): the line that says so, or None."""
+    count = fitted.num_validation_rows
+    scoring = fitted.num_scoring_rows or count
+    if scoring == count:
+        return None
+    return (
+        f"zonal: the candidates are scored on {scoring} of the {count} validation rows; the "
+        f"other {count - scoring} watched their early stopping"
+    )
+
+
+#: the training objective of each model kind, as the fit line names it
+OBJECTIVES = {"exact": "log marginal likelihood", "sgpr": "collapsed bound (Titsias 2009)"}
+
+
+def _objective(spec: dict[str, Any], objective: float) -> str:
+    """The fit line's training objective per row: the exact GP's log marginal likelihood, the
+    SGPR's collapsed bound, the ELBO of the others; nothing for a stack, whose components'
+    objectives are of different kinds and do not add up to one."""
+    from zonal.tabular.model import STACKED
+
+    if spec["model"] == STACKED:
+        return ""
+    return f" ({OBJECTIVES.get(spec['model'], 'ELBO')} per training row {objective:.4g})"
 
 
 def _units(fitted: Any) -> str:

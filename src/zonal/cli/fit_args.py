@@ -16,8 +16,8 @@ Fit a GP model to the rows of a table (CSV or NPZ) and save it in one checkpoint
 predict`. CSV: a header row, then numbers. NPZ: one 1-D array per column, or X [N, D] with optional
 columns (names), y and target (its name).
 
-The task: a target of text labels, or of at most 10 integer values (with at least 5 rows per
-value), is classification (two classes: Bernoulli likelihood with a probit link; more: softmax over
+The task: a target of text labels, or of at most 10 integer values (each on at least 5 rows),
+is classification (two classes: Bernoulli likelihood with a probit link; more: softmax over
 one latent GP per class); any other numeric target is regression (Gaussian likelihood).
 --likelihood overrides the detection.
 
@@ -36,13 +36,17 @@ validation metrics (log likelihood, and MSE or accuracy) are printed and saved.
                    than about 11 inputs, svgp-activated for fewer; where no exact GP trained and
                    sgpr's validation log likelihood is within 0.1 nats per row of adgp's, svgp
                    (harmonic, ARD) within a fifth of the budget; then stacks them: the model
-                   is the mixture sum_k w_k p_k(y | x) whose weights maximise the validation
-                   log density, rounded to twentieths (one candidate alone when the weights say
-                   so);
+                   is the mixture sum_k w_k p_k(y | x) whose weights are the mean, over 200
+                   Bayesian-bootstrap replicates of the scoring rows, of the weights that
+                   maximise their log density, rounded to twentieths (one candidate alone when
+                   the weights say so);
   classification:  svgp (harmonic, ARD), svgp-points (256 learned inducing points, chordal
                    squared-exponential kernel, ARD), then adgp for up to 20000 training rows;
-                   then stacks them: class probabilities sum_k w_k p_k(c | x), the weights
-                   maximising the validation log probability of the true classes.
+                   then stacks them: class probabilities sum_k w_k p_k(c | x), the weights the
+                   posterior mean of the mixture weights given the scoring rows' true classes
+                   under a uniform Dirichlet prior.
+Under auto half of the validation rows watch the candidates' early stopping and the other half
+score, choose and stack them.
 --budget auto (the default) is, for a regression of N rows, 30 s x sqrt(min(N, 1024) / 1024) (11.5 s
 at 150 rows, 30 s from 1024: steps cost less on fewer rows); for classification 45 s per latent
 function, one for two classes and C for C classes (each step costs about C times one function's).

@@ -264,4 +264,4 @@ def fit_data(
                   if key not in ("seconds", "objective")}  # fmt: skip
     return TabularModel(trained, tuple(feature_columns), target_column, x_scaler, y_scaler,
                         num_rows, source, target, validation if len(valid_rows) else {},
-                        scores, len(valid_rows), interrupted)  # fmt: skip
+                        scores, len(valid_rows), interrupted, len(scoring.y_valid))  # fmt: skip

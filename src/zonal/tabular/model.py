@@ -41,7 +41,7 @@ class TabularModel:
 
     ``validation`` holds the chosen model's validation metrics in the target's units
     (``log_likelihood`` per row, and ``mse`` or ``accuracy``); ``scores`` every candidate's, with
-    its training ``seconds``.
+    its training ``seconds``, over the ``num_scoring_rows`` validation rows that scored them.
     """
 
     trained: Trained
@@ -56,6 +56,8 @@ class TabularModel:
     scores: dict[str, dict[str, float]] = field(default_factory=dict)
     num_validation_rows: int = 0
     interrupted: bool = False
+    #: the validation rows that scored (and stacked) the candidates; 0: all of them
+    num_scoring_rows: int = 0
 
     @property
     def spec(self) -> dict[str, Any]:

@@ -85,10 +85,13 @@ def validation_split(
         valid.append(rng.permutation(rows)[:count])
     valid_rows = np.sort(np.concatenate(valid)).astype(np.int64)
     if fraction > 0 and len(valid_rows) == 0:
+        share = f"{fraction:g} of {num_rows} rows" if len(groups) == 1 else \
+            f"{fraction:g} of each class's rows (the largest has {max(map(len, groups))})"  # fmt: skip
         raise TableError(
-            f"the validation split is empty: {fraction:g} of {num_rows} rows rounds to no row; "
-            "use more rows, a larger --validation-fraction, or --validation-fraction 0 (no early "
-            "stopping, the model chosen by its training objective)"
+            f"the validation split is empty: {share} rounds to no row; use more rows, a larger "
+            "validation fraction, or none (--validation-fraction 0, or validation_fraction=0 of "
+            "the scikit-learn estimators: no early stopping, the model chosen by its training "
+            "objective)"
         )
     train_rows = np.setdiff1d(np.arange(num_rows), valid_rows)
     return train_rows, valid_rows

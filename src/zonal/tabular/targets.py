@@ -119,9 +119,10 @@ def detect_target(labels: np.ndarray, likelihood: str | None, name: str = "targe
             share = np.mean([numbers[text] is not None for text in labels.tolist()])
             if share > 0.5:  # a numeric column with some bad cells: regression reports them
                 return Target("gaussian", reason="numeric values")
+            _check_text_classes(labels, name)
             reason = "text labels"
-        elif not _looks_like_classes(numbers, len(labels)):
-            return Target("gaussian", reason=_numeric_reason(numbers, len(labels)))
+        elif not _looks_like_classes(labels, numbers):
+            return Target("gaussian", reason=_numeric_reason(labels, numbers))
         else:
             finite = [value for value in numbers.values() if value is not None]
             low, high = min(finite), max(finite)
@@ -149,25 +150,55 @@ def detect_target(labels: np.ndarray, likelihood: str | None, name: str = "targe
     return Target(likelihood, tuple(distinct), reason=reason, ambiguous=ambiguous)
 
 
-def _numeric_reason(numbers: dict[str, float | None], num_rows: int) -> str:
-    """Why a numeric column is regression: "numeric values", or, for a column of integers that
-    could be labels, why it was not read as classes."""
-    values = [value for value in numbers.values() if value is not None]
-    limit = min(MAX_AUTO_CLASSES, num_rows // MIN_ROWS_PER_AUTO_CLASS)
-    if len(values) <= limit or any(value != round(value) for value in values):
-        return "numeric values"
-    return (
-        f"integer values, {len(values)} distinct: more than the {limit} a classification target "
-        f"may have here (at most {MAX_AUTO_CLASSES}, each on at least {MIN_ROWS_PER_AUTO_CLASS} "
-        "rows)"
+def _check_text_classes(labels: np.ndarray, name: str) -> None:
+    """A ``LabelError`` for text that cannot be class labels: more than half of its distinct
+    values on one row each (numbers written with thousands separators, a decimal comma or a
+    unit, such as ``"6,885.0"`` or ``"4082 EUR"``, are text to the reader)."""
+    found, counts = np.unique(labels.astype(str), return_counts=True)
+    if len(found) < 2 or (counts == 1).sum() <= len(found) / 2:
+        return
+    examples = ", ".join(map(repr, list(dict.fromkeys(labels.tolist()))[:3]))  # in row order
+    raise LabelError(
+        f"the {name} holds text with {len(found)} distinct values on {len(labels)} rows "
+        f"({examples}, ...), most of them on a single row: not class labels. If they are "
+        "numbers, write them plainly (a '.' decimal mark, no thousands separators or units, "
+        "e.g. 6885.0)"
     )
 
 
-def _looks_like_classes(numbers: dict[str, float | None], num_rows: int) -> bool:
+def _numeric_reason(labels: np.ndarray, numbers: dict[str, float | None]) -> str:
+    """Why a numeric column is regression: "numeric values", or, for a column of integers that
+    could be labels, why it was not read as classes."""
+    values = [value for value in numbers.values() if value is not None]
+    if len(values) < 2 or any(value != round(value) for value in values):
+        return "numeric values"
+    if len(values) > MAX_AUTO_CLASSES:
+        return (
+            f"integer values, {len(values)} distinct: more than the {MAX_AUTO_CLASSES} a "
+            "classification target may have"
+        )
+    label, count = _rarest(labels)
+    return (
+        f"integer values, {len(values)} distinct, but {label} on {count} row(s) only: a "
+        f"classification target needs at least {MIN_ROWS_PER_AUTO_CLASS} rows of each class"
+    )
+
+
+def _looks_like_classes(labels: np.ndarray, numbers: dict[str, float | None]) -> bool:
+    """Whether a numeric column reads as class labels: 2 to ``MAX_AUTO_CLASSES`` integer values,
+    each on at least ``MIN_ROWS_PER_AUTO_CLASS`` rows."""
     values = [value for value in numbers.values() if value is not None]
     integral = all(value == round(value) for value in values)
-    limit = min(MAX_AUTO_CLASSES, num_rows // MIN_ROWS_PER_AUTO_CLASS)
-    return integral and 2 <= len(values) <= limit
+    if not (integral and 2 <= len(values) <= MAX_AUTO_CLASSES):
+        return False
+    return _rarest(labels)[1] >= MIN_ROWS_PER_AUTO_CLASS
+
+
+def _rarest(labels: np.ndarray) -> tuple[str, int]:
+    """(the label on the fewest rows, its row count)."""
+    found, counts = np.unique(labels.astype(str), return_counts=True)
+    rarest = int(np.argmin(counts))
+    return str(found[rarest]), int(counts[rarest])
 
 
 def encode_labels(target: Target, labels: np.ndarray, where: str) -> np.ndarray:
