@@ -83,3 +83,28 @@ def test_regressor_predictions_follow_the_target_units():
     np.testing.assert_allclose(other_mean, 1e-6 * mean + 3.0, rtol=1e-9)
     np.testing.assert_allclose(other_std, 1e-6 * std, rtol=1e-6)
     assert regressor.score(x, y) > 0.9  # R^2
+
+
+def test_values_too_large_for_float64_squares_are_named_at_fit_and_predict():
+    """The check the command line makes on a file's cells (|x| > 1e150 overflows the
+    standardisation's squares) holds for arrays too: the column and row are named."""
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=(30, 2))
+    y = np.sin(x[:, 0])
+    large = x.copy()
+    large[3, 1] = 1e300
+    settings = {"num_inducing": 8, "steps": 3, "budget": None}
+    with pytest.raises(TableError, match=r"values too large .* column 'x1' at row 3$"):
+        ZonalRegressor("sgpr", **settings).fit(large, y)
+    regressor = ZonalRegressor("sgpr", **settings).fit(x, y)
+    with pytest.raises(TableError, match=r"the inputs: values too large .* column 'x1' at row 3"):
+        regressor.predict(large)
+
+
+def test_an_unknown_kernel_is_refused_under_auto_too():
+    """``model="auto"`` leaves out a kernel a candidate lacks, but a name no recipe knows is a
+    typo: refused by name, as the named models refuse it."""
+    x = np.random.default_rng(3).normal(size=(30, 2))
+    for model in ("auto", "sgpr"):
+        with pytest.raises(ValueError, match="unknown kernel 'rbf'; choose one of auto, arccos"):
+            ZonalRegressor(model, kernel="rbf", budget=None, steps=2).fit(x, x[:, 0])

@@ -1,6 +1,7 @@
 """Checks of a table's target and inputs shared by the in-memory fit (``zonal.tabular.fitting``)
-and the streamed fit (``zonal.tabular.streamed``): a regression target of one value is a named
-error; more input columns than rows, and input columns of one value, are ``DataWarning`` notes."""
+and the streamed fit (``zonal.tabular.streamed``): a regression target of one value and values
+too large for float64's squares are named errors; more input columns than rows, and input
+columns of one value, are ``DataWarning`` notes."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from zonal.tabular.tables import DataWarning, TableError
+from zonal.tabular.tables import MAX_MAGNITUDE, DataWarning, TableError
 
 
 def check_regression_target(values: np.ndarray, column: str, source: str) -> None:
@@ -22,6 +23,26 @@ def check_regression_target(values: np.ndarray, column: str, source: str) -> Non
             f"{source or 'the data'}: the target {column!r} holds a single value "
             f"({present[0]:.6g}) on every row: there is nothing to fit"
         )
+
+
+def check_magnitudes(x: np.ndarray, columns: Sequence[str], source: str) -> None:
+    """A ``TableError`` naming the columns of ``x`` [N, D] (and their first rows, 0-based) that
+    hold a value above ``MAX_MAGNITUDE`` in size: the check ``Table.numeric`` makes on a file's
+    cells, for arrays given directly (the scikit-learn estimators, ``fit_data``,
+    ``predict_data``)."""
+    with np.errstate(invalid="ignore"):
+        large = np.abs(x) > MAX_MAGNITUDE  # [N, D]
+    if not large.any():
+        return
+    found = []
+    for index in np.flatnonzero(large.any(0)):
+        rows = np.flatnonzero(large[:, index])
+        more = f" and {len(rows) - 5} more" if len(rows) > 5 else ""
+        shown = ", ".join(map(str, rows[:5])) + more
+        found.append(f"column {columns[index]!r} at row {shown}")
+    raise TableError(
+        f"{source or 'the data'}: values too large (|x| > {MAX_MAGNITUDE:g}) in {'; '.join(found)}"
+    )
 
 
 def constant_columns(x: np.ndarray) -> np.ndarray:

@@ -57,11 +57,21 @@ import torch
 
 from zonal.datasets import Standardizer
 from zonal.tabular.candidates import screened_start, train_candidates, train_refinement
-from zonal.tabular.checks import check_regression_target, constant_columns, warn_about_inputs
+from zonal.tabular.checks import (
+    check_magnitudes,
+    check_regression_target,
+    constant_columns,
+    warn_about_inputs,
+)
 from zonal.tabular.diagnostics import FitDiagnostics
 from zonal.tabular.metrics import in_target_units, selection_key
 from zonal.tabular.model import TabularModel, Trained
-from zonal.tabular.options import AUTO_BUDGET, DEFAULT_VALIDATION_FRACTION, default_budget
+from zonal.tabular.options import (
+    AUTO_BUDGET,
+    DEFAULT_VALIDATION_FRACTION,
+    KERNELS,
+    default_budget,
+)
 from zonal.tabular.recipes import (
     auto_candidates,
     auto_refinement,
@@ -189,9 +199,13 @@ def fit_data(
             f"x must be [N, D] with D = {len(feature_columns)} named columns and y [N]; got "
             f"x {x.shape}, y of length {len(y)}"
         )
+    check_magnitudes(x, feature_columns, source)
     num_rows = len(x)
     if num_rows < 2:
         raise TableError(f"{source or 'the data'}: {num_rows} row; fitting needs at least 2")
+    kernel = options.get("kernel")
+    if kernel is not None and kernel not in KERNELS:  # auto leaves out a kernel a recipe lacks
+        raise ValueError(f"unknown kernel {kernel!r}; choose one of {', '.join(KERNELS)}")
     if model != "auto":
         get_recipe(model)
         if diagnostics is not None:
@@ -261,7 +275,7 @@ def fit_data(
                       sum(score["seconds"] for score in scores.values()), fit.candidates)  # fmt: skip
     scores = {name: in_target_units(score, target, y_scaler) for name, score in scores.items()}
     validation = {key: value for key, value in scores[chosen].items()
-                  if key not in ("seconds", "objective")}  # fmt: skip
+                  if key not in ("seconds", "objective", "weight")}  # fmt: skip
     return TabularModel(trained, tuple(feature_columns), target_column, x_scaler, y_scaler,
                         num_rows, source, target, validation if len(valid_rows) else {},
                         scores, len(valid_rows), interrupted, len(scoring.y_valid))  # fmt: skip

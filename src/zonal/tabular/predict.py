@@ -9,6 +9,7 @@ from statistics import NormalDist
 import numpy as np
 import torch
 
+from zonal.tabular.checks import check_magnitudes
 from zonal.tabular.metrics import class_probabilities
 from zonal.tabular.model import TabularModel
 from zonal.tabular.tables import Table, TableError, name_list
@@ -76,7 +77,9 @@ def predict_data(
             setattr(model, "num_posterior_samples", samples)  # noqa: B010
     elif samples is not None:
         raise TableError(f"{fitted.spec['model']} draws no samples: drop --samples")
-    inputs = torch.from_numpy(fitted.x_scaler.transform(np.asarray(x, dtype=np.float64)))
+    x = np.asarray(x, dtype=np.float64)
+    check_magnitudes(x, fitted.feature_columns, "the inputs")
+    inputs = torch.from_numpy(fitted.x_scaler.transform(x))
     if fitted.target.is_classification:
         probabilities = class_probabilities(model, inputs, fitted.target, seed=seed).cpu().numpy()
         columns = {f"prob_{label}": probabilities[:, c]
