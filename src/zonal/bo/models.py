@@ -10,7 +10,15 @@
   a near-uniform design (app. A.1: 60, "initialised uniformly"); ``fit_deep_gp`` is Adam on the
   doubly-stochastic ELBO (app. A.2: 500 steps at 0.01).
 
-Both are BoTorch models; every BoTorch acquisition function takes them as they are.
+Both are BoTorch models. The exact GP is BoTorch's own, so every BoTorch acquisition takes it. The
+residual deep GP is an ensemble (a Gaussian mixture over its inner draws): BoTorch's analytic and
+Monte Carlo acquisitions (EI, LogEI, PI, UCB, PosteriorMean, qEI, qLogNEI, qUCB, ...) take it as it
+is, but BoTorch's look-ahead classes read one Gaussian per point or average the ensemble a second
+time and fail on it with shape errors (``qKnowledgeGradient``, ``qMultiStepLookahead``,
+``qMaxValueEntropy``, ``qLowerBoundMaxValueEntropy``, ``qJointEntropySearch``,
+``PosteriorStandardDeviation``): use ``zonal.bo.KnowledgeGradient`` and ``MultiStepLookahead``, or
+``lookahead_acquisition`` (``zonal.bo.lookahead``; MES and JES through the moment-matched
+Gaussian, ``zonal.models.MomentMatchedModel``).
 """
 
 from __future__ import annotations
