@@ -38,6 +38,7 @@ CORRUPTIONS: dict[str, tuple[float, ...]] = {
     "contrast": (0.4, 0.3, 0.2, 0.1, 0.05),
     "impulse-noise": (0.03, 0.06, 0.09, 0.17, 0.27),
 }
+#: the largest corruption intensity (the intensities are 1..5)
 MAX_INTENSITY = 5
 
 

@@ -150,6 +150,7 @@ def _smooth_formula(x: torch.Tensor) -> torch.Tensor:
     )
 
 
+#: Ackley's function on S^3 in normal coordinates at its minimiser (module docstring)
 ackley_sphere = SphereObjective("ackley-s3", 4, _ackley_formula, ACKLEY_MINIMISER, 0.0)
 
 
@@ -170,9 +171,12 @@ def singular_objective(well_radius: float = WELL_RADIUS) -> SphereObjective:
     )
 
 
+#: the singular function on S^2 at the default well radius (``singular_objective``)
 singular_sphere = singular_objective()
+#: a smooth function on S^2 with a known minimiser (module docstring)
 smooth_sphere = SphereObjective("smooth-s2", 3, _smooth_formula, SMOOTH_MINIMISER, 0.0)
 
+#: the test functions by name (``zonal experiment run bo-sphere`` reads them)
 OBJECTIVES = {f.name: f for f in (ackley_sphere, singular_sphere, smooth_sphere)}
 
 

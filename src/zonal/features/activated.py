@@ -54,6 +54,7 @@ def relu_activation(t: torch.Tensor) -> torch.Tensor:
     return t.clamp(min=0)
 
 
+#: activation name -> (the function, the kinks its Funk-Hecke quadrature splits at)
 ACTIVATIONS: dict[str, tuple[Callable[[torch.Tensor], torch.Tensor], tuple[float, ...]]] = {
     "relu": (relu_activation, (0.0,)),
     "softplus": (softplus_activation, ()),

@@ -22,7 +22,8 @@ from gpytorch.kernels import Kernel
 
 from zonal.features.base import base_zonal_kernel, kernel_eigenvalues
 
-ZERO_EIGENVALUE = 1e-9  # relative to the largest eigenvalue (seed 000 tables C.1-C.2)
+#: eigenvalues below this fraction of the largest count as zero (seed 000 tables C.1-C.2)
+ZERO_EIGENVALUE = 1e-9
 
 
 def kept_level_mask(

@@ -36,6 +36,7 @@ from zonal.kernels import (
 )
 from zonal.models.training import TrainingControl
 
+#: the Gaussian noise variance (of the standardised target) the regression recipes start from
 INITIAL_NOISE = 0.1
 #: (fraction of the steps, learning-rate factor) of the SVGP schedule
 SCHEDULE = ((0.6, 1.0), (0.25, 0.2), (0.15, 0.04))

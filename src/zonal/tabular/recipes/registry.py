@@ -20,6 +20,7 @@ from zonal.models import ZonalModel
 from zonal.models.training import TrainingControl
 from zonal.tabular.options import BATCH_SIZE, KERNELS, LIKELIHOODS, RECIPE_SUMMARIES
 
+#: the Funk-Hecke truncation level of the activated features of the recipes
 TRUNCATION_LEVEL = 10
 #: recipes whose input embedding can learn per-input scales (``--ard``; the activated DGP's in its
 #: first layer)
@@ -80,6 +81,7 @@ class Recipe:
     lbfgs: bool = False
 
 
+#: the recipes of ``zonal fit --model`` by name (filled by the recipe modules)
 RECIPES: dict[str, Recipe] = {}
 
 

@@ -27,8 +27,9 @@ from zonal.tabular.recipes.parts import (
 from zonal.tabular.recipes.registry import Fit, Recipe, register
 
 #: ARD in SGPR (the alternating scheme of ``zonal.models.sgpr``): rows of the subsample whose
-#: bound L-BFGS maximises over the input scales, and its iterations
+#: bound L-BFGS maximises over the input scales ...
 ARD_SUBSAMPLE = 1024
+#: ... and its L-BFGS iterations per pass of the alternating scheme
 ARD_ITERATIONS = 30
 
 

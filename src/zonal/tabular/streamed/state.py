@@ -19,6 +19,7 @@ from zonal.tabular.tables import TableError
 
 #: bytes hashed at each end of a partition for the resume fingerprint
 FINGERPRINT_BYTES = 1 << 20
+#: the ``format`` entry of a streamed fit's resume state (a file without it is refused)
 STATE_FORMAT = "zonal.streamed-fit-state"
 #: 2: the running totals are in the features' zonal basis (``zonal.models.sgpr_statistics``);
 #: 3: the file starts with the sha256 of the serialised state (``save_state``)
