@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import re
 from pathlib import Path
 
 import numpy as np
@@ -185,6 +186,16 @@ def test_corrupted_or_foreign_checkpoint_is_named(damage, table_csv, tmp_path, c
     assert not output.exists()
 
 
+def test_a_table_given_as_the_checkpoint_is_named(table_csv, tmp_path, capsys):
+    """``zonal predict DATA CHECKPOINT`` (the arguments swapped) says the order."""
+    checkpoint = tmp_path / "model.pt"
+    fit = ["fit", str(table_csv), "--target", "y", "--features", "a,b", "-o", str(checkpoint)]
+    assert main([*fit, *FAST]) == 0
+    capsys.readouterr()
+    assert main(["predict", str(table_csv), str(checkpoint), "-o", str(tmp_path / "p.csv")]) == 1
+    assert "is a table, not a model file: the checkpoint comes first" in one_line_error(capsys)
+
+
 def test_fit_refuses_to_overwrite_unless_forced(table_csv, tmp_path, capsys):
     checkpoint = tmp_path / "model.pt"
     checkpoint.write_bytes(b"an earlier run")
@@ -249,6 +260,11 @@ def test_table_format_errors(tmp_path):
     no_header.write_text("1,2\n3,4\n")
     with pytest.raises(TableError, match="add a header row"):
         read_table(no_header)
+    for mark, written in ((";", "a;y\n1;2\n"), ("\t", "a\ty\n1\t2\n")):
+        other = tmp_path / "other.csv"
+        other.write_text(written)
+        with pytest.raises(TableError, match=re.escape(f"holding {mark!r}: zonal reads comma")):
+            read_table(other)
     not_npz = tmp_path / "fake.npz"
     not_npz.write_text("hello")
     with pytest.raises(TableError, match="not a readable NPZ archive"):

@@ -105,11 +105,20 @@ def save_model(fitted: TabularModel, path: str | os.PathLike[str], *, force: boo
     return write_new_file(path, lambda handle: torch.save(state, handle), force=force)
 
 
+#: file suffixes of tables, which a checkpoint argument given in a table's place has
+TABLE_SUFFIXES = (".csv", ".npz", ".tsv", ".parquet", ".xlsx")
+
+
 def load_model(path: str | os.PathLike[str]) -> TabularModel:
     """Read a checkpoint written by ``save_model`` and rebuild the model, ready to predict."""
     path = Path(path)
     if not path.is_file():
         raise ModelFileError(f"checkpoint {path} does not exist")
+    if path.suffix.lower() in TABLE_SUFFIXES:
+        raise ModelFileError(
+            f"checkpoint {path} is a table, not a model file: the checkpoint comes first "
+            "(zonal predict CHECKPOINT DATA)"
+        )
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as error:  # torch's message advises an unsafe reload: not shown

@@ -178,6 +178,12 @@ def _read_csv(path: Path) -> Table:
     if not rows:
         raise TableError(f"{path}: the file is empty; expected a header row of column names")
     header = [name.strip() for name in rows[0]]
+    separators = [mark for mark in ";\t|" if len(header) == 1 and mark in header[0]]
+    if separators:
+        raise TableError(
+            f"{path}: the header is one column, {header[0][:60]!r}, holding {separators[0]!r}: "
+            "zonal reads comma-separated files; save the table with ',' between the cells"
+        )
     check_header(path, header)
     body = rows[1:]
     if not body:
