@@ -100,3 +100,22 @@ def test_a_column_of_one_value_is_kept_with_a_note_and_never_gives_nan(tmp_path,
     with warnings.catch_warnings():
         warnings.simplefilter("error", DataWarning)  # a table without these defects: no note
         ZonalRegressor(**TINY_OPTIONS).fit(x[:, :1], y)
+
+
+def test_a_column_that_counts_the_rows_gets_a_note(tmp_path, capsys):
+    """An ID column (consecutive integers in the file's order) is fitted like any input, with a
+    note saying how to leave it out; integers out of order, or a real-valued column, get none."""
+    rng = np.random.default_rng(4)
+    a = rng.normal(size=40)
+    y = np.sin(a)
+    data = write_csv(tmp_path / "ids.csv", ["id", "a", "y"],
+                     [[1001 + i, p, q] for i, (p, q) in enumerate(zip(a, y, strict=True))])  # fmt: skip
+    assert main(["fit", str(data), "--target", "y", *TINY]) == 0
+    err = capsys.readouterr().err
+    assert "input column(s) 'id' count the rows" in err and "leave them out (--features)" in err
+    shuffled = np.column_stack([rng.permutation(40).astype(float), a])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DataWarning)
+        ZonalRegressor(**TINY_OPTIONS).fit(shuffled, y)
+    with pytest.warns(DataWarning, match=r"'x0' count the rows"):
+        ZonalRegressor(**TINY_OPTIONS).fit(np.column_stack([np.arange(40.0), a]), y)

@@ -79,4 +79,32 @@ def warn_about_inputs(
         )
 
 
-__all__ = ["check_regression_target", "constant_columns", "warn_about_inputs"]
+def warn_about_row_numbers(x: np.ndarray, columns: Sequence[str], source: str) -> None:
+    """A ``DataWarning`` note on input columns of ``x`` [N, D] that count the rows: consecutive
+    integers k, k + 1, ... in the table's order (N >= ``ROW_NUMBER_MIN_ROWS``). Such a column is
+    most often a row number or an ID; fitted as an input, it lets a model tell the rows apart by
+    their place in the file, and a table to predict (with other IDs) lies outside its range."""
+    if len(x) < ROW_NUMBER_MIN_ROWS:
+        return
+    steps = np.diff(x, axis=0)  # [N - 1, D]
+    counting = np.all(steps == 1, axis=0) & (x[0] == np.round(x[0]))  # [D]
+    names = [name for name, flag in zip(columns, counting, strict=True) if flag]
+    if names:
+        warnings.warn(
+            f"{source or 'the data'}: input column(s) {', '.join(map(repr, names))} count the "
+            "rows (consecutive integers in the table's order): fitted as inputs like any other; "
+            "if they are row numbers or IDs, leave them out (--features)",
+            DataWarning,
+            stacklevel=3,
+        )
+
+
+#: rows a column must count before ``warn_about_row_numbers`` takes it for a row number
+ROW_NUMBER_MIN_ROWS = 10
+
+__all__ = [
+    "check_regression_target",
+    "constant_columns",
+    "warn_about_inputs",
+    "warn_about_row_numbers",
+]

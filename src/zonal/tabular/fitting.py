@@ -62,6 +62,7 @@ from zonal.tabular.checks import (
     check_regression_target,
     constant_columns,
     warn_about_inputs,
+    warn_about_row_numbers,
 )
 from zonal.tabular.diagnostics import FitDiagnostics
 from zonal.tabular.metrics import in_target_units, selection_key
@@ -222,6 +223,7 @@ def fit_data(
         check_regression_target(codes, target_column, source)
     train_rows, valid_rows = validation_split(codes, target, validation_fraction, seed)
     warn_about_inputs(feature_columns, constant_columns(x[train_rows]), num_rows, source)
+    warn_about_row_numbers(x, feature_columns, source)
     x_scaler = Standardizer.fit(x[train_rows])
     y_scaler = Standardizer(
         mean=cast(np.ndarray, np.float64(0.0)), std=cast(np.ndarray, np.float64(1.0))
