@@ -19,6 +19,7 @@ from torch import nn
 
 from zonal.bo import (
     AscentOptions,
+    KnowledgeGradient,
     MissingOptionalDependencyError,
     exact_sphere_gp,
     fit_exact_gp,
@@ -231,6 +232,31 @@ def test_the_return_follows_botorchs_optimize_acqf():
     assert best.shape == (2, 3) and best_value.shape == ()
     torch.testing.assert_close(best, everything[values.argmax()], atol=0, rtol=0)
     torch.testing.assert_close(best_value, values.max(), atol=0, rtol=0)
+
+
+def test_a_one_shot_acquisition_is_optimised_over_its_augmented_batch_and_gives_q_points():
+    """As ``optimize_acqf`` does for ``qKnowledgeGradient``: the q candidates and the F fantasy
+    points are optimised together on the sphere, the q candidates come back ([q, d], or
+    [R, q, d] for all restarts) and the value is the acquisition's at the whole batch."""
+    x = sobol_sphere(12, 3, seed=2)
+    model = exact_sphere_gp(x, (x[:, :1] * x[:, 1:2]).sin())
+    fantasies = 3
+    acquisition = KnowledgeGradient(
+        model, num_fantasies=fantasies, sampler=SobolQMCNormalSampler(torch.Size([fantasies]))
+    )
+    everything, values = optimize_acqf_sphere(acquisition, 3, q=1, num_restarts=2, raw_samples=8,
+                                              options={"maxiter": 3}, return_best_only=False)  # fmt: skip
+    assert everything.shape == (2, 1, 3) and values.shape == (2,)
+    torch.testing.assert_close(everything.norm(dim=-1), torch.ones(2, 1, dtype=torch.float64))
+    start = sobol_sphere(2 * (1 + fantasies), 3, seed=4).reshape(2, 1 + fantasies, 3)
+    best, value = optimize_acqf_sphere(
+        acquisition, 3, q=1, num_restarts=2, batch_initial_conditions=start, options={"maxiter": 0}
+    )
+    assert best.shape == (1, 3)
+    with torch.no_grad():  # no ascent step: the value is the acquisition's at a starting batch
+        at_start = acquisition(start)
+    torch.testing.assert_close(value, at_start.max(), atol=1e-12, rtol=0)
+    torch.testing.assert_close(best, start[at_start.argmax(), :1], atol=0, rtol=0)
 
 
 def test_bad_input_is_refused_by_name():

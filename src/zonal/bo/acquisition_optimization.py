@@ -14,7 +14,11 @@ Candidates are q-batches of unit vectors X [q, d]. The steps (seed 004 sec. 4.1 
    over, and NaN at every restart is a ``ValueError``), or all of them.
 
 The candidates lie on the sphere to rounding (|1 - ||x||| <= 1e-12 is tested). The return is
-BoTorch's: (candidates [q, d], acquisition value []) or ([R, q, d], [R]).
+BoTorch's: (candidates [q, d], acquisition value []) or ([R, q, d], [R]). A one-shot acquisition
+(``qKnowledgeGradient``, ``zonal.bo.KnowledgeGradient``, ``qMultiStepLookahead``) is optimised
+over its augmented q-batch (the q candidates and the fantasies' points,
+``get_augmented_q_batch_size``), all on the sphere, and the q candidates are extracted
+(``extract_candidates``), as ``optimize_acqf`` does.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from __future__ import annotations
 import math
 
 import torch
-from botorch.acquisition import AcquisitionFunction
+from botorch.acquisition import AcquisitionFunction, OneShotAcquisitionFunction
 from botorch.optim.initializers import initialize_q_batch
 
 from zonal._validation import check_ambient_dim, check_unit_vectors
@@ -113,12 +117,14 @@ def optimize_acqf_sphere(
     Args:
         acq_function: any BoTorch acquisition function (t-batched: X [b, q, d] -> [b]).
         ambient_dim: d (the sphere S^{d-1} in R^d).
-        q: points per candidate batch (optimised jointly).
+        q: points per candidate batch (optimised jointly; a one-shot acquisition's augmented
+            batch is optimised and its q candidates returned).
         num_restarts: R, restarts of the ascent.
         raw_samples: q-batches scored to choose the restarts (needed without
             ``batch_initial_conditions``).
         options: ``AscentOptions`` fields (``maxiter`` is taken for ``max_iterations``).
-        batch_initial_conditions: starting q-batches [R, q, d] of unit vectors.
+        batch_initial_conditions: starting q-batches [R, q, d] of unit vectors ([R, q', d],
+            q' the augmented batch size, for a one-shot acquisition).
         return_best_only: the best restart only, or all.
         anchors: points [A, d] on the sphere whose neighbourhoods are sampled (the best
             observed points); ``anchor_fraction`` of the raw samples come from them.
@@ -134,6 +140,9 @@ def optimize_acqf_sphere(
     if q < 1 or num_restarts < 1:
         raise ValueError(f"q and num_restarts must be >= 1, got q={q}, {num_restarts=}")
     ascent_options = AscentOptions.from_dict(options)
+    one_shot = isinstance(acq_function, OneShotAcquisitionFunction)
+    if one_shot:  # the q candidates and the points of the fantasies' inner problems
+        q = acq_function.get_augmented_q_batch_size(q)
     device = acquisition_device(acq_function) if device is None else torch.device(device)
     if batch_initial_conditions is not None:
         start = batch_initial_conditions.to(dtype=dtype, device=device)
@@ -173,6 +182,8 @@ def optimize_acqf_sphere(
             f"the acquisition function is NaN at all {len(values)} restarts: check the model "
             "(its posterior variance) and the acquisition's inputs"
         )
+    if one_shot:  # the q candidates of each restart [R, q, d]
+        points = acq_function.extract_candidates(points)
     if not return_best_only:
         return points, values
     best = int(values.nan_to_num(nan=-math.inf).argmax())  # a NaN restart is never the best

@@ -4,9 +4,9 @@ Every zonal model can be conditioned on new observations and fantasised
 (``zonal.models.conditioning``), so BoTorch's acquisitions that look ahead take them:
 
 * ``"kg"``: the one-shot knowledge gradient (``qKnowledgeGradient``): X [b, q + F, d] holds the
-  q candidates and the F maximisers of the fantasy models' posterior means; optimising all of
-  them on the sphere (``optimize_acqf_sphere`` with q + F points) maximises the inner problem on
-  the sphere too, and ``extract_candidates`` returns the q candidates;
+  q candidates and the F maximisers of the fantasy models' posterior means; ``optimize_acqf_sphere``
+  (as ``optimize_acqf``) optimises all of them, on the sphere, so the inner problem is solved on
+  the sphere too, and returns the q candidates (``extract_candidates``);
 * ``"mes"``: max-value entropy search (``qMaxValueEntropy``, Wang and Jegelka 2017) with the max
   values drawn on a candidate set (points on the sphere, or in the box);
 * ``"jes"``: joint entropy search (``qJointEntropySearch``, Hvarfner et al. 2022; Tu et al. 2022)

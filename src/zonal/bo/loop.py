@@ -51,7 +51,7 @@ from zonal._validation import check_ambient_dim, unit_tolerance
 from zonal.bo.acquisition_optimization import optimize_acqf_sphere
 from zonal.bo.design import sobol_sphere, uniform_sphere
 from zonal.bo.errors import BudgetError, ObjectiveNaNError, OffSphereError
-from zonal.bo.lookahead import LOOKAHEAD_ACQUISITIONS, KnowledgeGradient, lookahead_acquisition
+from zonal.bo.lookahead import LOOKAHEAD_ACQUISITIONS, lookahead_acquisition
 from zonal.bo.models import exact_sphere_gp, fit_deep_gp, fit_exact_gp, residual_deep_gp
 from zonal.bo.state import BOState
 from zonal.bo.thompson import thompson_sampling
@@ -472,11 +472,10 @@ def _propose(
         acquisition, surrogate, targets, settings, seed, ambient_dim=state.ambient_dim
     )
     best = targets.argsort(descending=True)[: settings.num_anchors]
-    one_shot = isinstance(acq_function, KnowledgeGradient)  # the fantasies' maximisers too
-    candidate, _ = optimize_acqf_sphere(
+    candidate, _ = optimize_acqf_sphere(  # a one-shot KG's fantasy points optimised there too
         acq_function,
         state.ambient_dim,
-        q=1 + (settings.num_fantasies if one_shot else 0),
+        q=1,
         num_restarts=settings.num_restarts,
         raw_samples=settings.raw_samples,
         options=settings.ascent_options,
@@ -484,8 +483,6 @@ def _propose(
         optimizer=optimizer,
         seed=seed,
     )
-    if isinstance(acq_function, KnowledgeGradient):  # one-shot
-        candidate = acq_function.extract_candidates(candidate)  # [1, d]
     return surrogate, candidate.detach()
 
 
