@@ -23,6 +23,7 @@ from zonal.datasets.errors import (
 from zonal.datasets.fetching import fetch, load_dataset
 from zonal.datasets.registry import get_spec, list_datasets
 from zonal.datasets.safe_pickle import load_numpy_pickle
+from zonal.datasets.spec import DatasetSpec
 from zonal.datasets.splits import kfold_splits, random_splits, train_test_split
 from zonal.datasets.standardize import Standardizer
 from zonal.datasets.synthetic import (
@@ -37,6 +38,7 @@ __all__ = [
     "CorruptArtifactError",
     "Dataset",
     "DatasetInfo",
+    "DatasetSpec",
     "DatasetUnavailableError",
     "DownloadError",
     "Standardizer",

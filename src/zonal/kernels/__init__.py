@@ -11,7 +11,7 @@ Large Gram matrices are filled by compiled elementwise functions; ``ZONAL_COMPIL
 from zonal.kernels.arccos import ArcCosineKernel, arccos_kernel_eigenvalues, arccos_shape
 from zonal.kernels.base import ZonalKernel
 from zonal.kernels.chordal import ChordalMaternKernel, ChordalRBFKernel, chordal_distance
-from zonal.kernels.compile import compile_settings
+from zonal.kernels.compile import CompileSettings, compile_settings
 from zonal.kernels.deep import (
     DeepArcCosineKernel,
     ReLUNTKernel,
@@ -31,6 +31,7 @@ __all__ = [
     "ArcCosineKernel",
     "ChordalMaternKernel",
     "ChordalRBFKernel",
+    "CompileSettings",
     "DeepArcCosineKernel",
     "IntrinsicHeatKernel",
     "IntrinsicMaternKernel",

@@ -16,6 +16,7 @@ from zonal.models.conv_head import (
     ConvDGPClassifier,
     ConvFeatures,
     HybridNetwork,
+    ImageClassifier,
     fit_conv_adgp,
 )
 from zonal.models.dgp import DGP, DGPLayer, fit_dgp, inducing_point_dgp
@@ -24,9 +25,10 @@ from zonal.models.kmeans import kmeans
 from zonal.models.moment_matched import MomentMatchedModel
 from zonal.models.residual_dgp import ResidualDGP, hybrid_dgp, residual_dgp
 from zonal.models.sgpr import SGPR
+from zonal.models.sgpr_statistics import StatisticsKernel
 from zonal.models.stacking import StackedModel
 from zonal.models.svgp import SVGP
-from zonal.models.training import check_targets, fit_svgp
+from zonal.models.training import PlateauSchedule, TrainingControl, check_targets, fit_svgp
 from zonal.models.vector_field import (
     FrameSingularityError,
     FrameVectorField,
@@ -51,12 +53,16 @@ __all__ = [
     "FrameVectorField",
     "GaussianVectorField",
     "HybridNetwork",
+    "ImageClassifier",
     "MCDropoutClassifier",
     "MomentMatchedModel",
     "NotTangentError",
+    "PlateauSchedule",
     "ProjectedVectorField",
     "ResidualDGP",
     "StackedModel",
+    "StatisticsKernel",
+    "TrainingControl",
     "ZonalModel",
     "check_targets",
     "fit_conv_adgp",
