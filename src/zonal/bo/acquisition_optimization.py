@@ -140,9 +140,8 @@ def optimize_acqf_sphere(
     if q < 1 or num_restarts < 1:
         raise ValueError(f"q and num_restarts must be >= 1, got q={q}, {num_restarts=}")
     ascent_options = AscentOptions.from_dict(options)
-    one_shot = isinstance(acq_function, OneShotAcquisitionFunction)
-    if one_shot:  # the q candidates and the points of the fantasies' inner problems
-        q = acq_function.get_augmented_q_batch_size(q)
+    if isinstance(acq_function, OneShotAcquisitionFunction):  # the q candidates and the points
+        q = acq_function.get_augmented_q_batch_size(q)  # of the fantasies' inner problems
     device = acquisition_device(acq_function) if device is None else torch.device(device)
     if batch_initial_conditions is not None:
         start = batch_initial_conditions.to(dtype=dtype, device=device)
@@ -182,7 +181,7 @@ def optimize_acqf_sphere(
             f"the acquisition function is NaN at all {len(values)} restarts: check the model "
             "(its posterior variance) and the acquisition's inputs"
         )
-    if one_shot:  # the q candidates of each restart [R, q, d]
+    if isinstance(acq_function, OneShotAcquisitionFunction):  # each restart's q candidates
         points = acq_function.extract_candidates(points)
     if not return_best_only:
         return points, values

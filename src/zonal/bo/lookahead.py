@@ -74,15 +74,17 @@ class KnowledgeGradient(qKnowledgeGradient):
             values = values - self.current_value
         return values.mean(dim=0)  # [b]
 
-    def evaluate(self, X: torch.Tensor, bounds: torch.Tensor, **kwargs: Any) -> torch.Tensor:
+    # BoTorch's decorators type its ``evaluate`` as taking X alone
+    def evaluate(self, X: torch.Tensor, bounds: torch.Tensor, **kwargs: Any) -> torch.Tensor:  # type: ignore[override]
         """KG at X [b, q, d] -> [b] (X [q, d]: [1]) with the inner problem solved in ``bounds``
         [2, d] (``qKnowledgeGradient.evaluate``, its keyword options the same). For an ensemble
         BoTorch's ``evaluate`` averages the last dimension of its [b] values, the t-batch; here
         each t-batch is then evaluated on its own, so its one value is its own."""
         if not is_ensemble(self.model):
-            return super().evaluate(X, bounds=bounds, **kwargs)
+            return super().evaluate(X, bounds=bounds, **kwargs)  # type: ignore[call-arg]
         batches = X.reshape(-1, *X.shape[-2:])  # [b', q, d]
-        values = [super(KnowledgeGradient, self).evaluate(rows.unsqueeze(0), bounds=bounds, **kwargs)
+        evaluate = super().evaluate
+        values = [evaluate(rows.unsqueeze(0), bounds=bounds, **kwargs)  # type: ignore[call-arg]
                   for rows in batches]  # fmt: skip
         return torch.stack(values).reshape(X.shape[:-2] if X.dim() > 2 else (1,))
 

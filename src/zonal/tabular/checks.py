@@ -39,7 +39,7 @@ def check_magnitudes(x: np.ndarray, columns: Sequence[str], source: str) -> None
         rows = np.flatnonzero(large[:, index])
         more = f" and {len(rows) - 5} more" if len(rows) > 5 else ""
         shown = ", ".join(map(str, rows[:5])) + more
-        found.append(f"column {columns[index]!r} at row {shown}")
+        found.append(f"column {columns[int(index)]!r} at row {shown}")
     raise TableError(
         f"{source or 'the data'}: values too large (|x| > {MAX_MAGNITUDE:g}) in {'; '.join(found)}"
     )
