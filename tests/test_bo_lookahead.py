@@ -123,6 +123,12 @@ def test_knowledge_gradient_evaluate_gives_each_t_batch_its_own_value(build):
     assert values.shape == (3,) and alone.shape == (3,)
     torch.testing.assert_close(values, alone.detach(), rtol=1e-5, atol=1e-8)
     assert len(set(values.tolist())) == 3  # three points, three values
+    # the inner maximum is at least KG's value at any fantasy points (the one-shot forward)
+    inner = training_data(32 * 3, seed=9)[0].reshape(32, 3, INPUT_DIM)  # [32 sets, F, d]
+    with torch.no_grad():
+        for point, value in zip(X, values, strict=True):
+            batch = torch.cat([point.expand(32, 1, INPUT_DIM), inner], dim=-2)  # [32, 1 + F, d]
+            assert float(value) >= float(acquisition(batch).max()) - 1e-8
     if build is sgpr:
         sampler = SobolQMCNormalSampler(torch.Size([3]), seed=0)
         theirs = qKnowledgeGradient(model, num_fantasies=3, sampler=sampler)

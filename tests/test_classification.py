@@ -68,15 +68,19 @@ def test_the_task_is_read_from_the_target_column():
     with pytest.raises(LabelError, match="needs two classes but the target has 3; use the softmax"):
         detect_target(texts(["a", "b", "c"]), "bernoulli")
     # numbers written with thousands separators, a decimal comma or a unit are text, one row each
-    for written in (
-        ["6,885.0", "4,983.8", "6,162.0"],
-        ["0,12", "0,57", "1,03"],
-        ["4 EUR", "5 EUR"],
-    ):
+    written = (["6,885.0", "4,983.8", "6,162.0"], ["0,12", "0,57", "1,03"], ["4 EUR", "5 EUR"])
+    for values in written:
         with pytest.raises(
-            LabelError, match=f"{written[0]!r}.*not class labels.*write them plainly"
+            LabelError, match=f"{values[0]!r}.*not class labels. Write them plainly"
         ):
-            detect_target(texts(written), None)
+            detect_target(texts(values), None)
+    # class labels with rare classes, or in a small table, are classes; softmax forces classes
+    rare = ["ok"] * 998 + ["fault_a", "fault_b"]
+    assert detect_target(texts(rare), None).classes == ("fault_a", "fault_b", "ok")
+    assert detect_target(texts(["cat", "dog", "cat", "bird"]), None).likelihood == "softmax"
+    assert detect_target(texts(["a", "b", "c"]), None).likelihood == "softmax"
+    forced = detect_target(texts(written[0]), "softmax")
+    assert forced.classes == ("4,983.8", "6,162.0", "6,885.0")
 
 
 def test_an_integer_target_read_as_classes_is_announced_with_the_switch(tmp_path, capsys):

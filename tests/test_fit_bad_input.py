@@ -112,7 +112,10 @@ def test_a_column_that_counts_the_rows_gets_a_note(tmp_path, capsys):
                      [[1001 + i, p, q] for i, (p, q) in enumerate(zip(a, y, strict=True))])  # fmt: skip
     assert main(["fit", str(data), "--target", "y", *TINY]) == 0
     err = capsys.readouterr().err
-    assert "input column(s) 'id' count the rows" in err and "leave them out (--features)" in err
+    assert (
+        "input column(s) 'id' count the rows" in err
+        and "leave them out (zonal fit --features" in err
+    )
     shuffled = np.column_stack([rng.permutation(40).astype(float), a])
     with warnings.catch_warnings():
         warnings.simplefilter("error", DataWarning)

@@ -419,7 +419,8 @@ def test_the_fit_lines_name_the_scoring_rows_and_each_objective(tmp_path, capsys
     out = capsys.readouterr().out.splitlines()
     assert "the candidates are scored on 4 of the 8 validation rows; the other 4 watched" in out[1]
     assert all("validation (4 rows, in the units of 'y')" in line for line in out[2:])
-    fitted = load_model(tmp_path / "t.zonal.pt")
+    fitted = load_model(tmp_path / "t.zonal.pt")  # the saved model keeps the rows' roles
+    assert (fitted.num_validation_rows, fitted.num_scoring_rows) == (8, 4)
     assert ("per training row" in out[0]) == (fitted.spec["model"] != "stacked")
     arguments = ["--model", "sgpr", "--num-inducing", "16", "--quiet", "-o", str(tmp_path / "s.pt")]
     assert main(["fit", str(data), "--target", "y", *arguments]) == 0

@@ -194,6 +194,9 @@ def test_a_table_given_as_the_checkpoint_is_named(table_csv, tmp_path, capsys):
     capsys.readouterr()
     assert main(["predict", str(table_csv), str(checkpoint), "-o", str(tmp_path / "p.csv")]) == 1
     assert "is a table, not a model file: the checkpoint comes first" in one_line_error(capsys)
+    named = tmp_path / "model.npz"  # a checkpoint saved under a table's suffix still loads
+    save_model(load_model(checkpoint), named)
+    assert load_model(named).feature_columns == ("a", "b")
 
 
 def test_fit_refuses_to_overwrite_unless_forced(table_csv, tmp_path, capsys):

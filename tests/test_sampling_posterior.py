@@ -146,10 +146,16 @@ def evaluation_points(model) -> torch.Tensor:
     return data(4, seed=5)[0]
 
 
-def truncation_bias(paths: DrawnPaths, lifted: torch.Tensor) -> torch.Tensor:
-    """missing variance times r_i r_j [N, N]: the bound on the prior's covariance error."""
+def truncation_bias(paths: DrawnPaths, lifted: torch.Tensor, exact=None, x=None) -> torch.Tensor:
+    """The bound on the draws' covariance error from the prior's truncation [N, N]: missing
+    variance times r_i r_j (r the radii of the ``lifted`` points); for an ``exact`` GP, whose
+    update reads the prior at its training rows X, r_i + |a_i|^T r_X in place of r_i, with
+    a_i = K_y^{-1} K(X, x_i) (``zonal.sampling.exact_paths``)."""
     truncation = paths.path["prior_paths"].feature_map.truncation
-    radius = lifted.norm(dim=-1)
+    radius = lifted.norm(dim=-1)  # [N]
+    if exact is not None:
+        weights = torch.linalg.solve(exact._training_gram(), exact._covariance(exact.train_x, x))
+        radius = radius + weights.abs().T @ exact.lift(exact.train_x).norm(dim=-1)  # [N]
     return float(truncation.missing_variance) * torch.outer(radius, radius)
 
 
@@ -173,7 +179,8 @@ def test_draws_have_the_moments_of_the_model_posterior(name):
     paths = draw_posterior_paths(model, torch.Size([DRAWS]), settings=SETTINGS)
     with torch.no_grad():
         draws = paths(x)  # [S, N] or [S, N, P]
-        bias = truncation_bias(paths, model.input_map.lift(x))
+        exact = model if isinstance(model, ExactZonalGP) else None
+        bias = truncation_bias(paths, model.input_map.lift(x), exact, x)
         if model.num_outputs == 1:
             posterior = model.posterior(x)
             assert_moments_match(

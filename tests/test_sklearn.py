@@ -99,6 +99,11 @@ def test_values_too_large_for_float64_squares_are_named_at_fit_and_predict():
     regressor = ZonalRegressor("sgpr", **settings).fit(x, y)
     with pytest.raises(TableError, match=r"the inputs: values too large .* column 'x1' at row 3"):
         regressor.predict(large)
+    from zonal.tabular.fitting import fit_data  # arrays given to the fitting layer directly
+
+    large[5, 0] = -np.inf
+    with pytest.raises(TableError, match=r"infinite values in column 'x0' at row 5\. values too"):
+        fit_data(large, y, feature_columns=["x0", "x1"], model="sgpr", budget=None)
 
 
 def test_an_unknown_kernel_is_refused_under_auto_too():

@@ -75,7 +75,9 @@ class KnowledgeGradient(qKnowledgeGradient):
         return values.mean(dim=0)  # [b]
 
     # BoTorch's decorators type its ``evaluate`` as taking X alone
-    def evaluate(self, X: torch.Tensor, bounds: torch.Tensor, **kwargs: Any) -> torch.Tensor:  # type: ignore[override]
+    def evaluate(  # type: ignore[override]
+        self, X: torch.Tensor, bounds: torch.Tensor, **kwargs: Any
+    ) -> torch.Tensor:
         """KG at X [b, q, d] -> [b] (X [q, d]: [1]) with the inner problem solved in ``bounds``
         [2, d] (``qKnowledgeGradient.evaluate``, its keyword options the same). For an ensemble
         BoTorch's ``evaluate`` averages the last dimension of its [b] values, the t-batch; here

@@ -113,6 +113,10 @@ class ExactZonalGP(ZonalModel):
         self.train_x, self.train_y = x.clone(), y.clone()
         self._cache = None
 
+    def lift(self, x: torch.Tensor) -> torch.Tensor:
+        """Check x [..., N, D] and map it to the kernel's inputs [..., N, ambient_dim]."""
+        return self.input_map.lift(self.check_inputs(x))
+
     def _covariance(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         """k(a, b) [*B, n, m], dense, for inputs a [*b1, n, D] and b [*b2, m, D]."""
         return self.kernel(self.input_map.lift(a), self.input_map.lift(b)).to_dense()

@@ -9,10 +9,13 @@ features, ``prior_feature_map``; w ~ N(0, I)), the draw
 has the exact GP's posterior as its law when f0 is an exact prior draw (Wilson et al. 2020, eq. 6;
 seed 004 sec. 2.2.2): the weights v = K_y^{-1} (y - c - f0(X) - eps) [*S, n] are solved once per
 draw with the model's Cholesky factor, so a draw costs O(F + n) per point. The prior path is the
-truncated Karhunen-Loeve expansion, so the draws' covariance differs from the posterior's by at
-most the truncation's missing variance (``HarmonicTruncation.missing_variance``) times r r' (the
-radii of the lifted points), as for the sparse models' paths. The draws are frozen when made (no
-gradient reaches the hyperparameters); they stay differentiable in x.
+truncated Karhunen-Loeve expansion, of covariance K - R with R the dropped levels' part; the
+draws' covariance then differs from the posterior's by Cov_R(g(x) - a^T g(X), g(x') - a'^T g(X))
+with a = K_y^{-1} K(X, x), g ~ GP(0, R), so by at most m (r + |a|^T r_X)(r' + |a'|^T r_X), m the
+truncation's missing variance (``HarmonicTruncation.missing_variance``) and r the radii of the
+lifted points (r_X the training rows'). The weights w and v are fixed when the draw is made (no
+gradient reaches the hyperparameters through them); the features read the model's kernel and
+input map when evaluated, so draw again after refitting. The draws are differentiable in x.
 """
 
 from __future__ import annotations
@@ -69,7 +72,8 @@ def exact_matheron_path(
     model: ExactZonalGP, sample_shape: Size, *, settings: PriorSettings | None = None
 ) -> MatheronPath:
     """Draws f_s = c + f0_s + K(., X) v_s of the exact GP's posterior (module docstring) as a
-    BoTorch ``MatheronPath`` on the model's raw inputs: x [..., N, D] -> [*S, ..., N]."""
+    BoTorch ``MatheronPath`` on the model's raw inputs (checked and lifted, ``ExactZonalGP.lift``):
+    x [..., N, D] -> [*S, ..., N]."""
     with torch.no_grad():
         lifted = model.input_map.lift(model.train_x)  # X [n, d]
         feature_map = prior_feature_map(model.kernel, settings, num_inputs=lifted.shape[-1])
@@ -84,4 +88,4 @@ def exact_matheron_path(
         residual = model.train_y - prior(lifted) - noise  # y - c - f0(X) - eps [*S, n]
         update_weight = torch.cholesky_solve(residual.unsqueeze(-1), factor).squeeze(-1)
     update = GeneralizedLinearPath(TrainingCovarianceMap(model.kernel, lifted), update_weight)
-    return MatheronPath(prior, update, input_transform=model.input_map.lift)
+    return MatheronPath(prior, update, input_transform=model.lift)

@@ -157,7 +157,7 @@ def draw_posterior_paths(
     ``DeepPaths`` for a ``DGP``, ``ResidualPaths`` for a ``ResidualDGP``
     (``zonal.sampling.residual_paths``). A model returned by ``condition_on_observations`` or
     ``fantasize`` is refused (``ConditionedPathsError``)."""
-    refuse_conditioned(model)
+    refuse_undrawable(model)
     return draw_layer_paths(model, sample_shape, settings=settings)
 
 
@@ -165,10 +165,25 @@ class ConditionedPathsError(ValueError):
     """Pathwise draws of a conditioned (or fantasy) model: they would ignore the conditioning."""
 
 
-def refuse_conditioned(model: nn.Module) -> None:
+class TransformedPathsError(ValueError):
+    """Pathwise draws of a model with BoTorch input or outcome transforms: the paths act on the
+    model's own (transformed) scale, so they would silently be draws in other units."""
+
+
+def refuse_undrawable(model: nn.Module) -> None:
     """Raise ``ConditionedPathsError`` for a model made by ``condition_on_observations`` or
-    ``fantasize``: the paths read the stored statistics or q(u), not the update on the new rows,
-    so they would silently be draws of the model before conditioning."""
+    ``fantasize`` (the paths read the stored statistics or q(u), not the update on the new rows,
+    so they would silently be draws of the model before conditioning), and
+    ``TransformedPathsError`` for a model with an input or outcome transform."""
+    transforms = [name for name in ("input_transform", "outcome_transform")
+                  if getattr(model, name, None) is not None]  # fmt: skip
+    if transforms:
+        raise TransformedPathsError(
+            f"pathwise draws of a {type(model).__name__} with an {' and an '.join(transforms)} "
+            "would be on its transformed scale; draw them from a model fitted without "
+            "transforms (standardise the data first), or sample its posterior "
+            "(model.posterior(X).rsample())"
+        )
     if hasattr(model, "_conditioned_batch"):
         raise ConditionedPathsError(
             f"pathwise draws of a conditioned {type(model).__name__} would ignore the rows it was "
@@ -179,7 +194,7 @@ def refuse_conditioned(model: nn.Module) -> None:
 
 @draw_posterior_paths.register
 def _(model: SGPR, sample_shape: Size, *, settings: PriorSettings | None = None) -> DrawnPaths:
-    refuse_conditioned(model)
+    refuse_undrawable(model)
     mean, factor, root = collapsed_posterior(model)
     whitened = collapsed_whitened_samples(mean, factor, sample_shape)  # [*S, M]
     path = matheron_path(
@@ -192,13 +207,13 @@ def _(model: SGPR, sample_shape: Size, *, settings: PriorSettings | None = None)
 def _(
     model: ExactZonalGP, sample_shape: Size, *, settings: PriorSettings | None = None
 ) -> DrawnPaths:
-    refuse_conditioned(model)
+    refuse_undrawable(model)
     return DrawnPaths(exact_matheron_path(model, sample_shape, settings=settings), None)
 
 
 @draw_posterior_paths.register
 def _(model: DGP, sample_shape: Size, *, settings: PriorSettings | None = None) -> DeepPaths:
-    refuse_conditioned(model)
+    refuse_undrawable(model)
     return DeepPaths(
         [draw_layer_paths(layer, sample_shape, settings=settings) for layer in model.layers]
     )

@@ -23,7 +23,7 @@ from zonal.sampling.paths import (
     DrawnPaths,
     draw_layer_paths,
     draw_posterior_paths,
-    refuse_conditioned,
+    refuse_undrawable,
 )
 
 
@@ -62,7 +62,7 @@ class ResidualPaths(nn.Module):
 def _(
     model: ResidualDGP, sample_shape: Size, *, settings: PriorSettings | None = None
 ) -> ResidualPaths:
-    refuse_conditioned(model)
+    refuse_undrawable(model)
     fields = [draw_layer_paths(field.gp, sample_shape, settings=settings) for field in model.fields]
     output = draw_layer_paths(model.output_layer, sample_shape, settings=settings)
     return ResidualPaths(model, fields, output)

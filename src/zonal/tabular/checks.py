@@ -1,7 +1,7 @@
 """Checks of a table's target and inputs shared by the in-memory fit (``zonal.tabular.fitting``)
 and the streamed fit (``zonal.tabular.streamed``): a regression target of one value and values
-too large for float64's squares are named errors; more input columns than rows, and input
-columns of one value, are ``DataWarning`` notes."""
+too large for float64's squares are named errors; more input columns than rows, input columns
+of one value and input columns that count the rows (IDs) are ``DataWarning`` notes."""
 
 from __future__ import annotations
 
@@ -11,6 +11,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from zonal.tabular.tables import MAX_MAGNITUDE, DataWarning, TableError
+
+#: rows a column must count before ``warn_about_row_numbers`` takes it for a row number
+ROW_NUMBER_MIN_ROWS = 10
 
 
 def check_regression_target(values: np.ndarray, column: str, source: str) -> None:
@@ -27,22 +30,30 @@ def check_regression_target(values: np.ndarray, column: str, source: str) -> Non
 
 def check_magnitudes(x: np.ndarray, columns: Sequence[str], source: str) -> None:
     """A ``TableError`` naming the columns of ``x`` [N, D] (and their first rows, 0-based) that
-    hold a value above ``MAX_MAGNITUDE`` in size: the check ``Table.numeric`` makes on a file's
-    cells, for arrays given directly (the scikit-learn estimators, ``fit_data``,
-    ``predict_data``)."""
-    with np.errstate(invalid="ignore"):
-        large = np.abs(x) > MAX_MAGNITUDE  # [N, D]
-    if not large.any():
-        return
+    hold missing (NaN) or infinite values, or values above ``MAX_MAGNITUDE`` in size: the checks
+    ``Table.numeric`` makes on a file's cells, for arrays given directly (the scikit-learn
+    estimators, ``fit_data``, ``predict_data``)."""
+    finite = np.isfinite(x)  # [N, D]
+    kinds = {
+        "missing values": np.isnan(x),
+        "infinite values": np.isinf(x),
+        f"values too large (|x| > {MAX_MAGNITUDE:g})": finite
+        & (np.abs(np.where(finite, x, 0.0)) > MAX_MAGNITUDE),
+    }
+    messages = [f"{kind} in {_columns_and_rows(bad, columns)}" for kind, bad in kinds.items()
+                if bad.any()]  # fmt: skip
+    if messages:
+        raise TableError(f"{source or 'the data'}: " + ". ".join(messages))
+
+
+def _columns_and_rows(bad: np.ndarray, columns: Sequence[str]) -> str:
+    """ "column 'a' at row 3, 7; column 'b' at row 0" for the flagged cells ``bad`` [N, D]."""
     found = []
-    for index in np.flatnonzero(large.any(0)):
-        rows = np.flatnonzero(large[:, index])
+    for index in np.flatnonzero(bad.any(0)):
+        rows = np.flatnonzero(bad[:, index])
         more = f" and {len(rows) - 5} more" if len(rows) > 5 else ""
-        shown = ", ".join(map(str, rows[:5])) + more
-        found.append(f"column {columns[int(index)]!r} at row {shown}")
-    raise TableError(
-        f"{source or 'the data'}: values too large (|x| > {MAX_MAGNITUDE:g}) in {'; '.join(found)}"
-    )
+        found.append(f"column {columns[int(index)]!r} at row {', '.join(map(str, rows[:5]))}{more}")
+    return "; ".join(found)
 
 
 def constant_columns(x: np.ndarray) -> np.ndarray:
@@ -93,16 +104,15 @@ def warn_about_row_numbers(x: np.ndarray, columns: Sequence[str], source: str) -
         warnings.warn(
             f"{source or 'the data'}: input column(s) {', '.join(map(repr, names))} count the "
             "rows (consecutive integers in the table's order): fitted as inputs like any other; "
-            "if they are row numbers or IDs, leave them out (--features)",
+            "if they are row numbers or IDs (a time index is a real input), leave them out "
+            "(zonal fit --features, or drop the columns from X)",
             DataWarning,
             stacklevel=3,
         )
 
 
-#: rows a column must count before ``warn_about_row_numbers`` takes it for a row number
-ROW_NUMBER_MIN_ROWS = 10
-
 __all__ = [
+    "check_magnitudes",
     "check_regression_target",
     "constant_columns",
     "warn_about_inputs",

@@ -88,6 +88,7 @@ def checkpoint_state(fitted: TabularModel) -> dict[str, Any]:
         "training": {
             "rows": fitted.num_rows,
             "validation_rows": fitted.num_validation_rows,
+            "scoring_rows": fitted.num_scoring_rows,
             "seconds": trained.seconds,
             "objective": trained.objective,
             "candidates": dict(trained.candidates),
@@ -105,8 +106,22 @@ def save_model(fitted: TabularModel, path: str | os.PathLike[str], *, force: boo
     return write_new_file(path, lambda handle: torch.save(state, handle), force=force)
 
 
-#: file suffixes of tables, which a checkpoint argument given in a table's place has
+#: file suffixes of tables: a file of such a name that does not load as a checkpoint is most
+#: likely a table given in the checkpoint's place
 TABLE_SUFFIXES = (".csv", ".npz", ".tsv", ".parquet", ".xlsx")
+
+
+def _unreadable(path: Path, error: Exception) -> ModelFileError:
+    """The named error for a checkpoint ``torch.load`` could not read safely."""
+    if isinstance(error, pickle.UnpicklingError):  # torch's message advises an unsafe reload
+        return ModelFileError(
+            f"checkpoint {path} holds Python objects that a safe (weights-only) load refuses: it "
+            "is not a zonal model file, and zonal will not execute code from it"
+        )
+    reason = (str(error).strip().splitlines() or [""])[0][:200]  # torch raises many types
+    return ModelFileError(
+        f"checkpoint {path} is corrupt or not a zonal model file ({type(error).__name__}: {reason})"
+    )
 
 
 def load_model(path: str | os.PathLike[str]) -> TabularModel:
@@ -114,24 +129,15 @@ def load_model(path: str | os.PathLike[str]) -> TabularModel:
     path = Path(path)
     if not path.is_file():
         raise ModelFileError(f"checkpoint {path} does not exist")
-    if path.suffix.lower() in TABLE_SUFFIXES:
-        raise ModelFileError(
-            f"checkpoint {path} is a table, not a model file: the checkpoint comes first "
-            "(zonal predict CHECKPOINT DATA)"
-        )
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError as error:  # torch's message advises an unsafe reload: not shown
-        raise ModelFileError(
-            f"checkpoint {path} holds Python objects that a safe (weights-only) load refuses: it "
-            "is not a zonal model file, and zonal will not execute code from it"
-        ) from error
-    except Exception as error:  # torch raises many types for damaged or foreign files
-        reason = (str(error).strip().splitlines() or [""])[0][:200]
-        raise ModelFileError(
-            f"checkpoint {path} is corrupt or not a zonal model file "
-            f"({type(error).__name__}: {reason})"
-        ) from error
+    except Exception as error:
+        if path.suffix.lower() in TABLE_SUFFIXES:  # most likely predict's arguments swapped
+            raise ModelFileError(
+                f"checkpoint {path} is a table, not a model file: the checkpoint comes first "
+                "(zonal predict CHECKPOINT DATA)"
+            ) from error
+        raise _unreadable(path, error) from error
     _check_layout(path, state)
     if state_digest(state["model_state"]) != state["state_sha256"]:
         raise ModelFileError(
@@ -176,6 +182,7 @@ def load_model(path: str | os.PathLike[str]) -> TabularModel:
         {name: dict(score) for name, score in training.get("scores", {}).items()},
         int(training.get("validation_rows", 0)),
         bool(training.get("interrupted", False)),
+        int(training.get("scoring_rows", 0)),
     )
 
 

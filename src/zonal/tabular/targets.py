@@ -151,18 +151,21 @@ def detect_target(labels: np.ndarray, likelihood: str | None, name: str = "targe
 
 
 def _check_text_classes(labels: np.ndarray, name: str) -> None:
-    """A ``LabelError`` for text that cannot be class labels: more than half of its distinct
-    values on one row each (numbers written with thousands separators, a decimal comma or a
-    unit, such as ``"6,885.0"`` or ``"4082 EUR"``, are text to the reader)."""
-    found, counts = np.unique(labels.astype(str), return_counts=True)
-    if len(found) < 2 or (counts == 1).sum() <= len(found) / 2:
+    """A ``LabelError`` for text that reads as numbers written with separators, a decimal comma or
+    a unit (``"6,885.0"``, ``"0,12"``, ``"4082 EUR"``: text to the reader), not class labels: more
+    distinct values than half the rows, most of them holding a digit. Labels of many classes with
+    few rows each, or of a small table, pass (``"a"``, ``"b"``, ``"c"`` hold no digit)."""
+    found = np.unique(labels.astype(str))
+    digits = sum(any(character.isdigit() for character in text) for text in found)
+    if len(found) <= len(labels) / 2 or digits <= len(found) / 2:
         return
-    examples = ", ".join(map(repr, list(dict.fromkeys(labels.tolist()))[:3]))  # in row order
+    first = list(dict.fromkeys(labels.tolist()))  # in row order
+    examples = ", ".join(map(repr, first[:3])) + (", ..." if len(first) > 3 else "")
     raise LabelError(
         f"the {name} holds text with {len(found)} distinct values on {len(labels)} rows "
-        f"({examples}, ...), most of them on a single row: not class labels. If they are "
-        "numbers, write them plainly (a '.' decimal mark, no thousands separators or units, "
-        "e.g. 6885.0)"
+        f"({examples}): numbers written as text, not class labels. Write them plainly (a '.' "
+        "decimal mark, no thousands separators or units, e.g. 6885.0), or pass --likelihood "
+        "softmax (likelihood='softmax') to fit them as classes"
     )
 
 

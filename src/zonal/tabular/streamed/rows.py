@@ -127,10 +127,9 @@ def check_regression(counts: dict[float, int] | None, likelihood: str | None, na
     if counts is None or likelihood == "gaussian":
         return
     values = np.array(sorted(counts))
-    # up to MAX_AUTO_CLASSES * MIN_ROWS_PER_AUTO_CLASS copies of each value: the detection only
-    # compares the row count with that many rows, so it decides as on the whole column
-    copies = np.minimum([counts[value] for value in values],
-                        MAX_AUTO_CLASSES * MIN_ROWS_PER_AUTO_CLASS)  # fmt: skip
+    # up to MIN_ROWS_PER_AUTO_CLASS copies of each value: the detection compares each value's
+    # row count with that many, so it decides as on the whole column
+    copies = np.minimum([counts[value] for value in values], MIN_ROWS_PER_AUTO_CLASS)
     labels = np.repeat(label_texts(values)[0], copies)
     if detect_target(labels, None, f"target {name!r}").is_classification:
         raise UnsupportedLikelihoodError(
