@@ -10,6 +10,7 @@ searches and cross-validation. Both use the concrete compressive-strength table 
 """
 
 # %%
+import contextlib
 import tempfile
 from pathlib import Path
 
@@ -29,28 +30,16 @@ train_table, test_table = table.drop(index=test_rows), table.iloc[test_rows]
 
 # %%
 # The command line (here called in-process; in a shell it is ``zonal fit train.csv --target
-# strength --model sgpr --budget 10 -o model.pt``). The one-pass SGPR is the quickest recipe.
+# strength --model sgpr --budget 10 -o model.pt``). The one-pass SGPR is the quickest recipe. The
+# files go to a fresh folder, which the commands run in.
 folder = Path(tempfile.mkdtemp())
 train_table.to_csv(folder / "train.csv", index=False)
 test_table.drop(columns="strength").to_csv(folder / "new.csv", index=False)
-model_path, predictions_path = folder / "model.pt", folder / "predictions.csv"
-zonal(
-    [
-        "fit",
-        str(folder / "train.csv"),
-        "--target",
-        "strength",
-        "--model",
-        "sgpr",
-        "--budget",
-        "10",
-        "--quiet",
-        "-o",
-        str(model_path),
-    ]
-)
-zonal(["predict", str(model_path), str(folder / "new.csv"), "-o", str(predictions_path)])
-predictions = pd.read_csv(predictions_path)
+fit = ["fit", "train.csv", "--target", "strength", "--model", "sgpr", "--budget", "10"]
+with contextlib.chdir(folder):
+    zonal([*fit, "--quiet", "-o", "model.pt"])
+    zonal(["predict", "model.pt", "new.csv", "-o", "predictions.csv"])
+predictions = pd.read_csv(folder / "predictions.csv")
 print(predictions.head())
 
 # %%
