@@ -247,6 +247,29 @@ def test_failed_predict_leaves_an_existing_output_untouched(table_csv, tmp_path,
     assert no_temporary_files(tmp_path)
 
 
+def test_tsv_and_parquet_tables_read_as_the_csv_does(tmp_path):
+    """The same cells (a text column, a missing value) from CSV, TSV and Parquet give the same
+    columns, numbers and named problems."""
+    pyarrow = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as parquet
+
+    rows = [["1.5", "up", "3"], ["2", "down", ""], ["-4e-1", "up", "7"]]
+    (tmp_path / "t.csv").write_text("a,label,y\n" + "\n".join(",".join(r) for r in rows) + "\n")
+    (tmp_path / "t.tsv").write_text("a\tlabel\ty\n" + "\n".join("\t".join(r) for r in rows))
+    columns = {"a": [1.5, 2.0, -0.4], "label": ["up", "down", "up"], "y": [3, None, 7]}
+    parquet.write_table(pyarrow.table(columns), tmp_path / "t.parquet")
+    tables = [read_table(tmp_path / name) for name in ("t.csv", "t.tsv", "t.parquet")]
+    for table in tables:
+        assert table.columns == ("a", "label", "y") and table.num_rows == 3
+        np.testing.assert_array_equal(table.numeric(["a"])[:, 0], [1.5, 2.0, -0.4])
+        assert [str(cell) for cell in table.cells["label"]] == ["up", "down", "up"]
+        with pytest.raises(TableError, match=r"missing values in column 'y' at (line 3|row 1)"):
+            table.numeric(["y"])
+    (tmp_path / "bad.parquet").write_text("not parquet")
+    with pytest.raises(TableError, match="not a readable Parquet file"):
+        read_table(tmp_path / "bad.parquet")
+
+
 def test_table_format_errors(tmp_path):
     with pytest.raises(TableError, match=r"unknown table format '\.txt'"):
         read_table(tmp_path / "data.txt")
@@ -266,7 +289,7 @@ def test_table_format_errors(tmp_path):
     for mark, written in ((";", "a;y\n1;2\n"), ("\t", "a\ty\n1\t2\n")):
         other = tmp_path / "other.csv"
         other.write_text(written)
-        with pytest.raises(TableError, match=re.escape(f"holding {mark!r}: zonal reads comma")):
+        with pytest.raises(TableError, match=re.escape(f"holding {mark!r}: a comma-separated")):
             read_table(other)
     not_npz = tmp_path / "fake.npz"
     not_npz.write_text("hello")
@@ -346,11 +369,13 @@ def test_cli_probe_small_defects(table_csv, tmp_path, capsys):
     assert main([*fit, "--model", "sgpr", "--layers", "3", *FAST]) == 1
     assert "--layers is for adgp and dgp" in one_line_error(capsys)
     assert main(["fit", str(tmp_path), "--target", "y"]) == 1
-    assert "is a folder; give a .csv or .npz file, or stream" in one_line_error(capsys)
+    assert "is a folder; give a .csv, .tsv, .npz or .parquet file, or stream" in one_line_error(
+        capsys
+    )
     folder = tmp_path / "folder.csv"
     folder.mkdir()
     assert main(["fit", str(folder), "--target", "y"]) == 1
-    assert "is a folder; give a .csv or .npz file" in one_line_error(capsys)
+    assert "is a folder; give a .csv, .tsv, .npz or .parquet file" in one_line_error(capsys)
     original = table_csv.read_bytes()
     assert main([*fit, "-o", str(table_csv), "--force", *FAST]) == 1
     assert "is the input file" in one_line_error(capsys)

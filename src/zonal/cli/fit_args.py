@@ -12,9 +12,9 @@ from zonal.cli.fit import run_fit, run_predict
 from zonal.tabular.options import AUTO_BUDGET
 
 FIT_DESCRIPTION = """\
-Fit a GP model to the rows of a table (CSV or NPZ) and save it in one checkpoint for `zonal
-predict`. CSV: a header row, then numbers. NPZ: one 1-D array per column, or X [N, D] with optional
-columns (names), y and target (its name).
+Fit a GP model to the rows of a table (CSV, TSV, NPZ or Parquet) and save it in one checkpoint for
+`zonal predict`. CSV (TSV: tabs): a header row, then numbers. NPZ: one 1-D array per column, or
+X [N, D] with optional columns (names), y and target (its name). Parquet needs pyarrow.
 
 The task: a target of text labels, or of at most 10 integer values (each on at least 5 rows),
 is classification (two classes: Bernoulli likelihood with a probit link; more: softmax over
@@ -101,7 +101,8 @@ def add_fit_parser(commands: Any) -> None:
 
     fit = commands.add_parser(
         "fit",
-        help="fit a GP regression or classification model to a table (CSV or NPZ) and save it",
+        help="fit a GP regression or classification model to a table (CSV, TSV, NPZ, Parquet) "
+        "and save it",
         description=FIT_DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -110,8 +111,8 @@ def add_fit_parser(commands: Any) -> None:
         type=Path,
         nargs="+",
         metavar="DATA",
-        help="the training table (.csv or .npz); with --chunk-size, CSV / Parquet partitions or "
-        "a folder of them",
+        help="the training table (.csv, .tsv, .npz or .parquet); with --chunk-size, CSV / Parquet "
+        "partitions or a folder of them",
     )
     fit.add_argument("--target", required=True, metavar="COLUMN", help="the column to predict")
     fit.add_argument(

@@ -1,9 +1,10 @@
-"""The user's tables for ``zonal fit`` and ``zonal predict``: reading CSV / NPZ, writing results.
+"""The user's tables for ``zonal fit`` and ``zonal predict``: reading CSV / TSV / NPZ / Parquet,
+writing results (CSV or NPZ).
 
-**CSV**: comma-separated, UTF-8 (a byte-order mark is allowed), a header row of column names, then
-one row per data point. Cells are numbers in Python syntax (``1.5``, ``-2e-3``). Empty cells and
-``NA``, ``N/A``, ``NaN``, ``null``, ``None``, ``?`` (any case) are missing values. Columns that a
-command does not use may hold anything.
+**CSV**: comma-separated (**TSV**, a ``.tsv`` file: tab-separated), UTF-8 (a byte-order mark is
+allowed), a header row of column names, then one row per data point. Cells are numbers in Python
+syntax (``1.5``, ``-2e-3``). Empty cells and ``NA``, ``N/A``, ``NaN``, ``null``, ``None``, ``?``
+(any case) are missing values. Columns that a command does not use may hold anything.
 
 **NPZ** (``numpy.savez``), in one of two layouts:
 
@@ -13,6 +14,9 @@ command does not use may hold anything.
   ``x0 .. x{D-1}``), ``y`` [N] and ``target`` (the name of ``y``, a 0-d string array; default
   ``"y"``): ``np.savez(path, X=X, y=y, columns=np.array(names))``.
 
+**Parquet** (needs ``pyarrow``, extra ``zonal[scale]``): numeric and boolean columns as numbers
+(nulls missing), others as text.
+
 Arrays are read with ``allow_pickle=False``. Problems are ``TableError`` s that name the file, the
 columns and the rows (CSV: line numbers of the file, the header being line 1; NPZ: 0-based rows).
 """
@@ -20,6 +24,7 @@ columns and the rows (CSV: line numbers of the file, the header being line 1; NP
 from __future__ import annotations
 
 import csv
+import importlib
 import io
 import os
 import zipfile
@@ -34,6 +39,8 @@ from zonal._files import write_new_file
 
 MISSING_TOKENS = frozenset({"", "na", "n/a", "nan", "null", "none", "?"})
 SUFFIXES = (".csv", ".npz")
+#: the formats ``read_table`` reads (``SUFFIXES`` are those ``write_table`` writes)
+READ_SUFFIXES = (".csv", ".tsv", ".npz", ".parquet")
 _SHOWN = 5  # rows named per column in an error message
 _NAMES_SHOWN = 8  # column names listed by an error message before "and N more"
 MAX_MAGNITUDE = 1e150
@@ -116,19 +123,24 @@ class Table:
 
 
 def read_table(path: str | os.PathLike[str]) -> Table:
-    """Read a CSV or NPZ table (see the module docstring for the layouts)."""
+    """Read a CSV, TSV, NPZ or Parquet table (see the module docstring for the layouts)."""
     path = Path(path)
     if path.is_dir():
         raise TableError(
-            f"{path}: is a folder; give a .csv or .npz file, or stream a folder of CSV / Parquet "
-            "partitions with --chunk-size ROWS"
+            f"{path}: is a folder; give a .csv, .tsv, .npz or .parquet file, or stream a folder of "
+            "CSV / Parquet partitions with --chunk-size ROWS"
         )
-    if path.suffix.lower() not in SUFFIXES:
-        raise TableError(f"{path}: unknown table format {path.suffix!r}; use a .csv or .npz file")
+    suffix = path.suffix.lower()
+    if suffix not in READ_SUFFIXES:
+        raise TableError(
+            f"{path}: unknown table format {path.suffix!r}; use a .csv, .tsv, .npz or .parquet file"
+        )
     if not path.is_file():
         raise TableError(f"{path}: no such file")
-    if path.suffix.lower() == ".csv":
-        return _read_csv(path)
+    if suffix in (".csv", ".tsv"):
+        return _read_csv(path, "\t" if suffix == ".tsv" else ",")
+    if suffix == ".parquet":
+        return _read_parquet(path)
     return _read_npz(path)
 
 
@@ -165,24 +177,25 @@ def write_table(
 # ---------------------------------------------------------------------------------------- CSV
 
 
-def _read_csv(path: Path) -> Table:
+def _read_csv(path: Path, delimiter: str = ",") -> Table:
     try:
         text = path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as error:
         raise TableError(f"{path}: not UTF-8 text ({error}); is it really a CSV file?") from error
     try:
-        rows = list(csv.reader(io.StringIO(text, newline="")))
+        rows = list(csv.reader(io.StringIO(text, newline=""), delimiter=delimiter))
     except csv.Error as error:
         raise TableError(f"{path}: not a readable CSV file ({error})") from error
     rows = [row for row in rows if row]  # blank lines
     if not rows:
         raise TableError(f"{path}: the file is empty; expected a header row of column names")
     header = [name.strip() for name in rows[0]]
-    separators = [mark for mark in ";\t|" if len(header) == 1 and mark in header[0]]
+    separators = [mark for mark in ";\t|," if len(header) == 1 and mark in header[0]]
     if separators:
+        kind = "tab-separated .tsv" if delimiter == "\t" else "comma-separated .csv"
         raise TableError(
             f"{path}: the header is one column, {header[0][:60]!r}, holding {separators[0]!r}: "
-            "zonal reads comma-separated files; save the table with ',' between the cells"
+            f"a {kind} file has {delimiter!r} between its cells (a .tsv file is read with tabs)"
         )
     check_header(path, header)
     body = rows[1:]
@@ -229,6 +242,37 @@ def is_number(text: str) -> bool:
 
 
 # ---------------------------------------------------------------------------------------- NPZ
+
+
+def _read_parquet(path: Path) -> Table:
+    """A Parquet file's columns: numeric and boolean ones as float64 (nulls NaN), others as text
+    (nulls empty, so missing)."""
+    try:
+        parquet = importlib.import_module("pyarrow.parquet")
+        types = importlib.import_module("pyarrow.types")
+    except ImportError as error:
+        raise TableError(
+            f"{path}: reading Parquet needs pyarrow: pip install 'zonal[scale]' (or pyarrow)"
+        ) from error
+    try:
+        table = parquet.read_table(path)
+    except Exception as error:  # pyarrow raises ArrowInvalid, OSError, ... for damaged files
+        reason = (str(error).strip().splitlines() or [""])[0][:200]
+        raise TableError(f"{path}: not a readable Parquet file ({reason})") from error
+    names = [str(name) for name in table.column_names]
+    check_header(path, names)
+    if table.num_rows == 0:
+        raise TableError(f"{path}: the table has no rows")
+    cells: dict[str, np.ndarray] = {}
+    for name, column in zip(names, table.columns, strict=True):
+        kind = column.type
+        if types.is_integer(kind) or types.is_floating(kind) or types.is_boolean(kind):
+            values = [np.nan if value is None else float(value) for value in column.to_pylist()]
+            cells[name] = np.array(values, dtype=np.float64)
+        else:
+            texts = ["" if value is None else str(value) for value in column.to_pylist()]
+            cells[name] = np.array(texts, dtype=object)
+    return Table(path, tuple(names), cells, table.num_rows, is_csv=False)
 
 
 def _read_npz(path: Path) -> Table:
