@@ -180,6 +180,14 @@ def test_a_dataframe_partition_with_a_nan_target_or_a_missing_column_is_named() 
         statistics_map_reduce(
             make_model(), parts, target="target", features=["a", "d"], scheduler="sync"
         )
+    # a text cell in a feature column (read as text, e.g. dd.read_csv(..., dtype=str)) is named
+    texts = frame.astype(str)
+    texts.loc[260, "target"] = "1.0"  # the infinite target above made finite
+    texts.loc[600, "b"] = "abc"  # row 100 of partition 2
+    with pytest.raises(PartitionError, match=r"partition 2 .*could not convert string .*'abc'"):
+        statistics_map_reduce(
+            make_model(), dd.from_pandas(texts, npartitions=4), target="target", scheduler="sync"
+        )
 
 
 def test_wrong_column_count_is_named_with_its_partition() -> None:

@@ -177,8 +177,9 @@ def _corrupt(path: Path, data_row: int, replace) -> None:
         (lambda line: line.replace(line.split(",")[2], "oops", 1), "non-numeric values"),
         (lambda line: line + ",3.5", "has 5 cells but the header has 4 columns"),
         (lambda line: line.rsplit(",", 1)[0], "has 3 cells but the header has 4 columns"),
+        (lambda line: line.rsplit(",", 1)[0] + ",abc", "non-numeric values in column 'y'"),
     ],
-    ids=["nan", "text", "extra-cell", "missing-cell"],
+    ids=["nan", "text", "extra-cell", "missing-cell", "target-text"],
 )
 def test_a_bad_row_in_partition_2_names_the_file_and_global_row_and_saves_nothing(
     tmp_path, replace, message
@@ -192,6 +193,7 @@ def test_a_bad_row_in_partition_2_names_the_file_and_global_row_and_saves_nothin
     text = str(error.value)
     assert f"partition 2 of 3 ({paths[1]})" in text
     assert message in text
+    assert "text labels" not in text  # one bad cell in a numeric target is not a classification
     assert "line 72 (global row 170)" in text
     assert not output.exists() and not state_path_for(output).exists()
 
@@ -298,6 +300,11 @@ def test_classification_targets_and_other_models_are_refused(tmp_path):
         streamed_fit(paths, "y", output=tmp_path / "m.pt", chunk_size=30, **FAST)
     with pytest.raises(ValueError, match="fits the one-pass SGPR"):
         streamed_fit(paths, "y", output=tmp_path / "m.pt", chunk_size=30, model="svgp")
+    words = tmp_path / "words.csv"  # text labels: the note says why the pass refuses them
+    rows = [f"{a},{b},{c},{'up' if a > 0 else 'down'}" for a, b, c in x.tolist()]
+    words.write_text("x0,x1,x2,y\n" + "\n".join(rows) + "\n")
+    with pytest.raises(PartitionError, match="the target holds text labels \\(classification\\)"):
+        streamed_fit(words, "y", output=tmp_path / "m.pt", chunk_size=30, **FAST)
     assert not (tmp_path / "m.pt").exists()
 
 

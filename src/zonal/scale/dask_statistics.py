@@ -95,8 +95,9 @@ def _frame_statistics(
     missing = [name for name in (*features, target) if name not in frame.columns]
     if missing:
         raise PartitionError(f"partition {index}: no column(s) {missing}")
+    # converted to float64 inside the map's checks, so that a text cell is named by partition
     return _partition_statistics(
-        model, index, None, frame[list(features)].to_numpy(np.float64), frame[target].to_numpy()
+        model, index, None, frame[list(features)].to_numpy(), frame[target].to_numpy()
     )
 
 

@@ -253,11 +253,12 @@ class PartitionReader:
                 values = table.numeric(names)
             except TableError as error:
                 labels, missing = label_texts(cells[self.target])
-                text = [label for label in np.delete(labels, missing) if not is_number(label)]
-                note = (
+                present = np.delete(labels, missing)
+                text = [label for label in present if not is_number(label)]
+                note = (  # mostly text, as zonal.tabular.targets reads a column of labels
                     "; the target holds text labels (classification), which the streamed fit "
                     "(SGPR, Gaussian likelihood) cannot fit"
-                    if text
+                    if len(text) > len(present) / 2
                     else ""
                 )
                 where = self._where(partition)
