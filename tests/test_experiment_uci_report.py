@@ -12,6 +12,7 @@ import torch
 from scipy import stats
 
 from zonal.experiments import create_run, execute_run, resume_experiment, run_experiment
+from zonal.experiments.errors import ExperimentError
 from zonal.experiments.uci_report import (
     QUICK,
     DropoutNetwork,
@@ -84,8 +85,15 @@ def test_every_model_has_a_row_per_split(tmp_path):
     }
     assert all(math.isfinite(float(r["nlpd"])) and float(r["rmse"]) > 0 for r in rows)
     assert result.metrics["synthetic"]["ADGP"]["splits"] == 2
-    with pytest.raises(ValueError, match="unknown models"):
-        run_experiment("uci-report", overrides={"models": ["SVM"]}, runs_root=tmp_path)
+    refused = tmp_path / "refused"  # each bad setting is named before a run folder is made
+    for override, message in (({"models": ["SVM"]}, "unknown models"),
+                              ({"datasets": ["nosuch"]}, "not regression datasets"),
+                              ({"test_fraction": 1.5}, "test_fraction must lie"),
+                              ({"mean": "weird"}, "mean must be"),
+                              ({"dropout": 2.0}, "dropout must lie")):  # fmt: skip
+        with pytest.raises(ExperimentError, match=message):
+            run_experiment("uci-report", overrides=override, runs_root=refused)
+    assert not refused.exists() or not any(refused.iterdir())
 
 
 def test_two_worker_processes_give_the_rows_of_one(tmp_path):

@@ -6,7 +6,7 @@ checkpoint and a ``report.md`` that puts our numbers beside the paper's. Modules
 first time the registry is queried (``list_experiments``, ``get_experiment``), not on import.
 """
 
-from zonal.experiments.errors import CheckpointError, ExperimentError
+from zonal.experiments.errors import CheckpointError, ConfigError, ExperimentError
 from zonal.experiments.registry import (
     Experiment,
     get_experiment,
@@ -26,6 +26,7 @@ from zonal.experiments.run_directory import RunDirectory
 
 __all__ = [
     "CheckpointError",
+    "ConfigError",
     "Experiment",
     "ExperimentError",
     "ExperimentRun",

@@ -312,6 +312,7 @@ def _check_config(config: dict[str, Any]) -> list[int]:
 
 @register_experiment(
     "banana-elbo",
+    validate=_check_config,
     summary="Banana classification: ELBO of a Softplus-activated arc-cosine SVGP vs the number of "
     "inducing variables M, nested models, rollbacks reported (seed 000 fig. 4)",
     quick=QUICK,

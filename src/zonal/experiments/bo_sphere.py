@@ -217,6 +217,7 @@ def _check_config(config: dict[str, Any]) -> None:
 
 @register_experiment(
     "bo-sphere",
+    validate=_check_config,
     summary="Bayesian optimisation on S^2 / S^3: shallow intrinsic-Matérn GP, switch to a "
     "residual deep GP after K steps, adaptive switch; log10 regret median and IQR per step "
     "(seed 004 fig. 4.2)",

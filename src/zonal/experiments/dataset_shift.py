@@ -379,6 +379,7 @@ MODELS_SUMMARY = (
 
 @register_experiment(
     "shift-mnist",
+    validate=_check_config,
     summary=f"{MODELS_SUMMARY}, under rotations of MNIST",
     quick={**QUICK, **MNIST_ONLY},
     full={**FULL, **MNIST_ONLY},
@@ -387,6 +388,7 @@ MODELS_SUMMARY = (
 )
 @register_experiment(
     "shift-fashion",
+    validate=_check_config,
     summary=f"{MODELS_SUMMARY}, under rotations and corruptions of Fashion-MNIST (standing in "
     "for CIFAR-10-C)",
     quick={**QUICK, **FASHION_ONLY},
@@ -400,6 +402,7 @@ MODELS_SUMMARY = (
 )
 @register_experiment(
     "dataset-shift",
+    validate=_check_config,
     summary=f"{MODELS_SUMMARY}, under rotations (MNIST; Fashion-MNIST in --full) and corruptions "
     "(Fashion-MNIST standing in for CIFAR-10-C)",
     quick=QUICK,

@@ -158,6 +158,7 @@ def _paper_reference() -> dict[str, dict[str, float]]:
 
 @register_experiment(
     "main-benchmark",
+    validate=lambda config: _check_config(config),  # defined below
     summary="UCI regression: zonal's activated DGP (ADGP-3, network then ELBO) and DGP-3 against "
     "GPyTorch's SVGP (RBF-ARD) and DeepGP-3 on the same splits: test MSE, TLL, training seconds "
     "and seconds to a target test MSE, beside seed 000 table 1",

@@ -328,6 +328,7 @@ def _check_config(config: dict[str, Any]) -> None:
 
 @register_experiment(
     "residual-dgp-sphere",
+    validate=_check_config,
     summary="residual deep GPs (projected vector fields + exp) on an irregular function on S^2: "
     "joint LPD, TLL and MSE against depth and N, beside the eq. 3.5 baseline (seed 004 "
     "figs. 3.4-3.5)",

@@ -271,6 +271,7 @@ def _check_config(config: dict[str, Any]) -> None:
 
 @register_experiment(
     "residual-dgp-uci",
+    validate=_check_config,
     summary="UCI regression: residual deep GPs with spherical-harmonic features in every layer vs "
     "Euclidean DGPs at the same M, depths 1-5, TLL box plots (seed 004 fig. 5.1)",
     quick=QUICK,

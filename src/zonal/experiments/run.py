@@ -25,7 +25,7 @@ import torch
 import zonal
 from zonal._files import to_jsonable
 from zonal.experiments.config import resolve_config, resolve_protocol
-from zonal.experiments.errors import ExperimentError
+from zonal.experiments.errors import ConfigError, ExperimentError
 from zonal.experiments.registry import Experiment, get_experiment
 from zonal.experiments.report import flatten_metrics, format_value, render_report
 from zonal.experiments.run_directory import RunDirectory
@@ -101,7 +101,7 @@ def create_run(
         try:
             experiment.validate(dict(config))
         except ValueError as error:
-            raise ExperimentError(f"{experiment.name}: {error}") from error
+            raise ConfigError(f"{experiment.name}: {error}") from error
     changed = sorted(key for key in config if config[key] != base[key])
     directory = RunDirectory.create(runs_root, experiment.name)
     directory.jobs = jobs

@@ -344,8 +344,16 @@ def summarise(
     return metrics
 
 
+def _check_config(config: dict[str, Any]) -> None:
+    """A ``ValueError`` naming an unknown model, before the run's folder is made."""
+    unknown = sorted(set(config["models"]) - set(MODELS))
+    if unknown:
+        raise ValueError(f"unknown models {unknown}; choose from {MODELS}")
+
+
 @register_experiment(
     "sparse-phases-magic",
+    validate=_check_config,
     summary="seed 002 table 1 on MAGIC (stand-in for SUSY): sparse vs complete harmonic features "
     "(continuous-depth kernel, Bernoulli SVGP) vs a 5-layer network; AUC, TLL, steps to the "
     "complete features' AUC",
@@ -365,9 +373,7 @@ def summarise(
 )
 def run_seed002_magic(config: dict[str, Any], run_dir: RunDirectory) -> dict[str, Any]:
     """Fit every (model, repeat), checkpointing after each; then the table, traces and figure."""
-    unknown = sorted(set(config["models"]) - set(MODELS))
-    if unknown:
-        raise ValueError(f"unknown models {unknown}; choose from {MODELS}")
+    _check_config(config)
     todo = [(model, repeat) for repeat in range(config["repeats"]) for model in config["models"]]
     state = run_dir.load_checkpoint() or {"rows": [], "traces": []}
     rows, traces = list(state["rows"]), list(state["traces"])

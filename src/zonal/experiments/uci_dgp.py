@@ -108,6 +108,7 @@ def fit_unit(
 
 @register_experiment(
     "uci-dgp",
+    validate=_check_config,
     summary="UCI regression: activated DGPs (two-stage: network, then ELBO) vs inducing-point "
     "DGPs, 1 and 3 layers, MSE and TLL beside seed 000 table 1, MSE-vs-time traces (fig. 6)",
     quick=QUICK,

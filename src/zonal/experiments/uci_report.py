@@ -299,8 +299,30 @@ def split_unit(
     return fit_split(config, data, dataset, split, models)
 
 
+def _check_config(config: dict[str, Any]) -> None:
+    """A ``ValueError`` naming a setting the run cannot use, before its folder is made."""
+    from zonal.datasets import list_datasets
+
+    unknown = sorted(set(config["models"]) - set(MODELS))
+    if unknown:
+        raise ValueError(f"unknown models {unknown}; use some of {list(MODELS)}")
+    regression = {info.name for info in list_datasets() if info.task == "regression"}
+    datasets = [
+        name for name in config["datasets"] if name != "synthetic" and name not in regression
+    ]
+    if datasets:
+        raise ValueError(f"datasets {datasets} are not regression datasets of zonal.datasets")
+    if not 0 < config["test_fraction"] < 1:
+        raise ValueError(f"test_fraction must lie in (0, 1), got {config['test_fraction']}")
+    if not 0 <= config["dropout"] < 1:
+        raise ValueError(f"dropout must lie in [0, 1), got {config['dropout']}")
+    if config["mean"] not in ("zero", "constant"):
+        raise ValueError(f"mean must be 'zero' or 'constant', got {config['mean']!r}")
+
+
 @register_experiment(
     "uci-report",
+    validate=_check_config,
     summary="seed 001's UCI protocol: 3-layer ADGP (128 Softplus inducing functions, width = "
     "input dimension) against its network (Vanilla), MC dropout and the inducing-point DGP: "
     "RMSE and NLPD",
@@ -321,9 +343,7 @@ def split_unit(
 )
 def run_uci_report(config: dict[str, Any], run_dir: RunDirectory) -> dict[str, Any]:
     """Every (dataset, split, model group), checkpointed after each; summary, figure."""
-    unknown = sorted(set(config["models"]) - set(MODELS))
-    if unknown:
-        raise ValueError(f"unknown models {unknown}; use some of {list(MODELS)}")
+    _check_config(config)
     state = run_dir.load_checkpoint() or {"rows": []}
     rows: list[dict[str, Any]] = list(state["rows"])
     done = {(r["dataset"], r["split"], r["model"]) for r in rows}
