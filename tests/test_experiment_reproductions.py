@@ -426,6 +426,14 @@ def test_an_unreadable_ledger_is_a_named_error_that_writes_nothing(tmp_path, cap
     assert "no 'claims' mapping: not a reproduction ledger" in capsys.readouterr().err
 
 
+def test_a_report_without_a_ledger_beside_it_says_so(tmp_path, capsys):
+    output = tmp_path / "elsewhere.md"  # its ledger would be elsewhere.json
+    code = main(["experiment", "report", "reproductions", "--runs-dir", str(tmp_path / "runs"),
+                 "--output", str(output)])  # fmt: skip
+    assert code == 0 and output.exists()
+    assert f"no ledger {output.with_suffix('.json')} beside the report" in capsys.readouterr().err
+
+
 def test_the_reproduce_queue_skips_what_the_ledger_records(tmp_path):
     """A claim or ablation recorded in the ledger (its folder on another machine) is not rerun;
     an entry of another protocol does not count."""

@@ -231,6 +231,13 @@ def experiment_report(args: argparse.Namespace) -> int:
     from zonal.experiments.reproduction_ledger import LedgerError
     from zonal.experiments.reproduction_report import write_reproductions
 
+    ledger = Path(args.output).with_suffix(".json")
+    if not ledger.exists():  # the claims whose runs are on another machine come from it
+        print(
+            f"zonal: note: no ledger {ledger} beside the report: only the run folders under "
+            f"{args.runs_dir} count (copy docs/reproductions.json there to keep the recorded runs)",
+            file=sys.stderr,
+        )
     try:
         results = write_reproductions(args.runs_dir, args.output)
     except LedgerError as error:
