@@ -87,7 +87,8 @@ def test_every_model_has_a_row_per_split(tmp_path):
     assert result.metrics["synthetic"]["ADGP"]["splits"] == 2
     refused = tmp_path / "refused"  # each bad setting is named before a run folder is made
     for override, message in (({"models": ["SVM"]}, "unknown models"),
-                              ({"datasets": ["nosuch"]}, "not regression datasets"),
+                              ({"datasets": ["nosuch"]}, "unknown dataset 'nosuch'"),
+                              ({"datasets": ["banana"]}, "'banana' is not a regression dataset"),
                               ({"test_fraction": 1.5}, "test_fraction must lie"),
                               ({"mean": "weird"}, "mean must be"),
                               ({"dropout": 2.0}, "dropout must lie")):  # fmt: skip

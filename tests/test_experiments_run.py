@@ -203,3 +203,27 @@ def test_a_run_folder_in_use_cannot_be_run_twice(tmp_path):
     with run.directory.exclusive(), in_use:
         execute_run(run)
     execute_run(run)
+
+
+@pytest.mark.parametrize(
+    ("name", "override", "message"),
+    [
+        ("uci-dgp", {"datasets": ["nosuch"]}, "not in seed 000 table 1"),
+        ("residual-dgp-uci", {"datasets": ["nosuch"]}, "nosuch"),
+        ("residual-dgp-sphere", {"baseline_num_train": 1}, "num_inducing <= baseline_num_train"),
+        ("banana-elbo", {"num_inducing": [8, 4]}, "num_inducing must be increasing"),
+        ("bo-sphere", {"functions": ["nosuch"]}, "unknown functions"),
+        ("dataset-shift", {"corruptions": ["fog"]}, "unknown corruptions"),
+        ("sparse-phases-magic", {"models": ["nosuch"]}, "unknown models"),
+        ("main-benchmark", {"models": ["nosuch"]}, "models must be a non-empty list"),
+        ("vish-flights", {"models": ["nosuch"]}, "models must be some of"),
+    ],
+)
+def test_a_bad_setting_is_named_before_any_run_folder_is_made(tmp_path, name, override, message):
+    """Each experiment's ``validate`` runs on the resolved config before ``create_run`` makes
+    the folder: no dead folder, no resume hint for a run that cannot start."""
+    from zonal.experiments import create_run
+
+    with pytest.raises(ExperimentError, match=message):
+        create_run(name, overrides=override, runs_root=tmp_path / "runs")
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())

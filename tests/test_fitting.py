@@ -265,6 +265,12 @@ def test_tsv_and_parquet_tables_read_as_the_csv_does(tmp_path):
         assert [str(cell) for cell in table.cells["label"]] == ["up", "down", "up"]
         with pytest.raises(TableError, match=r"missing values in column 'y' at (line 3|row 1)"):
             table.numeric(["y"])
+    duplicated = pyarrow.table([[1.0], [2.0]], names=["a", "a"])
+    parquet.write_table(duplicated, tmp_path / "twice.parquet")
+    with pytest.raises(TableError, match="duplicated column names"):
+        read_table(tmp_path / "twice.parquet")
+    (tmp_path / "one.csv").write_text('"price, usd"\n1.5\n2.5\n')  # one quoted column: fine
+    assert read_table(tmp_path / "one.csv").columns == ("price, usd",)
     (tmp_path / "bad.parquet").write_text("not parquet")
     with pytest.raises(TableError, match="not a readable Parquet file"):
         read_table(tmp_path / "bad.parquet")

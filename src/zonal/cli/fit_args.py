@@ -263,7 +263,12 @@ def add_predict_parser(commands: Any) -> None:
         "--seed", type=int, default=0, metavar="N", help="seed of a deep model's draws (default 0)"
     )
     predict.add_argument("checkpoint", type=Path, metavar="CHECKPOINT", help="from `zonal fit`")
-    predict.add_argument("data", type=Path, metavar="DATA", help="the table to predict (.csv/.npz)")
+    predict.add_argument(
+        "data",
+        type=Path,
+        metavar="DATA",
+        help="the table to predict (.csv, .tsv, .npz or .parquet)",
+    )
     predict.add_argument(
         "--output",
         "-o",

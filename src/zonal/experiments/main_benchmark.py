@@ -156,9 +156,39 @@ def _paper_reference() -> dict[str, dict[str, float]]:
     return reference
 
 
+def _check_config(config: Mapping[str, Any]) -> None:
+    unknown = [model for model in config["models"] if model not in MODELS]
+    if unknown or not config["models"]:
+        raise ExperimentError(
+            f"models must be a non-empty list of {', '.join(MODELS)}; got {unknown}"
+        )
+    if not config["datasets"]:
+        raise ExperimentError("datasets must name at least one dataset")
+    from zonal.datasets import get_spec
+
+    for name in config["datasets"]:
+        if name != SYNTHETIC:
+            try:
+                spec = get_spec(name)
+            except (KeyError, ValueError) as error:
+                raise ExperimentError(f"{first_line(error)} (or {SYNTHETIC!r})") from error
+            if spec.task != "regression":
+                raise ExperimentError(f"dataset {name!r} is not a regression dataset")
+        target = config["target_mse"].get(name)
+        if (
+            isinstance(target, bool)
+            or not isinstance(target, int | float)
+            or not (0 < target < math.inf)
+        ):
+            raise ExperimentError(
+                f"target_mse needs a positive number for dataset {name!r}, got {target!r} "
+                f"(target_mse = {dict(config['target_mse'])})"
+            )
+
+
 @register_experiment(
     "main-benchmark",
-    validate=lambda config: _check_config(config),  # defined below
+    validate=_check_config,
     summary="UCI regression: zonal's activated DGP (ADGP-3, network then ELBO) and DGP-3 against "
     "GPyTorch's SVGP (RBF-ARD) and DeepGP-3 on the same splits: test MSE, TLL, training seconds "
     "and seconds to a target test MSE, beside seed 000 table 1",
@@ -230,36 +260,6 @@ def _progress_line(row: Mapping[str, Any], config: Mapping[str, Any]) -> str:
         f"{MODEL_LABELS[row['model']]}: MSE {row['mse']:.4f}, TLL {row['tll']:.3f}, "
         f"{row['seconds']:.1f} s, {target}"
     )
-
-
-def _check_config(config: Mapping[str, Any]) -> None:
-    unknown = [model for model in config["models"] if model not in MODELS]
-    if unknown or not config["models"]:
-        raise ExperimentError(
-            f"models must be a non-empty list of {', '.join(MODELS)}; got {unknown}"
-        )
-    if not config["datasets"]:
-        raise ExperimentError("datasets must name at least one dataset")
-    from zonal.datasets import get_spec
-
-    for name in config["datasets"]:
-        if name != SYNTHETIC:
-            try:
-                spec = get_spec(name)
-            except (KeyError, ValueError) as error:
-                raise ExperimentError(f"{first_line(error)} (or {SYNTHETIC!r})") from error
-            if spec.task != "regression":
-                raise ExperimentError(f"dataset {name!r} is not a regression dataset")
-        target = config["target_mse"].get(name)
-        if (
-            isinstance(target, bool)
-            or not isinstance(target, int | float)
-            or not (0 < target < math.inf)
-        ):
-            raise ExperimentError(
-                f"target_mse needs a positive number for dataset {name!r}, got {target!r} "
-                f"(target_mse = {dict(config['target_mse'])})"
-            )
 
 
 def _warm_up(config: Mapping[str, Any]) -> None:

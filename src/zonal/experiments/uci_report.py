@@ -301,17 +301,14 @@ def split_unit(
 
 def _check_config(config: dict[str, Any]) -> None:
     """A ``ValueError`` naming a setting the run cannot use, before its folder is made."""
-    from zonal.datasets import list_datasets
+    from zonal.datasets import get_spec
 
     unknown = sorted(set(config["models"]) - set(MODELS))
     if unknown:
         raise ValueError(f"unknown models {unknown}; use some of {list(MODELS)}")
-    regression = {info.name for info in list_datasets() if info.task == "regression"}
-    datasets = [
-        name for name in config["datasets"] if name != "synthetic" and name not in regression
-    ]
-    if datasets:
-        raise ValueError(f"datasets {datasets} are not regression datasets of zonal.datasets")
+    for name in config["datasets"]:  # named as ``load_dataset`` reads them (case, '_' for '-')
+        if name != "synthetic" and get_spec(name).task != "regression":
+            raise ValueError(f"dataset {name!r} is not a regression dataset")
     if not 0 < config["test_fraction"] < 1:
         raise ValueError(f"test_fraction must lie in (0, 1), got {config['test_fraction']}")
     if not 0 <= config["dropout"] < 1:

@@ -342,8 +342,20 @@ def compare(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return compared
 
 
+def _check_config(config: dict[str, Any]) -> None:
+    """A ``ValueError`` naming a dataset or model the run cannot use, before its folder is made."""
+    if config["dataset"] not in ("flights", "synthetic"):
+        raise ValueError(f"dataset must be 'flights' or 'synthetic', got {config['dataset']!r}")
+    unknown = sorted(set(config["models"]) - set(MODELS))
+    if unknown or not config["models"] or len(set(config["models"])) < len(config["models"]):
+        raise ValueError(
+            f"models must be some of {list(MODELS)}, each once, got {config['models']}"
+        )
+
+
 @register_experiment(
     "vish-flights",
+    validate=_check_config,
     summary="seed 001 ch. 3 on flights (stand-in for the airline data): the one-pass harmonic "
     "SGPR against SVGPs (same features; GPyTorch RBF-ARD) trained to their plateau; time to "
     "equal test RMSE",
@@ -359,13 +371,7 @@ def run_vish_flights(config: dict[str, Any], run_dir: RunDirectory) -> dict[str,
     """Fit every (split, model), checkpointing after each; then the comparison and the figure."""
     from zonal.experiments._convergence import without_curve
 
-    if config["dataset"] not in ("flights", "synthetic"):
-        raise ValueError(f"dataset must be 'flights' or 'synthetic', got {config['dataset']!r}")
-    unknown = sorted(set(config["models"]) - set(MODELS))
-    if unknown or not config["models"] or len(set(config["models"])) < len(config["models"]):
-        raise ValueError(
-            f"models must be some of {list(MODELS)}, each once, got {config['models']}"
-        )
+    _check_config(config)
     todo = [(split, model) for split in range(config["num_splits"]) for model in config["models"]]
     state = run_dir.load_checkpoint()
     rows: list[dict[str, Any]] = [] if state is None else list(state["rows"])

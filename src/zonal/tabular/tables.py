@@ -190,7 +190,8 @@ def _read_csv(path: Path, delimiter: str = ",") -> Table:
     if not rows:
         raise TableError(f"{path}: the file is empty; expected a header row of column names")
     header = [name.strip() for name in rows[0]]
-    separators = [mark for mark in ";\t|," if len(header) == 1 and mark in header[0]]
+    separators = [mark for mark in ";\t|," if len(header) == 1 and mark in header[0]
+                  and mark != delimiter]  # fmt: skip
     if separators:
         kind = "tab-separated .tsv" if delimiter == "\t" else "comma-separated .csv"
         raise TableError(
@@ -241,9 +242,7 @@ def is_number(text: str) -> bool:
     return True
 
 
-# ---------------------------------------------------------------------------------------- NPZ
-
-
+# ------------------------------------------------------------------------------------ Parquet
 def _read_parquet(path: Path) -> Table:
     """A Parquet file's columns: numeric and boolean ones as float64 (nulls NaN), others as text
     (nulls empty, so missing)."""
@@ -255,12 +254,14 @@ def _read_parquet(path: Path) -> Table:
             f"{path}: reading Parquet needs pyarrow: pip install 'zonal[scale]' (or pyarrow)"
         ) from error
     try:
+        names = [str(name) for name in parquet.ParquetFile(path).schema_arrow.names]
+        check_header(path, names)  # before reading: pyarrow refuses duplicated names its own way
         table = parquet.read_table(path)
+    except TableError:
+        raise
     except Exception as error:  # pyarrow raises ArrowInvalid, OSError, ... for damaged files
         reason = (str(error).strip().splitlines() or [""])[0][:200]
         raise TableError(f"{path}: not a readable Parquet file ({reason})") from error
-    names = [str(name) for name in table.column_names]
-    check_header(path, names)
     if table.num_rows == 0:
         raise TableError(f"{path}: the table has no rows")
     cells: dict[str, np.ndarray] = {}
@@ -275,6 +276,7 @@ def _read_parquet(path: Path) -> Table:
     return Table(path, tuple(names), cells, table.num_rows, is_csv=False)
 
 
+# ---------------------------------------------------------------------------------------- NPZ
 def _read_npz(path: Path) -> Table:
     try:
         with np.load(path, allow_pickle=False) as archive:

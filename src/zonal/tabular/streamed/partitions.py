@@ -258,7 +258,7 @@ class PartitionReader:
                 note = (  # mostly text, as zonal.tabular.targets reads a column of labels
                     "; the target holds text labels (classification), which the streamed fit "
                     "(SGPR, Gaussian likelihood) cannot fit"
-                    if len(text) > len(present) / 2
+                    if len(text) >= len(present) / 2
                     else ""
                 )
                 where = self._where(partition)
