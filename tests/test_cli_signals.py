@@ -39,3 +39,18 @@ def test_an_experiment_stopped_by_sigterm_returns_interrupted_with_its_resume_hi
         "interrupted; resume with: zonal experiment run uci-dgp --resume" in capsys.readouterr().err
     )
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_an_interrupt_no_command_handles_is_one_line_and_the_interrupted_status(
+    monkeypatch, capsys
+):
+    """Ctrl-C while a command imports its modules (before it handles interrupts itself)."""
+    import zonal.cli as cli
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "run_demo", interrupted)  # the parser is built at each call
+    assert main(["demo"]) == EXIT_INTERRUPTED
+    err = capsys.readouterr().err
+    assert err.strip() == "zonal: interrupted" and "Traceback" not in err

@@ -35,7 +35,13 @@ import sys
 from collections.abc import Sequence
 
 import zonal
-from zonal.cli.common import EXIT_ERROR, CommandError, exit_code, terminate_as_interrupt
+from zonal.cli.common import (
+    EXIT_ERROR,
+    EXIT_INTERRUPTED,
+    CommandError,
+    exit_code,
+    terminate_as_interrupt,
+)
 from zonal.cli.data import add_data_parser
 from zonal.cli.experiment import add_experiment_parser
 from zonal.cli.fit_args import add_fit_parser, add_predict_parser
@@ -81,6 +87,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CommandError as error:
         print(f"zonal: error: {error}", file=sys.stderr)
         return EXIT_ERROR
+    except KeyboardInterrupt:  # one a command did not handle (e.g. while it imports): one line
+        print("zonal: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 def run_demo(args: argparse.Namespace) -> int:
