@@ -199,6 +199,19 @@ def test_log_predictive_density_is_the_gaussian_mixture_density(fitted):
     torch.testing.assert_close(model.log_predictive_density(x, y), expected, atol=1e-9, rtol=1e-9)
 
 
+def test_a_one_column_y_gives_the_densities_of_the_vector(fitted):
+    """A single-output model's ``log_predictive_density`` takes y [N, 1] as y [N] ([N] out, not
+    the [N, N] of a broadcast)."""
+    _, model = fitted
+    x, y = training_data(12, seed=4)
+    torch.manual_seed(0)
+    vector = model.log_predictive_density(x, y)
+    torch.manual_seed(0)
+    column = model.log_predictive_density(x, y.unsqueeze(-1))
+    assert column.shape == (12,)
+    torch.testing.assert_close(column, vector, atol=1e-12, rtol=1e-12)
+
+
 def test_batched_posterior_equals_one_batch_at_a_time(fitted):
     _, model = fitted
     x, _ = training_data(12, seed=5)

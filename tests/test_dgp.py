@@ -179,6 +179,27 @@ def test_two_stage_training_runs_and_improves():
     assert ((mean - y) ** 2).mean() < 0.5 * y.var()
 
 
+def test_a_one_column_target_trains_the_network_as_a_vector_does_and_float32_fits():
+    """y [N, 1] is the y [N] of a one-output network (``mse_loss`` would broadcast [N] against
+    [N, 1] to [N, N]); a mismatched width is named; a float32 model trains its network in float32."""
+    x, y = data(60)
+
+    def fitted(targets, dtype=torch.float64):
+        torch.manual_seed(0)
+        model = ActivatedDGP(2, [3], gpytorch.likelihoods.GaussianLikelihood(), num_inducing=8).to(
+            dtype
+        )
+        traces = two_stage_fit(model, x.to(dtype), targets.to(dtype), network_steps=40,
+                               elbo_steps=5, lr=0.02)  # fmt: skip
+        return traces["network"]
+
+    assert fitted(y.unsqueeze(-1)) == fitted(y)
+    with pytest.raises(ValueError, match=r"targets of shape \(60, 2\) do not match"):
+        fitted(torch.stack([y, y], -1))
+    single = fitted(y, torch.float32)
+    assert single[-1] < single[0]
+
+
 def test_bad_input():
     likelihood = gpytorch.likelihoods.GaussianLikelihood().double()
     model = ActivatedDGP(2, [3], likelihood, num_inducing=5)

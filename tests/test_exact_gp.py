@@ -206,6 +206,6 @@ def test_bad_training_data_is_named(problem):
         with pytest.raises(ValueError, match="x has 5 rows but y has 4"):
             ExactZonalGP(kernel, x, torch.zeros(4, dtype=torch.float64))
     else:
-        y = torch.tensor([0.0, 1.0, math.nan, 0.0, 0.0], dtype=torch.float64)
-        with pytest.raises(ValueError, match="y"):
+        y = torch.tensor([0.0, 1.0, math.nan, 0.0, math.inf], dtype=torch.float64)
+        with pytest.raises(ValueError, match=r"y contains NaN .*\(2 row\(s\), first at row 2\)"):
             ExactZonalGP(kernel, x, y)

@@ -30,8 +30,8 @@ def check_ambient_dim(value: object) -> int:
 def check_finite(tensor: torch.Tensor, name: str) -> None:
     """Raise if ``tensor`` holds NaN or infinite entries, naming the first bad row."""
     bad = ~torch.isfinite(tensor)
-    if bad.any():
-        flat_rows = bad.reshape(-1, tensor.shape[-1]).any(-1) if tensor.dim() > 0 else bad
+    if bad.any():  # rows: the last dimension's entries of [..., N, D]; a vector's entries
+        flat_rows = bad.reshape(-1, tensor.shape[-1]).any(-1) if tensor.dim() > 1 else bad
         first = int(torch.nonzero(flat_rows.reshape(-1))[0].item())
         count = int(flat_rows.sum().item())
         raise ValueError(

@@ -157,7 +157,8 @@ class ActivatedDGP(DGP):
                 if net_layer.output_bias is not None:
                     net_layer.output_bias.copy_(layer.mean_module.constant.detach().reshape(-1))
             network_layers.append(net_layer)
-        return ActivatedNetwork(*network_layers)
+        reference = next(self.parameters())  # the network in the model's dtype and device
+        return ActivatedNetwork(*network_layers).to(dtype=reference.dtype, device=reference.device)
 
     def network_like(self, seed: int = 0) -> ActivatedNetwork:
         """A freshly initialised network of the matching architecture (for stage-1 training;
@@ -181,7 +182,8 @@ class ActivatedDGP(DGP):
                     generator=generator,
                 )
             )
-        return ActivatedNetwork(*fresh)
+        reference = next(network.parameters())  # the model's dtype and device
+        return ActivatedNetwork(*fresh).to(dtype=reference.dtype, device=reference.device)
 
     @torch.no_grad()
     def from_torch_module(
@@ -329,6 +331,7 @@ def train_network(
     if loss not in LOSSES:
         raise ValueError(f"unknown loss {loss!r}; use one of {sorted(LOSSES)}")
     objective = LOSSES[loss]
+    y = targets_like_outputs(network, x, y, loss)
 
     def loss_of_batch(index: torch.Tensor) -> torch.Tensor:
         value = objective(network(x[index]), y[index])
@@ -348,12 +351,34 @@ def train_network(
 
 
 @torch.no_grad()
+def targets_like_outputs(
+    network: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, loss: str = "mse"
+) -> torch.Tensor:
+    """y shaped as the network's outputs for the ``loss``: a one-column y [N, 1] of a network with
+    one output [N] is flattened (``mse_loss`` would broadcast the two to [N, N] and fit the mean);
+    for "mse" any other mismatch is a ``ValueError`` naming the shapes; class labels ("bce",
+    "ce") are [N]."""
+    if len(y) != len(x):
+        raise ValueError(f"x has {len(x)} rows but y has {len(y)}")
+    outputs = network(x[:1])  # [1] or [1, P]
+    if y.dim() == 2 and y.shape[-1] == 1 and outputs.dim() == 1:
+        y = y.reshape(-1)
+    if loss == "mse" and y.shape[1:] != outputs.shape[1:]:
+        raise ValueError(
+            f"targets of shape {tuple(y.shape)} do not match the network's outputs "
+            f"[N{', ' + str(outputs.shape[-1]) if outputs.dim() > 1 else ''}]"
+        )
+    return y
+
+
+@torch.no_grad()
 def noise_from_network(
     likelihood: GaussianLikelihood, network: torch.nn.Module, x: torch.Tensor, y: torch.Tensor
 ) -> float:
     """Set a Gaussian likelihood's noise variance to the network's training MSE (the variance of
     seed 001's "Vanilla" network model), kept above the likelihood's lower bound; returns it."""
     floor = 2 * float(likelihood.noise_covar.raw_noise_constraint.lower_bound)
+    y = targets_like_outputs(network, x, y)
     noise = max(float(torch.mean((network(x) - y) ** 2)), floor)
     raw = likelihood.noise_covar.raw_noise
     likelihood.noise = torch.tensor(noise, dtype=raw.dtype, device=raw.device)

@@ -261,6 +261,8 @@ class ZonalModel(Model, FantasizeMixin):
         if X.dim() != 2:
             raise ValueError(f"log_predictive_density takes inputs [N, D], got {tuple(X.shape)}")
         y = torch.as_tensor(y, device=X.device)
+        if y.dim() == 2 and y.shape[-1] == 1 and self.num_outputs == 1:
+            y = y.squeeze(-1)  # a one-column y [N, 1] of a single-output model
         if y.shape[0] != len(X):
             raise ValueError(f"X has {len(X)} rows but y has {y.shape[0]}")
         y = y.to(X.dtype) if y.is_floating_point() else y

@@ -73,8 +73,13 @@ class MomentMatchedModel(ZonalModel):
         self, X: torch.Tensor, y: torch.Tensor, *, chunk_size: int = PREDICTION_CHUNK
     ) -> torch.Tensor:
         """log N(y_i | m_i, C_ii) per point [N], the moments with the observation noise."""
-        mean, variance = self.predict(X, include_noise=True, chunk_size=chunk_size)
-        return Normal(mean, variance.sqrt()).log_prob(torch.as_tensor(y).to(mean))
+        mean, variance = self.predict(X, include_noise=True, chunk_size=chunk_size)  # [N]
+        y = torch.as_tensor(y).to(mean)
+        if y.dim() == 2 and y.shape[-1] == 1 and mean.dim() == 1:
+            y = y.squeeze(-1)  # a one-column y [N, 1]
+        if y.shape != mean.shape:
+            raise ValueError(f"y must have shape {tuple(mean.shape)}, got {tuple(y.shape)}")
+        return Normal(mean, variance.sqrt()).log_prob(y)
 
     def _conditioned(
         self, X: torch.Tensor, Y: torch.Tensor, noise: torch.Tensor | None, *, per_component: bool
