@@ -357,10 +357,18 @@ def targets_like_outputs(
     """y shaped as the network's outputs for the ``loss``: a one-column y [N, 1] of a network with
     one output [N] is flattened (``mse_loss`` would broadcast the two to [N, N] and fit the mean);
     for "mse" any other mismatch is a ``ValueError`` naming the shapes; class labels ("bce",
-    "ce") are [N]."""
+    "ce") are [N]. A vector y is returned as it is; for a matrix y the network is run on one row
+    in evaluation mode (no dropout draw, no batch-norm update), then put back in its mode."""
     if len(y) != len(x):
         raise ValueError(f"x has {len(x)} rows but y has {len(y)}")
-    outputs = network(x[:1])  # [1] or [1, P]
+    if y.dim() < 2:
+        return y
+    training = network.training
+    network.eval()
+    try:
+        outputs = network(x[:1])  # [1] or [1, P]
+    finally:
+        network.train(training)
     if y.dim() == 2 and y.shape[-1] == 1 and outputs.dim() == 1:
         y = y.reshape(-1)
     if loss == "mse" and y.shape[1:] != outputs.shape[1:]:
