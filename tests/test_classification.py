@@ -218,16 +218,40 @@ def test_softmax_probabilities_match_gauss_hermite_quadrature():
     draws = 20_000
     target = Target("softmax", ("0", "1", "2"))
     estimate = class_probabilities(model, x, target, draws=draws)  # [4, 3]
-    mean, variance = model.predict(x)  # [4, 3]
+    exact, spread = _softmax_by_quadrature(model, x)
+    assert ((estimate - exact).abs() < 4 * spread / draws**0.5 + 1e-12).all()
+
+
+def _softmax_by_quadrature(model, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(E softmax(f) [N, 3], the spread of softmax(f) [N, 3]) for f ~ N(mu, diag s^2) of the
+    model's three latent GPs, by a 30^3-node Gauss-Hermite product rule."""
+    mean, variance = model.predict(x)  # [N, 3]
     nodes, weights = np.polynomial.hermite_e.hermegauss(30)  # for the weight exp(-t^2 / 2)
     nodes, weights = torch.from_numpy(nodes), torch.from_numpy(weights / weights.sum())
     grid = torch.tensor(list(itertools.product(range(30), repeat=3)))  # [27000, 3]
-    logits = mean.unsqueeze(1) + variance.sqrt().unsqueeze(1) * nodes[grid]  # [4, 27000, 3]
-    exact = (weights[grid].prod(-1).unsqueeze(-1) * torch.softmax(logits, -1)).sum(1)  # [4, 3]
-    # the standard error of each estimate, from the spread of softmax over the same law
+    logits = mean.unsqueeze(1) + variance.sqrt().unsqueeze(1) * nodes[grid]  # [N, 27000, 3]
+    exact = (weights[grid].prod(-1).unsqueeze(-1) * torch.softmax(logits, -1)).sum(1)  # [N, 3]
     spread = torch.sqrt((weights[grid].prod(-1).unsqueeze(-1)
                          * (torch.softmax(logits, -1) - exact.unsqueeze(1)) ** 2).sum(1))  # fmt: skip
-    assert ((estimate - exact).abs() < 4 * spread / draws**0.5 + 1e-12).all()
+    return exact, spread
+
+
+def test_the_softmax_log_predictive_density_is_seeded_checked_and_near_quadrature():
+    """Two calls agree (its Monte Carlo draws come from the model's seed), a label column
+    [N, 1] is the labels [N], a non-integer label is named, and p(y | x) lies within 4 standard
+    errors of its 256 draws of the quadrature."""
+    model = _trained_svgp(SoftmaxLikelihood(num_classes=3, mixing_weights=False).double(), 3, 3)
+    x = torch.randn(4, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
+    y = torch.tensor([0, 2, 1, 1])
+    first = model.log_predictive_density(x, y)
+    torch.testing.assert_close(model.log_predictive_density(x, y), first, atol=0, rtol=0)
+    column = model.log_predictive_density(x, y.unsqueeze(-1))
+    torch.testing.assert_close(column, first, atol=0, rtol=0)
+    with pytest.raises(ValueError, match="integer class labels"):
+        model.log_predictive_density(x, y + 0.5)
+    exact, spread = _softmax_by_quadrature(model, x)
+    rows = torch.arange(4)
+    assert ((first.exp() - exact[rows, y]).abs() < 4 * spread[rows, y] / 256**0.5).all()
 
 
 @pytest.mark.parametrize(("likelihood", "num_classes"), [("bernoulli", 2), ("softmax", 3)])

@@ -19,9 +19,11 @@ models) and say whether they are a mixture (``_is_ensemble``).
 
 from __future__ import annotations
 
+import contextlib
 import math
 from typing import Any
 
+import gpytorch
 import torch
 from botorch.acquisition.objective import PosteriorTransform
 from botorch.models.model import FantasizeMixin, Model
@@ -43,7 +45,15 @@ from zonal.models import conditioning
 
 #: rows evaluated at a time by ``predict`` and ``log_predictive_density``
 PREDICTION_CHUNK = 4096
+#: Monte Carlo draws of a likelihood whose marginal GPyTorch samples (the softmax's) in
+#: ``log_predictive_density``: its standard error is about 1/16 of the draws' spread
+LIKELIHOOD_SAMPLES = 256
 GAUSSIAN_LIKELIHOODS = (GaussianLikelihood, MultitaskGaussianLikelihood)
+
+
+def _cuda_devices(X: torch.Tensor) -> list[torch.device]:
+    """The devices whose random streams ``torch.random.fork_rng`` must save for draws on X's."""
+    return [X.device] if X.device.type == "cuda" else []
 
 
 class ZonalModel(Model, FantasizeMixin):
@@ -255,19 +265,34 @@ class ZonalModel(Model, FantasizeMixin):
     ) -> torch.Tensor:
         """log p(y_i | data) per point [N]: the likelihood's marginal log density under q(f(x_i))
         (log-mean-exp over the mixture components of a deep model). With an outcome transform
-        (an affine one such as ``Standardize``) y is transformed and the log-Jacobian added."""
+        (an affine one such as ``Standardize``) y is transformed and the log-Jacobian added.
+        y is checked as training checks it (``zonal.models.training.check_targets``: a column
+        [N, 1] of a single-output likelihood, labels of a classifier). A likelihood whose
+        marginal GPyTorch samples (the softmax's) draws ``LIKELIHOOD_SAMPLES`` from the model's
+        ``posterior_seed`` (default 0; None: afresh), so that two calls agree."""
+        from zonal.models.training import check_targets  # (training builds on this module)
+
         self.eval()  # (an input transform in training mode would learn from X)
         X = self.check_inputs(self.transform_inputs(X))
         if X.dim() != 2:
             raise ValueError(f"log_predictive_density takes inputs [N, D], got {tuple(X.shape)}")
-        y = torch.as_tensor(y, device=X.device)
-        if y.dim() == 2 and y.shape[-1] == 1 and self.num_outputs == 1:
-            y = y.squeeze(-1)  # a one-column y [N, 1] of a single-output model
-        if y.shape[0] != len(X):
-            raise ValueError(f"X has {len(X)} rows but y has {y.shape[0]}")
+        y = check_targets(self.likelihood, torch.as_tensor(y, device=X.device), len(X))
         y = y.to(X.dtype) if y.is_floating_point() else y
         y, log_jacobian = self._transformed_targets(y)
         self.eval()
+        seed = getattr(self, "posterior_seed", 0)
+        with contextlib.ExitStack() as scope:
+            scope.enter_context(gpytorch.settings.num_likelihood_samples(LIKELIHOOD_SAMPLES))
+            if seed is not None:  # the draws from the seed; the global stream left as it was
+                scope.enter_context(torch.random.fork_rng(devices=_cuda_devices(X)))
+                torch.manual_seed(seed)
+            densities = self._log_densities(X, y, chunk_size)
+        return torch.cat(densities) + log_jacobian
+
+    def _log_densities(
+        self, X: torch.Tensor, y: torch.Tensor, chunk_size: int
+    ) -> list[torch.Tensor]:
+        """``log_predictive_density``'s per-chunk densities [n] of checked inputs and targets."""
         densities = []
         for start in range(0, len(X), chunk_size):
             distribution = self.latent_distribution(X[start : start + chunk_size])
@@ -281,7 +306,7 @@ class ZonalModel(Model, FantasizeMixin):
                 count = log_density.shape[-2]
                 log_density = torch.logsumexp(log_density, dim=-2) - math.log(count)
             densities.append(log_density)
-        return torch.cat(densities) + log_jacobian
+        return densities
 
     def _transformed_targets(self, y: torch.Tensor) -> tuple[torch.Tensor, float]:
         """(y in the outcome-transformed space, log |dy_tf / dy|) for ``log_predictive_density``:
