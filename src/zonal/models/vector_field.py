@@ -83,11 +83,11 @@ def check_tangent(x: torch.Tensor, columns: torch.Tensor, name: str) -> None:
     its point x [..., N, d]: |x . u| <= tol max(1, |u|) (tol: 1e-6 in float64, 1e-4 in float32)."""
     normal = (x.unsqueeze(-1) * columns).sum(-2).abs()  # [..., N, P]
     scale = columns.norm(dim=-2).clamp(min=1)  # [..., N, P]
-    excess = normal / scale
-    if excess.numel() and float(excess.max()) > unit_tolerance(x.dtype):
+    largest = float((normal / scale).detach().max()) if normal.numel() else 0.0  # a check only
+    if largest > unit_tolerance(x.dtype):
         raise NotTangentError(
             f"{name} is not tangent to the sphere: the largest |x . u| / max(1, |u|) is "
-            f"{float(excess.max()):.3g}"
+            f"{largest:.3g}"
         )
 
 
@@ -298,11 +298,11 @@ class FrameVectorField(GaussianVectorField):
         basis = self.pole_basis.to(x)  # [d, d - 1]
         denominator = 1 + x @ pole  # [..., N]
         tolerance = torch.finfo(x.dtype).eps ** 0.5
-        if denominator.numel() and float(denominator.min()) < tolerance:
+        closest = float(denominator.detach().min()) if denominator.numel() else math.inf
+        if closest < tolerance:  # (detached: a check, not part of the graph)
             raise FrameSingularityError(
                 "a point lies at the frame's singular point, the antipode of the pole "
-                f"{self.pole.tolist()} (1 + p . x = {float(denominator.min()):.3g}); choose "
-                "another pole"
+                f"{self.pole.tolist()} (1 + p . x = {closest:.3g}); choose another pole"
             )
         along = (x @ basis) / denominator.unsqueeze(-1)  # [..., N, d - 1]
         shift = (pole + x).unsqueeze(-1) * along.unsqueeze(-2)  # [..., N, d, d - 1]
