@@ -117,12 +117,11 @@ def _fit_quietly_or_not(args: argparse.Namespace) -> int:
     note = _scoring_note(fitted)
     if note is not None and fitted.scores:
         print(note)
-    scoring = fitted.num_scoring_rows or fitted.num_validation_rows
     for name, score in fitted.scores.items():
         metrics = ", ".join(f"{key} {value:.4g}" for key, value in score.items()
                             if key not in ("seconds", "objective"))  # fmt: skip
         chosen = " (chosen)" if name == fitted.spec["model"] and len(fitted.scores) > 1 else ""
-        where = f"validation ({scoring} rows{_units(fitted)}): {metrics}" \
+        where = f"validation ({fitted.scoring_rows} rows{_units(fitted)}): {metrics}" \
             if metrics else "no validation split"  # fmt: skip
         print(f"zonal:   {name}{chosen}: {where}; {score['seconds']:.1f} s")
     if fitted.interrupted:
@@ -202,8 +201,7 @@ def run_predict(args: argparse.Namespace) -> int:
 def _scoring_note(fitted: Any) -> str | None:
     """Under ``auto`` half of the validation rows watch the early stopping and the others score
     the candidates (``zonal.tabular.split.validation_roles``): the line that says so, or None."""
-    count = fitted.num_validation_rows
-    scoring = fitted.num_scoring_rows or count
+    count, scoring = fitted.num_validation_rows, fitted.scoring_rows
     if scoring == count:
         return None
     return (

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 
-from zonal.tabular.tables import MAX_MAGNITUDE, DataWarning, TableError
+from zonal.tabular.tables import DataWarning, Table, TableError
 
 #: rows a column must count before ``warn_about_row_numbers`` takes it for a row number
 ROW_NUMBER_MIN_ROWS = 10
@@ -31,29 +32,10 @@ def check_regression_target(values: np.ndarray, column: str, source: str) -> Non
 def check_magnitudes(x: np.ndarray, columns: Sequence[str], source: str) -> None:
     """A ``TableError`` naming the columns of ``x`` [N, D] (and their first rows, 0-based) that
     hold missing (NaN) or infinite values, or values above ``MAX_MAGNITUDE`` in size: the checks
-    ``Table.numeric`` makes on a file's cells, for arrays given directly (the scikit-learn
-    estimators, ``fit_data``, ``predict_data``)."""
-    finite = np.isfinite(x)  # [N, D]
-    kinds = {
-        "missing values": np.isnan(x),
-        "infinite values": np.isinf(x),
-        f"values too large (|x| > {MAX_MAGNITUDE:g})": finite
-        & (np.abs(np.where(finite, x, 0.0)) > MAX_MAGNITUDE),
-    }
-    messages = [f"{kind} in {_columns_and_rows(bad, columns)}" for kind, bad in kinds.items()
-                if bad.any()]  # fmt: skip
-    if messages:
-        raise TableError(f"{source or 'the data'}: " + ". ".join(messages))
-
-
-def _columns_and_rows(bad: np.ndarray, columns: Sequence[str]) -> str:
-    """ "column 'a' at row 3, 7; column 'b' at row 0" for the flagged cells ``bad`` [N, D]."""
-    found = []
-    for index in np.flatnonzero(bad.any(0)):
-        rows = np.flatnonzero(bad[:, index])
-        more = f" and {len(rows) - 5} more" if len(rows) > 5 else ""
-        found.append(f"column {columns[int(index)]!r} at row {', '.join(map(str, rows[:5]))}{more}")
-    return "; ".join(found)
+    ``Table.numeric`` makes on a file's cells, made by it, for arrays given directly (the
+    scikit-learn estimators, ``fit_data``, ``predict_data``; their column names are unique)."""
+    cells = {name: x[:, index] for index, name in enumerate(columns)}
+    Table(Path(source or "the data"), tuple(columns), cells, len(x), is_csv=False).numeric(columns)
 
 
 def constant_columns(x: np.ndarray) -> np.ndarray:

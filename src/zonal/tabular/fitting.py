@@ -70,7 +70,6 @@ from zonal.tabular.model import TabularModel, Trained
 from zonal.tabular.options import (
     AUTO_BUDGET,
     DEFAULT_VALIDATION_FRACTION,
-    KERNELS,
     default_budget,
 )
 from zonal.tabular.recipes import (
@@ -79,6 +78,7 @@ from zonal.tabular.recipes import (
     exact_fits_budget,
     get_recipe,
 )
+from zonal.tabular.recipes.registry import check_kernel
 from zonal.tabular.split import Split, validation_roles, validation_split
 from zonal.tabular.stacking import condition_on_all_rows, stack_fits
 from zonal.tabular.tables import Table, TableError
@@ -204,9 +204,8 @@ def fit_data(
     num_rows = len(x)
     if num_rows < 2:
         raise TableError(f"{source or 'the data'}: {num_rows} row; fitting needs at least 2")
-    kernel = options.get("kernel")
-    if kernel is not None and kernel not in KERNELS:  # auto leaves out a kernel a recipe lacks
-        raise ValueError(f"unknown kernel {kernel!r}; choose one of {', '.join(KERNELS)}")
+    if options.get("kernel") is not None:  # auto leaves out a kernel a recipe lacks: a typo first
+        check_kernel(options["kernel"])
     if model != "auto":
         get_recipe(model)
         if diagnostics is not None:

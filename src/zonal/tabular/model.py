@@ -60,6 +60,12 @@ class TabularModel:
     num_scoring_rows: int = 0
 
     @property
+    def scoring_rows(self) -> int:
+        """The validation rows the candidates' scores are over (all of them unless ``auto`` split
+        them into watching and scoring rows)."""
+        return self.num_scoring_rows or self.num_validation_rows
+
+    @property
     def spec(self) -> dict[str, Any]:
         """The resolved options (concrete kernel)."""
         return self.trained.spec

@@ -42,6 +42,7 @@ from zonal.datasets import Standardizer
 from zonal.tabular.model import STACKED, TabularModel, Trained, build_model
 from zonal.tabular.options import LIKELIHOODS
 from zonal.tabular.recipes import RECIPES
+from zonal.tabular.tables import READ_SUFFIXES
 from zonal.tabular.targets import Target
 
 FORMAT = "zonal.tabular-model"
@@ -106,11 +107,6 @@ def save_model(fitted: TabularModel, path: str | os.PathLike[str], *, force: boo
     return write_new_file(path, lambda handle: torch.save(state, handle), force=force)
 
 
-#: file suffixes of tables: a file of such a name that does not load as a checkpoint is most
-#: likely a table given in the checkpoint's place
-TABLE_SUFFIXES = (".csv", ".npz", ".tsv", ".parquet", ".xlsx")
-
-
 def _unreadable(path: Path, error: Exception) -> ModelFileError:
     """The named error for a checkpoint ``torch.load`` could not read safely."""
     if isinstance(error, pickle.UnpicklingError):  # torch's message advises an unsafe reload
@@ -132,7 +128,7 @@ def load_model(path: str | os.PathLike[str]) -> TabularModel:
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as error:
-        if path.suffix.lower() in TABLE_SUFFIXES:  # most likely predict's arguments swapped
+        if path.suffix.lower() in READ_SUFFIXES:  # a table's name: predict's arguments swapped
             raise ModelFileError(
                 f"checkpoint {path} is a table, not a model file: the checkpoint comes first "
                 "(zonal predict CHECKPOINT DATA)"

@@ -106,6 +106,12 @@ def get_recipe(name: str) -> Recipe:
     return RECIPES[name]
 
 
+def check_kernel(kernel: str) -> None:
+    """A ``ValueError`` for a kernel name no recipe knows (``KERNELS``)."""
+    if kernel not in KERNELS:
+        raise ValueError(f"unknown kernel {kernel!r}; choose one of {', '.join(KERNELS)}")
+
+
 def resolve_spec(
     input_dim: int,
     *,
@@ -164,8 +170,7 @@ def resolve_spec(
     if num_layers is not None and not recipe.layered:
         raise ValueError(f"{model} has one layer: --layers is for adgp and dgp")
     num_layers = 2 if num_layers is None else num_layers
-    if kernel not in KERNELS:
-        raise ValueError(f"unknown kernel {kernel!r}; choose one of {', '.join(KERNELS)}")
+    check_kernel(kernel)
     if kernel != "auto" and kernel not in recipe.kernels:
         raise ValueError(
             f"{model} uses the {' or '.join(recipe.kernels)} kernel (seed 000 sec. 5); "
