@@ -21,6 +21,7 @@ from zonal.models.conv_head import (
 )
 from zonal.models.dgp import DGP, DGPLayer, fit_dgp, inducing_point_dgp
 from zonal.models.exact_gp import ExactZonalGP
+from zonal.models.hyperpriors import Hyperpriors
 from zonal.models.kmeans import kmeans
 from zonal.models.moment_matched import MomentMatchedModel
 from zonal.models.residual_dgp import ResidualDGP, hybrid_dgp, residual_dgp
@@ -53,6 +54,7 @@ __all__ = [
     "FrameVectorField",
     "GaussianVectorField",
     "HybridNetwork",
+    "Hyperpriors",
     "ImageClassifier",
     "MCDropoutClassifier",
     "MomentMatchedModel",

@@ -246,7 +246,7 @@ def recipe_options(
     """The options a recipe takes: under ``auto`` a kernel, a layer count or a feature budget it
     does not use is left out (and a start of input scales, ``initial_input_scales``, for a
     recipe without them), the Adam recipes run ``AUTO_STEP_FACTOR`` times their default
-    steps, and ARD (input scales) is on for the recipes that have it unless ``ard=False``,
+    steps, ``hyperpriors`` goes to the exact GP alone, and ARD (input scales) is on for the recipes that have it unless ``ard=False``,
     except for the ``sgpr`` fallback when a deep model is among the ``candidates``
     (``auto_uses_ard``); a named model has ARD only with ``ard=True``."""
     recipe = RECIPES[name]
@@ -264,6 +264,8 @@ def recipe_options(
             chosen.pop("num_layers", None)
         if name == "exact":  # every training row is its inducing point
             chosen.pop("num_inducing", None)
+        else:  # the exact GP's option
+            chosen.pop("hyperpriors", None)
         if "steps" not in chosen and not recipe.lbfgs:
             chosen["steps"] = AUTO_STEP_FACTOR * recipe.defaults["steps"]
     return chosen

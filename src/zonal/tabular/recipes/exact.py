@@ -1,5 +1,8 @@
 """The ``exact`` recipe: exact GP regression with a zonal kernel on the sphere embedding
-(``zonal.models.ExactZonalGP``), L-BFGS on the exact marginal likelihood. Every training row is
+(``zonal.models.ExactZonalGP``), L-BFGS on the exact marginal likelihood and log-normal hyperpriors (type-II MAP,
+``zonal.models.hyperpriors``: on a few rows maximum likelihood let the input scales diverge and
+the intervals cover a fraction of new rows; ``hyperpriors: False`` in the spec fits by maximum
+likelihood). Every training row is
 its own inducing point: O(N^3) time per evaluation, for tables of a few thousand rows, where it
 carries neither the harmonic features' truncation nor a variational gap. Gaussian only.
 
@@ -32,7 +35,7 @@ from typing import Any
 
 import torch
 
-from zonal.models import ExactZonalGP
+from zonal.models import ExactZonalGP, Hyperpriors
 from zonal.models.stacking import StackedModel, quantize_weights, stacking_weights
 from zonal.models.training import TrainingControl
 from zonal.tabular.options import RECIPE_DEFAULTS, RECIPE_SUMMARIES
@@ -160,6 +163,12 @@ def per_row_log_likelihood(model: ExactZonalGP) -> float:
         return float(model.marginal_log_likelihood()) / len(model.train_y)
 
 
+def spec_priors(spec: Mapping[str, Any]) -> Hyperpriors | None:
+    """The hyperpriors of the exact GP's MAP fit (``Hyperpriors.default`` of the spec's inputs),
+    or None where ``spec["hyperpriors"]`` is False (type-II maximum likelihood)."""
+    return Hyperpriors.default(spec["input_dim"]) if spec.get("hyperpriors", True) else None
+
+
 def fitted_exact_gp(
     spec: Mapping[str, Any],
     kernel: str,
@@ -171,7 +180,8 @@ def fitted_exact_gp(
     """The exact GP of ``spec`` with ``kernel`` on rows x [n, D], y [n] after L-BFGS (``max_iter``
     iterations, stopped at ``deadline``), and its log p(y) / n."""
     model = exact_gp({**spec, "kernel": kernel}, x, y)
-    model.fit(max_iter=max_iter, lr=spec["learning_rate"], deadline=deadline)
+    model.fit(max_iter=max_iter, lr=spec["learning_rate"], deadline=deadline,
+              priors=spec_priors(spec))  # fmt: skip
     return model, per_row_log_likelihood(model)
 
 
@@ -199,7 +209,8 @@ def stack_on_subsample(
     for position, name in enumerate(kept):
         models[name].set_training_data(x, y)
         models[name].fit(max_iter=spec["steps"], lr=spec["learning_rate"],
-                         deadline=control.share_deadline(1 / (len(kept) - position)))  # fmt: skip
+                         deadline=control.share_deadline(1 / (len(kept) - position)),
+                         priors=spec_priors(spec))  # fmt: skip
     return stacked_fit(spec, {name: models[name] for name in kept})
 
 

@@ -1,0 +1,105 @@
+"""Log-normal hyperpriors for type-II MAP fits of GP hyperparameters.
+
+Maximising log p(y | theta) alone overfits a small table: on 5 rows of 3 inputs the exact GP's
+input scales grew to 1e3-1e4 (the embedding [s * x, b] then forgets its bias b, so s and the
+kernel's outputscale trade off freely), the outputscale fell to 1e-8 and the noise to 0, and
+its 95% intervals covered 2-56% of new rows. A maximum a posteriori fit maximises
+
+    log p(y | theta) + log p(theta),
+
+with independent log-normal priors, the defaults of BoTorch's ``SingleTaskGP`` carried over to
+zonal's parameters (Hvarfner, Hellsten & Nardi 2024, "Vanilla Bayesian optimization performs
+great in high dimensions", sec. 4):
+
+- each input scale s_d (an inverse lengthscale of a standardised input column) ~
+  LogNormal(-1/2 log D, sqrt 3): the prior median 1 / sqrt(D) keeps ||s * x|| about 1 = b for
+  standardised inputs whatever D, as their lengthscale median grows as sqrt(D), and sqrt 3 is
+  their width;
+- the noise variance sigma^2 of a standardised target ~ LogNormal(-4, 1).
+
+A log-normal density in closed form (not fitted to any table):
+
+    log p(v) = -log v - log tau - 1/2 log(2 pi) - (log v - mu)^2 / (2 tau^2).
+
+Its weight against log p(y) falls as 1 / N per row, so a table of thousands of rows barely feels
+it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+#: the width tau of the input scales' log-normal prior (BoTorch's lengthscale prior)
+INPUT_SCALE_PRIOR_WIDTH = math.sqrt(3.0)
+#: (mu, tau) of the noise variance's log-normal prior for a standardised target (BoTorch's)
+NOISE_PRIOR = (-4.0, 1.0)
+#: (mu, tau) of the signal variance's log-normal prior for a standardised target
+SIGNAL_VARIANCE_PRIOR = (0.0, 1.0)
+
+
+def log_normal_log_density(value: torch.Tensor, loc: float, scale: float) -> torch.Tensor:
+    """log p(v) [...] of values v [...] > 0 under LogNormal(loc, scale) (module docstring)."""
+    logs = value.log()
+    return -logs - math.log(scale) - 0.5 * math.log(2 * math.pi) - (logs - loc) ** 2 / (
+        2 * scale**2
+    )
+
+
+@dataclass(frozen=True)
+class Hyperpriors:
+    """Independent log-normal priors on a GP's input scales and noise variance.
+
+    Args:
+        input_scales: (mu, tau) of every learned input scale's log-normal prior, or None (no
+            prior on them).
+        noise: (mu, tau) of the noise variance's log-normal prior, or None.
+    """
+
+    input_scales: tuple[float, float] | None = None
+    noise: tuple[float, float] | None = None
+    signal_variance: tuple[float, float] | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("input_scales", "noise", "signal_variance"):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if len(value) != 2 or not all(math.isfinite(part) for part in value) or value[1] <= 0:
+                raise ValueError(
+                    f"the {name} prior is (mu, tau) with tau > 0, both finite; got {value!r}"
+                )
+
+    @classmethod
+    def default(cls, input_dim: int) -> Hyperpriors:
+        """The priors of the module docstring for D = ``input_dim`` standardised inputs."""
+        if isinstance(input_dim, bool) or not isinstance(input_dim, int) or input_dim < 1:
+            raise ValueError(f"input_dim must be a positive integer, got {input_dim!r}")
+        return cls(
+            input_scales=(-0.5 * math.log(input_dim), INPUT_SCALE_PRIOR_WIDTH),
+            noise=NOISE_PRIOR,
+            signal_variance=SIGNAL_VARIANCE_PRIOR,
+        )
+
+    def log_density(
+        self,
+        input_scales: torch.Tensor | None,
+        noise: torch.Tensor,
+        signal_variance: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """log p(theta), a scalar tensor with gradients: the sum over the input scales s [D]
+        (None: a model without learned scales, whose prior is then not read) and the noise
+        variance (a scalar tensor)."""
+        total = torch.zeros((), dtype=noise.dtype, device=noise.device)
+        if self.input_scales is not None and input_scales is not None:
+            total = total + log_normal_log_density(input_scales, *self.input_scales).sum()
+        if self.noise is not None:
+            total = total + log_normal_log_density(noise, *self.noise).sum()
+        if self.signal_variance is not None and signal_variance is not None:
+            total = total + log_normal_log_density(signal_variance, *self.signal_variance).sum()
+        return total
+
+
+__all__ = ["INPUT_SCALE_PRIOR_WIDTH", "NOISE_PRIOR", "Hyperpriors", "log_normal_log_density"]
