@@ -101,6 +101,7 @@ def _fit_quietly_or_not(args: argparse.Namespace) -> int:
                 batch_size=args.batch_size,
                 num_layers=args.layers,
                 ard=args.ard,
+                hyperpriors=args.hyperpriors,
                 seed=args.seed,
             )
         except KeyboardInterrupt:

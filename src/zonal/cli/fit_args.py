@@ -165,6 +165,14 @@ def add_fit_parser(commands: Any) -> None:
         "for a named model)",
     )
     fit.add_argument(
+        "--hyperpriors",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="fit the exact GP by type-II MAP under log-normal priors on its input scales, noise "
+        "and signal variance instead of maximum likelihood (default off: docs/cli.md has the "
+        "evidence); not read by the streamed fit",
+    )
+    fit.add_argument(
         "--layers",
         type=int,
         default=None,

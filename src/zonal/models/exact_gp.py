@@ -205,14 +205,17 @@ class ExactZonalGP(ZonalModel):
         let the input scales' iterations diverge here: on yacht, log p(y) / N went from -0.35 to
         -43.9 where one call reaches 1.71.)"""
         count = len(self.train_y)
+
+        def objective() -> torch.Tensor:
+            value = self.marginal_log_likelihood()
+            if priors is not None:
+                value = value + self.log_prior(priors)
+            return value / count
+
         self.train()
         trace = maximise_by_lbfgs(
             [p for p in self.parameters() if p.requires_grad],
-            lambda: (
-                self.marginal_log_likelihood()
-                + (0.0 if priors is None else self.log_prior(priors))
-            )
-            / count,
+            objective,
             max_iter=max_iter,
             lr=lr,
             deadline=deadline,

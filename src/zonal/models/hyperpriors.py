@@ -43,8 +43,8 @@ SIGNAL_VARIANCE_PRIOR = (0.0, 1.0)
 def log_normal_log_density(value: torch.Tensor, loc: float, scale: float) -> torch.Tensor:
     """log p(v) [...] of values v [...] > 0 under LogNormal(loc, scale) (module docstring)."""
     logs = value.log()
-    return -logs - math.log(scale) - 0.5 * math.log(2 * math.pi) - (logs - loc) ** 2 / (
-        2 * scale**2
+    return (
+        -logs - math.log(scale) - 0.5 * math.log(2 * math.pi) - (logs - loc) ** 2 / (2 * scale**2)
     )
 
 

@@ -246,9 +246,9 @@ def recipe_options(
     """The options a recipe takes: under ``auto`` a kernel, a layer count or a feature budget it
     does not use is left out (and a start of input scales, ``initial_input_scales``, for a
     recipe without them), the Adam recipes run ``AUTO_STEP_FACTOR`` times their default
-    steps, ``hyperpriors`` goes to the exact GP alone, and ARD (input scales) is on for the recipes that have it unless ``ard=False``,
-    except for the ``sgpr`` fallback when a deep model is among the ``candidates``
-    (``auto_uses_ard``); a named model has ARD only with ``ard=True``."""
+    steps, ``hyperpriors`` goes to the exact GP alone, and ARD (input scales) is on for the
+    recipes that have it unless ``ard=False``, except for the ``sgpr`` fallback when a deep
+    model is among the ``candidates`` (``auto_uses_ard``); a named model has ARD only with ``ard=True``."""
     recipe = RECIPES[name]
     chosen = {key: value for key, value in options.items() if value is not None}
     ard = chosen.pop("ard", None)

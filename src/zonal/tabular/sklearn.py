@@ -71,6 +71,8 @@ class _ZonalEstimator(BaseEstimator):
         validation_fraction: rows held out for early stopping and the model choice (0: none).
         num_inducing, steps, learning_rate, batch_size, num_layers, kernel: the recipe options
             (None: the recipe's defaults).
+        hyperpriors: fit the exact GP by type-II MAP under log-normal hyperpriors (True; the
+            exact GP or ``auto`` only) instead of maximum likelihood (False, the default).
         random_state: seed of the split, the initialisation and the minibatches (an int).
         verbose: progress bars on stderr.
     """
@@ -87,6 +89,7 @@ class _ZonalEstimator(BaseEstimator):
         batch_size: int = 1024,
         num_layers: int | None = None,
         kernel: str = "auto",
+        hyperpriors: bool = False,
         random_state: int | None = 0,
         verbose: bool = False,
     ) -> None:
@@ -99,6 +102,7 @@ class _ZonalEstimator(BaseEstimator):
         self.batch_size = batch_size
         self.num_layers = num_layers
         self.kernel = kernel
+        self.hyperpriors = hyperpriors
         self.random_state = random_state
         self.verbose = verbose
 
@@ -124,6 +128,7 @@ class _ZonalEstimator(BaseEstimator):
             learning_rate=self.learning_rate,
             batch_size=self.batch_size,
             num_layers=self.num_layers,
+            hyperpriors=True if self.hyperpriors else None,
         )
         if self.fitted_.interrupted:
             warnings.warn(

@@ -1,14 +1,14 @@
 """The ``exact`` recipe: exact GP regression with a zonal kernel on the sphere embedding
-(``zonal.models.ExactZonalGP``), L-BFGS on the exact marginal likelihood and log-normal hyperpriors (type-II MAP,
-``zonal.models.hyperpriors``: on a few rows maximum likelihood let the input scales diverge and
-the intervals cover a fraction of new rows; ``hyperpriors: False`` in the spec fits by maximum
-likelihood). Every training row is
-its own inducing point: O(N^3) time per evaluation, for tables of a few thousand rows, where it
-carries neither the harmonic features' truncation nor a variational gap. Gaussian only.
+(``zonal.models.ExactZonalGP``), L-BFGS on the exact marginal likelihood (type-II maximum
+likelihood; with ``hyperpriors: True`` in the spec, type-II MAP under the log-normal priors of
+``zonal.models.hyperpriors``, which session 39's declared check did not adopt as the default:
+docs/cli.md). Every training row is its own inducing point: O(N^3) time
+per evaluation, for tables of a few thousand rows, where it carries neither the harmonic
+features' truncation nor a variational gap. Gaussian only.
 
 ``kernel="auto"`` stacks kernel families by their leave-one-out predictive densities (Yao et
 al. 2018, with the exact GP's closed-form LOO of Rasmussen & Williams 2006, eqs. 5.10-5.12):
-each family of ``EXACT_AUTO_KERNELS`` is fitted by type-II maximum likelihood, and the mixture
+each family of ``EXACT_AUTO_KERNELS`` is fitted by type-II maximum likelihood (or MAP), and the mixture
 sum_k w_k p_k(y | x) takes the weights w on the simplex that maximise the mean LOO log density
 ``sum_i log sum_k w_k p_k(y_i | y_{-i}) / N`` (``zonal.models.stacking.stacking_weights``, rounded to
 1/20). Families of weight 0 are dropped; one family left is that exact GP, more a
@@ -164,9 +164,9 @@ def per_row_log_likelihood(model: ExactZonalGP) -> float:
 
 
 def spec_priors(spec: Mapping[str, Any]) -> Hyperpriors | None:
-    """The hyperpriors of the exact GP's MAP fit (``Hyperpriors.default`` of the spec's inputs),
-    or None where ``spec["hyperpriors"]`` is False (type-II maximum likelihood)."""
-    return Hyperpriors.default(spec["input_dim"]) if spec.get("hyperpriors", True) else None
+    """The hyperpriors of the exact GP's MAP fit (``Hyperpriors.default`` of the spec's inputs)
+    where ``spec["hyperpriors"]`` is True, else None (type-II maximum likelihood)."""
+    return Hyperpriors.default(spec["input_dim"]) if spec.get("hyperpriors", False) else None
 
 
 def fitted_exact_gp(

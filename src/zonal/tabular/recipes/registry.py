@@ -131,7 +131,7 @@ def resolve_spec(
     initial_outputscale: float | None = None,
     initial_input_scales: Sequence[float] | None = None,
     network_early_stopping: bool = True,
-    hyperpriors: bool = True,
+    hyperpriors: bool | None = None,
 ) -> dict[str, Any]:
     """The checked options of recipe ``model`` for ``input_dim`` input columns, with the recipe's
     defaults filled in (``num_layers`` 2 for layered recipes; refused for the others).
@@ -149,9 +149,9 @@ def resolve_spec(
     screen's (``zonal.tabular.relevance``). ``network_early_stopping=False`` (the activated
     DGP only; in the spec only when False) runs the first phase of its network stage to the end
     of its time share: ``auto`` sets it where no exact GP is offered
-    (``zonal.tabular.candidates.network_options``). ``hyperpriors=False`` (the exact GP only; in
-    the spec only when False) fits it by type-II maximum likelihood instead of MAP under
-    ``zonal.models.Hyperpriors.default`` (``zonal.tabular.recipes.exact``).
+    (``zonal.tabular.candidates.network_options``). ``hyperpriors=True`` (the exact GP only; in the spec
+    only then) fits it by type-II MAP under ``zonal.models.Hyperpriors.default`` instead of type-II
+    maximum likelihood (``zonal.tabular.recipes.exact``).
     """
     recipe = get_recipe(model)
     if likelihood not in LIKELIHOODS:
@@ -205,11 +205,11 @@ def resolve_spec(
     scales = _check_input_scales(initial_input_scales, input_dim, ard)
     if not network_early_stopping and model != "adgp":
         raise ValueError(f"network_early_stopping is for adgp's network stage, not {model}")
-    if not hyperpriors and model != "exact":
-        raise ValueError(f"hyperpriors=False is for the exact GP's fit, not {model}")
+    if hyperpriors is not None and model != "exact":
+        raise ValueError(f"hyperpriors is for the exact GP's fit, not {model}'s: drop it")
     return {
         **({} if network_early_stopping else {"network_early_stopping": False}),
-        **({} if hyperpriors else {"hyperpriors": False}),
+        **({"hyperpriors": True} if hyperpriors else {}),
         **{name: float(value) for name, value in start.items() if value is not None},
         **({"initial_input_scales": scales} if scales is not None else {}),
         "model": model,
