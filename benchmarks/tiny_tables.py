@@ -1,31 +1,35 @@
-"""Tiny tables: ``zonal fit``'s default on 10, 20 and 40 rows of the suite's regression tables,
-with and without the exact GP's hyperpriors, against BoTorch's ``SingleTaskGP``.
+"""Tiny tables: ``zonal fit``'s default on 10 to 80 rows of the suite's regression tables,
+against BoTorch's ``SingleTaskGP``.
 
-A user with a table of a few dozen rows gets ``auto``'s exact GP (the one-pass SGPR and the
-activated DGP are candidates too, scored on the few validation rows). Type-II maximum likelihood
-overfits there (``zonal.models.hyperpriors``); this benchmark measures what a user's intervals
-are worth on real tables zonal was not tuned on: for each regression table of the development
-suite (``zonal.datasets.registry_suite.SUITE_REGRESSION``; protein subsampled as in
-``fit_suite.py``), n in {10, 20, 40} and seed s in {0, 1, 2}, n training rows are drawn with
-``default_rng(s)`` and up to 1,000 of the other rows are the test rows. On each unit, in one
-process and on one thread:
+What a user's predictions and intervals are worth on a table of a few dozen rows, on real tables:
+for each regression table of the development suite
+(``zonal.datasets.registry_suite.SUITE_REGRESSION``; protein subsampled as in ``fit_suite.py``),
+n in {10, 20, 40, 80} and seed s in {0, 1, 2}, n training rows are drawn with ``default_rng(s)``
+and up to 1,000 of the other rows are the test rows. On each unit, in one process and on one
+thread:
 
 * ``zonal``: ``fit_data`` / ``predict_data`` with the defaults (``model="auto"``, budget
-  ``"auto"``, ``seed=s``): the exact GP fitted by type-II MAP under ``Hyperpriors.default``;
-* ``zonal-ml``: the same with ``hyperpriors=False`` (type-II maximum likelihood, as before
-  session 39);
+  ``"auto"``, ``seed=s``) of the zonal on the path (run it with another checkout's
+  ``PYTHONPATH=.../src`` for a before and after);
 * ``botorch``: BoTorch's ``SingleTaskGP`` (its default RBF-ARD kernel, lengthscale and noise
   priors, ``Standardize`` outcome transform) on the inputs standardised with the training rows,
   fitted by ``fit_gpytorch_mll``: the peer a BoTorch user knows.
 
 Scores in units of the training rows' standardised target: test MSE, mean test log likelihood
 (TLL) of the Gaussian predictive with noise, and the share of test rows inside the central 95%
-interval (coverage; 0.95 when calibrated). Per n and method: means over tables and seeds.
+interval (coverage; 0.95 when calibrated). Per n and method: means over tables and seeds (and
+the median TLL: a few overconfident units dominate the mean).
 
-    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/tiny_tables.py [--tables ...] [--rows 10 20 40]
-        [--seeds 0 1 2] [--output benchmarks/results/tiny_tables.json] [--resume]
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/tiny_tables.py [--tables ...]
+        [--rows 10 20 40 80] [--seeds 0 1 2] [--methods zonal botorch]
+        [--output benchmarks/results/tiny_tables.json] [--resume]
+    .venv/bin/python benchmarks/tiny_tables.py --compare BEFORE.json AFTER.json [--tables ...]
 
 Results are rewritten atomically after every unit; ``--resume`` skips the units already there.
+``--compare`` reads two runs' ``zonal`` units on the same (table, n, seed) and prints, per n, the
+mean and median TLL before and after, the geometric mean over tables of the after / before test
+MSE (each table's mean over its units), the coverage, and the tables whose absence would flip the
+sign of the mean TLL difference at some n (leave one table out).
 """
 
 from __future__ import annotations
@@ -47,7 +51,7 @@ from zonal.datasets.registry_suite import SUITE_REGRESSION
 from zonal.tabular.fitting import fit_data
 from zonal.tabular.predict import predict_data
 
-METHODS = ("zonal", "zonal-ml", "botorch")
+METHODS = ("zonal", "botorch")
 #: the most test rows of a unit
 MAX_TEST_ROWS = 1000
 #: tables subsampled before the draw, as in fit_suite.py
@@ -96,8 +100,10 @@ def run_botorch(x: np.ndarray, y: np.ndarray, x_test: np.ndarray, seed: int):
     return mean, variance, "SingleTaskGP (RBF-ARD, BoTorch's priors)"
 
 
-def run_unit(name: str, x: np.ndarray, y: np.ndarray, rows: int, seed: int) -> dict[str, Any]:
-    """Every method on ``rows`` training rows of table ``name`` drawn with seed ``seed``."""
+def run_unit(
+    name: str, x: np.ndarray, y: np.ndarray, rows: int, seed: int, methods: list[str]
+) -> dict[str, Any]:
+    """``methods`` on ``rows`` training rows of table ``name`` drawn with seed ``seed``."""
     order = np.random.default_rng(seed).permutation(len(y))
     train, test = order[:rows], order[rows : rows + MAX_TEST_ROWS]
     target = Standardizer.fit(np.asarray(y[train], dtype=np.float64))
@@ -105,10 +111,10 @@ def run_unit(name: str, x: np.ndarray, y: np.ndarray, rows: int, seed: int) -> d
     unit: dict[str, Any] = {"table": name, "rows": rows, "seed": seed, "num_test": len(test)}
     runners = {
         "zonal": lambda: run_zonal(x[train], y[train], x[test], seed),
-        "zonal-ml": lambda: run_zonal(x[train], y[train], x[test], seed, hyperpriors=False),
         "botorch": lambda: run_botorch(x[train], y[train], x[test], seed),
     }
-    for method, runner in runners.items():
+    for method in methods:
+        runner = runners[method]
         started = time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -121,25 +127,69 @@ def run_unit(name: str, x: np.ndarray, y: np.ndarray, rows: int, seed: int) -> d
 
 
 def summary(units: list[dict[str, Any]]) -> None:
-    """Per n and method: mean TLL, MSE, coverage and seconds over the units."""
-    print(f"{'rows':>4} {'method':<9} {'units':>5} {'TLL':>8} {'MSE':>7} {'cover95':>8} {'s':>6}")
+    """Per n and method: mean and median TLL, mean MSE, coverage and seconds over the units."""
+    print(f"{'rows':>4} {'method':<9} {'units':>5} {'TLL':>9} {'median':>7} {'MSE':>7} "
+          f"{'cover95':>8} {'s':>6}")  # fmt: skip
     for rows in sorted({unit["rows"] for unit in units}):
         chosen = [unit for unit in units if unit["rows"] == rows]
-        for method in METHODS:
+        for method in [name for name in METHODS if name in chosen[0]]:
             values = {key: np.mean([unit[method][key] for unit in chosen])
                       for key in ("tll", "mse", "coverage", "seconds")}  # fmt: skip
-            print(f"{rows:>4} {method:<9} {len(chosen):>5} {values['tll']:>8.3f} "
+            median = np.median([unit[method]["tll"] for unit in chosen])
+            print(f"{rows:>4} {method:<9} {len(chosen):>5} {values['tll']:>9.3f} {median:>7.3f} "
                   f"{values['mse']:>7.3f} {values['coverage']:>8.3f} {values['seconds']:>6.1f}")  # fmt: skip
+
+
+def compare(before: list[dict[str, Any]], after: list[dict[str, Any]], tables: list[str]) -> None:
+    """The ``--compare`` report (module docstring) of the ``zonal`` units of two runs."""
+    key = lambda unit: (unit["table"], unit["rows"], unit["seed"])  # noqa: E731
+    earlier = {key(unit): unit["zonal"] for unit in before if unit["table"] in tables}
+    pairs = [(earlier[key(unit)], unit["zonal"]) for unit in after if key(unit) in earlier]
+    units = [unit for unit in after if key(unit) in earlier]
+    print(f"{'rows':>4} {'units':>5} {'TLL before':>10} {'after':>9} {'median before':>13} "
+          f"{'after':>7} {'MSE ratio':>9} {'cover before':>12} {'after':>6}  flipped by")  # fmt: skip
+    for rows in sorted({unit["rows"] for unit in units}):
+        chosen = [(old, new, unit["table"]) for (old, new), unit in zip(pairs, units, strict=True)
+                  if unit["rows"] == rows]  # fmt: skip
+        difference = {name: [new["tll"] - old["tll"] for old, new, table in chosen if table == name]
+                      for name in {table for _, _, table in chosen}}  # fmt: skip
+        total = sum(sum(values) for values in difference.values())
+        count = sum(len(values) for values in difference.values())
+        flipped = [name for name, values in sorted(difference.items())
+                   if (total - sum(values)) * total < 0 and count > len(values)]  # fmt: skip
+        ratios = [np.mean([new["mse"] for old, new, table in chosen if table == name])
+                  / np.mean([old["mse"] for old, new, table in chosen if table == name])
+                  for name in difference]  # fmt: skip
+        olds = [old["tll"] for old, _, _ in chosen]
+        news = [new["tll"] for _, new, _ in chosen]
+        print(f"{rows:>4} {len(chosen):>5} {np.mean(olds):>10.3f} {np.mean(news):>9.3f} "
+              f"{np.median(olds):>13.3f} {np.median(news):>7.3f} "
+              f"{float(np.exp(np.mean(np.log(ratios)))):>9.3f} "
+              f"{np.mean([old['coverage'] for old, _, _ in chosen]):>12.3f} "
+              f"{np.mean([new['coverage'] for _, new, _ in chosen]):>6.3f}  "
+              f"{', '.join(flipped) or 'none'}")  # fmt: skip
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tables", nargs="+", default=list(SUITE_REGRESSION))
-    parser.add_argument("--rows", nargs="+", type=int, default=[10, 20, 40])
+    parser.add_argument("--rows", nargs="+", type=int, default=[10, 20, 40, 80])
+    parser.add_argument("--methods", nargs="+", choices=METHODS, default=list(METHODS))
+    parser.add_argument(
+        "--compare",
+        nargs=2,
+        type=Path,
+        metavar=("BEFORE", "AFTER"),
+        help="compare two runs' zonal units (no fitting)",
+    )
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--output", type=Path, default=Path("benchmarks/results/tiny_tables.json"))
     parser.add_argument("--resume", action="store_true", help="skip the units in --output")
     args = parser.parse_args()
+    if args.compare:
+        before, after = (json.loads(path.read_text())["units"] for path in args.compare)
+        compare(before, after, args.tables)
+        return
     torch.set_num_threads(1)
     units: list[dict[str, Any]] = []
     if args.resume and args.output.exists():
@@ -157,12 +207,12 @@ def main() -> None:
             for seed in args.seeds:
                 if (name, rows, seed) in done:
                     continue
-                unit = run_unit(name, x, y, rows, seed)
+                unit = run_unit(name, x, y, rows, seed, args.methods)
                 units.append(unit)
                 write_json_atomic(args.output, {"units": units})
                 print(f"{name} n={rows} seed={seed}: " + ", ".join(
                     f"{method} TLL {unit[method]['tll']:.3f} cover {unit[method]['coverage']:.2f}"
-                    for method in METHODS), flush=True)  # fmt: skip
+                    for method in args.methods), flush=True)  # fmt: skip
     summary(units)
 
 
