@@ -10,8 +10,8 @@ thread:
 
 * ``zonal``: ``fit_data`` / ``predict_data`` with the defaults (``model="auto"``, budget
   ``"auto"``, ``seed=s``), regression named (``likelihood="gaussian"``: on 80 rows, plastic's
-  integer pressures would otherwise be read as classes) of the zonal on the path (run it with another checkout's
-  ``PYTHONPATH=.../src`` for a before and after);
+  integer pressures would otherwise be read as classes), of the zonal on the path (run it with
+  another checkout's ``PYTHONPATH=.../src`` for a before and after);
 * ``botorch``: BoTorch's ``SingleTaskGP`` (its default RBF-ARD kernel, lengthscale and noise
   priors, ``Standardize`` outcome transform) on the inputs standardised with the training rows,
   fitted by ``fit_gpytorch_mll``: the peer a BoTorch user knows.
