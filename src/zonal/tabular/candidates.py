@@ -246,8 +246,7 @@ def recipe_options(
     """The options a recipe takes: under ``auto`` a kernel, a layer count or a feature budget it
     does not use is left out (and a start of input scales, ``initial_input_scales``, for a
     recipe without them), the Adam recipes run ``AUTO_STEP_FACTOR`` times their default
-    steps, ``hyperpriors`` goes to the exact GP alone (on by default when it is the only
-    candidate, ``zonal.tabular.recipes.auto.exact_alone``), and ARD (input scales) is on for the
+    steps, ``hyperpriors`` goes to the exact GP alone, and ARD (input scales) is on for the
     recipes that have it unless ``ard=False``, except for the ``sgpr`` fallback when a deep
     model is among the ``candidates`` (``auto_uses_ard``); a named model has ARD only with ``ard=True``."""
     recipe = RECIPES[name]
@@ -265,8 +264,6 @@ def recipe_options(
             chosen.pop("num_layers", None)
         if name == "exact":  # every training row is its inducing point
             chosen.pop("num_inducing", None)
-            if list(candidates) == ["exact"]:  # auto's exact GP alone: MAP unless told
-                chosen.setdefault("hyperpriors", True)
         else:  # the exact GP's option
             chosen.pop("hyperpriors", None)
         if "steps" not in chosen and not recipe.lbfgs:
