@@ -14,9 +14,10 @@ thread:
   another checkout's ``PYTHONPATH=.../src`` for a before and after);
 * ``zonal-exact``: the same with ``model="exact"`` (a named exact GP: its kernel families stacked
   by their leave-one-out densities, without input scales, by maximum likelihood);
-* ``botorch``: BoTorch's ``SingleTaskGP`` (its default RBF-ARD kernel, lengthscale and noise
-  priors, ``Standardize`` outcome transform) on the inputs standardised with the training rows,
-  fitted by ``fit_gpytorch_mll``: the peer a BoTorch user knows.
+* ``botorch``: BoTorch's ``SingleTaskGP`` as its documentation sets it up (its default RBF-ARD
+  kernel, lengthscale and noise priors, which assume inputs in the unit cube: ``Normalize`` to
+  the training rows' range, ``Standardize`` outcome transform), fitted by ``fit_gpytorch_mll``:
+  the peer a BoTorch user knows.
 
 Scores in units of the training rows' standardised target: test MSE, mean test log likelihood
 (TLL) of the Gaussian predictive with noise, and the share of test rows inside the central 95%
@@ -87,17 +88,17 @@ def run_botorch(x: np.ndarray, y: np.ndarray, x_test: np.ndarray, seed: int):
     """(mean [T], variance [T], description) of BoTorch's SingleTaskGP (module docstring)."""
     from botorch.fit import fit_gpytorch_mll
     from botorch.models import SingleTaskGP
-    from botorch.models.transforms import Standardize
+    from botorch.models.transforms import Normalize, Standardize
     from gpytorch.mlls import ExactMarginalLogLikelihood
 
     torch.manual_seed(seed)
-    scaler = Standardizer.fit(x)
-    train_x = torch.as_tensor(scaler.transform(x), dtype=torch.float64)
+    train_x = torch.as_tensor(x, dtype=torch.float64)  # [n, D]
     train_y = torch.as_tensor(y, dtype=torch.float64).unsqueeze(-1)  # [n, 1]
-    model = SingleTaskGP(train_x, train_y, outcome_transform=Standardize(m=1))
+    model = SingleTaskGP(train_x, train_y, input_transform=Normalize(d=x.shape[1]),
+                         outcome_transform=Standardize(m=1))  # fmt: skip
     fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
     with torch.no_grad():
-        test_x = torch.as_tensor(scaler.transform(x_test), dtype=torch.float64)
+        test_x = torch.as_tensor(x_test, dtype=torch.float64)
         posterior = model.posterior(test_x, observation_noise=True)
         mean = posterior.mean.squeeze(-1).numpy()  # [T]
         variance = posterior.variance.squeeze(-1).numpy()  # [T]

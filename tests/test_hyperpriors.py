@@ -14,6 +14,8 @@ from zonal.cli import main
 from zonal.models import ExactZonalGP, Hyperpriors
 from zonal.models.hyperpriors import log_normal_log_density
 from zonal.tabular.candidates import recipe_options
+from zonal.tabular.diagnostics import SGPR_ARD, FitDiagnostics
+from zonal.tabular.fitting import fit_data
 from zonal.tabular.recipes import resolve_spec
 from zonal.tabular.recipes.exact import exact_gp
 from zonal.tabular.saved import load_model
@@ -109,6 +111,7 @@ def test_hyperpriors_are_the_exact_gps_option_and_in_the_spec_only_when_on():
     assert resolve_spec(3, model="exact", hyperpriors=True)["hyperpriors"] is True
     with pytest.raises(ValueError, match="hyperpriors is for the exact GP's fit, not sgpr's"):
         resolve_spec(3, model="sgpr", hyperpriors=True)
+    assert "hyperpriors" not in resolve_spec(3, model="sgpr", hyperpriors=False)  # the default
     options = {"hyperpriors": True}
     assert "hyperpriors" not in recipe_options("sgpr", options, True, ["sgpr", "exact"])
     assert recipe_options("exact", options, True, ["sgpr", "exact"])["hyperpriors"] is True
@@ -140,12 +143,36 @@ def test_zonal_fit_hyperpriors_fits_the_exact_gp_by_map(flag, expected, tmp_path
     assert seen == [Hyperpriors.default(3) if expected else None]
 
 
-def test_the_regressors_hyperpriors_parameter_reaches_the_exact_gp():
+def test_the_regressors_hyperpriors_parameter_reaches_the_exact_gp(monkeypatch):
     from zonal.tabular.sklearn import ZonalRegressor
 
     x, y = _tiny_table(4, rows=20)
+    seen = []
+    fit = ExactZonalGP.fit
+
+    def recording_fit(self, *args, **kwargs):
+        seen.append(kwargs.get("priors"))
+        return fit(self, *args, **kwargs)
+
+    monkeypatch.setattr(ExactZonalGP, "fit", recording_fit)
     for value in (True, False):
-        estimator = ZonalRegressor("exact", hyperpriors=value, validation_fraction=0.0,
-                                   budget=None).fit(x.numpy(), y.numpy())  # fmt: skip
+        seen.clear()
+        estimator = ZonalRegressor("exact", kernel="arccos", hyperpriors=value,
+                                   validation_fraction=0.0, budget=None)  # fmt: skip
+        estimator.fit(x.numpy(), y.numpy())
         assert estimator.get_params()["hyperpriors"] is value
         assert estimator.fitted_.spec.get("hyperpriors", False) is value
+        assert seen == [Hyperpriors.default(3) if value else None]
+
+
+def test_auto_gives_the_priors_to_its_exact_gp_and_keeps_the_diagnostics_sgpr_with_scales():
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(60, 3))
+    y = np.sin(2 * x[:, 0]) + x[:, 1] + 0.1 * rng.normal(size=60)
+    diagnostics = FitDiagnostics()
+    fitted = fit_data(x, y, feature_columns=["a", "b", "c"], hyperpriors=True, budget=8,
+                      diagnostics=diagnostics)  # fmt: skip
+    assert diagnostics.fits["exact"].spec["hyperpriors"] is True
+    assert "hyperpriors" not in diagnostics.fits["sgpr"].spec
+    assert SGPR_ARD in diagnostics.fits  # the counterfactual SGPR with input scales trained
+    assert fitted.scores

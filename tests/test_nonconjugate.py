@@ -87,6 +87,28 @@ def test_a_gaussian_likelihood_lands_on_the_titsias_optimum(kind, whiten):
     assert result.trace[1] == pytest.approx(result.elbo, abs=1e-6)  # the first step is the optimum
 
 
+def test_a_step_at_the_optimum_that_lowers_the_elbo_by_rounding_converges(monkeypatch):
+    """At the optimum a full step changes the ELBO by rounding only; a fall of 1e-12 nats (seen on
+    one machine with a Gaussian likelihood) must end the iterations as converged, not halve the
+    step to its floor."""
+    from zonal.variational import nonconjugate
+
+    calls = []
+    exact = nonconjugate.expected_log_likelihood
+
+    def drifting(*args, **kwargs):  # each evaluation 1e-12 nats below the last one
+        calls.append(None)
+        return exact(*args, **kwargs) - 1e-12 * len(calls)
+
+    monkeypatch.setattr(nonconjugate, "expected_log_likelihood", drifting)
+    x = inputs()
+    y = torch.sin(2 * x[:, 0]) + 0.3 * x[:, 1]
+    model = build("harmonic", whiten=True)
+    model.likelihood.noise = 0.05
+    result = model.set_natural_gradient_optimum(x, y)
+    assert result.converged and result.steps == 1 and result.tries == 2  # the optimum, confirmed
+
+
 @pytest.mark.parametrize("kind", ["harmonic", "points"])
 def test_a_probit_classifier_reaches_the_stationary_point_of_gpytorchs_elbo(kind):
     x = inputs(80)

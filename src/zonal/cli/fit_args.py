@@ -170,7 +170,8 @@ def add_fit_parser(commands: Any) -> None:
         default=None,
         help="fit the exact GP by type-II MAP under log-normal priors on its input scales, noise "
         "and signal variance instead of maximum likelihood (default off: docs/cli.md has the "
-        "evidence); not read by the streamed fit",
+        "evidence); an error with another --model; under auto only its exact GP reads it (none "
+        "for classification or above 5,000 rows); not read by the streamed fit",
     )
     fit.add_argument(
         "--layers",

@@ -175,7 +175,8 @@ class ExactZonalGP(ZonalModel):
 
     def log_prior(self, priors: Hyperpriors) -> torch.Tensor:
         """log p(theta) under ``priors`` (``zonal.models.hyperpriors``) of the learned input scales
-        (none when the input map learns none) and sigma^2, a scalar tensor with gradients."""
+        (none when the input map learns none), sigma^2 and the mean prior variance of f over the
+        training rows, a scalar tensor with gradients."""
         scales = None
         if getattr(self.input_map, "learn_input_scales", False):
             scales = self.input_map.input_scales  # [D]

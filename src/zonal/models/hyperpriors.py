@@ -7,15 +7,20 @@ its 95% intervals covered 2-56% of new rows. A maximum a posteriori fit maximise
 
     log p(y | theta) + log p(theta),
 
-with independent log-normal priors, the defaults of BoTorch's ``SingleTaskGP`` carried over to
-zonal's parameters (Hvarfner, Hellsten & Nardi 2024, "Vanilla Bayesian optimization performs
-great in high dimensions", sec. 4):
+with independent log-normal priors adapted from the defaults of BoTorch's ``SingleTaskGP``
+(Hvarfner, Hellsten & Nardi 2024, "Vanilla Bayesian optimization performs great in high
+dimensions", sec. 4) to zonal's parameters:
 
 - each input scale s_d (an inverse lengthscale of a standardised input column) ~
   LogNormal(-1/2 log D, sqrt 3): the prior median 1 / sqrt(D) keeps ||s * x|| about 1 = b for
-  standardised inputs whatever D, as their lengthscale median grows as sqrt(D), and sqrt 3 is
-  their width;
-- the noise variance sigma^2 of a standardised target ~ LogNormal(-4, 1).
+  standardised inputs whatever D, as BoTorch's lengthscale median grows as sqrt(D), with its
+  width sqrt 3. BoTorch's median lengthscale is e^{sqrt 2} sqrt(D) on inputs scaled to the unit
+  cube, far smoother: zonal's centre is not BoTorch's;
+- the noise variance sigma^2 of a standardised target ~ LogNormal(-4, 1) (BoTorch's);
+- the mean prior variance of f over the training rows, mean_i k(x_i, x_i) ~ LogNormal(0, 1): a
+  standardised target has variance 1 (BoTorch fixes the outputscale at 1 instead; with the
+  embedding's radius the kernel's variance is not one number, and this prior ties s and the
+  outputscale, which maximum likelihood trades off freely).
 
 A log-normal density in closed form (not fitted to any table):
 
@@ -50,12 +55,15 @@ def log_normal_log_density(value: torch.Tensor, loc: float, scale: float) -> tor
 
 @dataclass(frozen=True)
 class Hyperpriors:
-    """Independent log-normal priors on a GP's input scales and noise variance.
+    """Independent log-normal priors on a GP's input scales, noise variance and mean signal
+    variance.
 
     Args:
         input_scales: (mu, tau) of every learned input scale's log-normal prior, or None (no
             prior on them).
         noise: (mu, tau) of the noise variance's log-normal prior, or None.
+        signal_variance: (mu, tau) of the log-normal prior on the mean prior variance of f over
+            the training rows, or None.
     """
 
     input_scales: tuple[float, float] | None = None
@@ -90,8 +98,9 @@ class Hyperpriors:
         signal_variance: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """log p(theta), a scalar tensor with gradients: the sum over the input scales s [D]
-        (None: a model without learned scales, whose prior is then not read) and the noise
-        variance (a scalar tensor)."""
+        (None: a model without learned scales, whose prior is then not read), the noise
+        variance (a scalar tensor) and the mean signal variance (a scalar tensor; None: not
+        read)."""
         total = torch.zeros((), dtype=noise.dtype, device=noise.device)
         if self.input_scales is not None and input_scales is not None:
             total = total + log_normal_log_density(input_scales, *self.input_scales).sum()
@@ -102,4 +111,10 @@ class Hyperpriors:
         return total
 
 
-__all__ = ["INPUT_SCALE_PRIOR_WIDTH", "NOISE_PRIOR", "Hyperpriors", "log_normal_log_density"]
+__all__ = [
+    "INPUT_SCALE_PRIOR_WIDTH",
+    "NOISE_PRIOR",
+    "SIGNAL_VARIANCE_PRIOR",
+    "Hyperpriors",
+    "log_normal_log_density",
+]

@@ -18,10 +18,13 @@ w = 1 / noise, g + w (mu - mu_0) = (y - mu_0) / noise, and one step of size 1 la
 optimum (``InterDomainVariationalStrategy.set_optimal_variational_distribution``); for a
 log-concave likelihood (probit, softmax) w >= 0 (Price's theorem: w = -E_q[d^2 log p / df^2]) and
 the steps are those of Newton's method on E, which converge in a few. A step is taken only where
-it raises E (else its size halves); the iterations stop when E rises by less than ``tolerance``
-nats per row. E_q[log p] is the likelihood's own (Gauss-Hermite quadrature for one-dimensional
-likelihoods and closed form for a Gaussian one, GPyTorch's ``expected_log_prob``) or, for others
-(softmax), a Monte Carlo average over
+it raises E (else its size halves); the iterations stop when E changes by less than
+``tolerance`` nats per row, up or down: at the optimum a full step changes E by rounding only,
+and a fall there is no reason to halve the step (with a Gaussian likelihood the first step lands
+on the optimum and the second fell by 1e-12 nats on one machine, which had halved the step to
+its floor and reported no convergence). E_q[log p] is the likelihood's own (Gauss-Hermite
+quadrature for one-dimensional likelihoods and closed form for a Gaussian one, GPyTorch's
+``expected_log_prob``) or, for others (softmax), a Monte Carlo average over
 ``num_samples`` draws that stay fixed through the iterations, so that every step compares the
 same objective.
 """
@@ -173,13 +176,14 @@ def optimal_variational_q(
         new_precision, new_mean, new_covariance = damped_step(precision, mean, target, step)
         candidate = evaluate(new_mean, new_covariance)
         tries += 1
-        if candidate[0] < elbo:
+        rise = candidate[0] - elbo
+        if rise < 0 and -rise >= tolerance * num_rows:
             step /= 2
             continue
-        rise = candidate[0] - elbo
-        mean, covariance, precision, state = new_mean, new_covariance, new_precision, candidate
-        trace.append(candidate[0])
-        if rise < tolerance * num_rows:
+        if rise >= 0:
+            mean, covariance, precision, state = new_mean, new_covariance, new_precision, candidate
+            trace.append(candidate[0])
+        if abs(rise) < tolerance * num_rows:
             converged = True
             break
     result = NaturalGradientResult(tuple(trace), tries, converged)

@@ -94,7 +94,8 @@ def kernel_components(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
 def train_exact(
     spec: Mapping[str, Any], x: torch.Tensor, y: torch.Tensor, control: TrainingControl
 ) -> Fit:
-    """L-BFGS (``steps`` iterations at most) on log p(y) / N, stopped at ``control``'s deadline
+    """L-BFGS (``steps`` iterations at most) on log p(y) / N (plus log p(theta) / N under
+    ``spec["hyperpriors"]``, ``spec_priors``), stopped at ``control``'s deadline
     (the parameters are the best reached); the objective is log p(y) / N at the end (for a stack,
     its weighted mean over the kernels, a summary). ``"auto"`` fits every family of
     ``EXACT_AUTO_KERNELS``, each within its share of the time left, and stacks them by their

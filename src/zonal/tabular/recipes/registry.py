@@ -149,9 +149,10 @@ def resolve_spec(
     screen's (``zonal.tabular.relevance``). ``network_early_stopping=False`` (the activated
     DGP only; in the spec only when False) runs the first phase of its network stage to the end
     of its time share: ``auto`` sets it where no exact GP is offered
-    (``zonal.tabular.candidates.network_options``). ``hyperpriors=True`` (the exact GP only; in the spec
-    only then) fits it by type-II MAP under ``zonal.models.Hyperpriors.default`` instead of type-II
-    maximum likelihood (``zonal.tabular.recipes.exact``).
+    (``zonal.tabular.candidates.network_options``). ``hyperpriors=True`` (the exact GP only:
+    refused for another recipe; in the spec only then) fits it by type-II MAP under
+    ``zonal.models.Hyperpriors.default`` instead of type-II maximum likelihood
+    (``zonal.tabular.recipes.exact``).
     """
     recipe = get_recipe(model)
     if likelihood not in LIKELIHOODS:
@@ -205,7 +206,7 @@ def resolve_spec(
     scales = _check_input_scales(initial_input_scales, input_dim, ard)
     if not network_early_stopping and model != "adgp":
         raise ValueError(f"network_early_stopping is for adgp's network stage, not {model}")
-    if hyperpriors is not None and model != "exact":
+    if hyperpriors and model != "exact":
         raise ValueError(f"hyperpriors is for the exact GP's fit, not {model}'s: drop it")
     return {
         **({} if network_early_stopping else {"network_early_stopping": False}),
