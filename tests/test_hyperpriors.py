@@ -117,52 +117,50 @@ def test_hyperpriors_are_the_exact_gps_option_and_in_the_spec_only_when_on():
     assert recipe_options("exact", options, True, ["sgpr", "exact"])["hyperpriors"] is True
 
 
+@pytest.fixture
+def seen_priors(monkeypatch) -> list:
+    """The ``priors`` of every ``ExactZonalGP.fit`` call while the test runs, in order."""
+    seen = []
+    fit = ExactZonalGP.fit
+
+    def recording_fit(self, *args, **kwargs):
+        seen.append(kwargs.get("priors"))
+        return fit(self, *args, **kwargs)
+
+    monkeypatch.setattr(ExactZonalGP, "fit", recording_fit)
+    return seen
+
+
 @pytest.mark.parametrize("flag, expected", [("--hyperpriors", True), ("--no-hyperpriors", False),
                                             (None, False)])  # fmt: skip
-def test_zonal_fit_hyperpriors_fits_the_exact_gp_by_map(flag, expected, tmp_path, monkeypatch):
+def test_zonal_fit_hyperpriors_fits_the_exact_gp_by_map(flag, expected, tmp_path, seen_priors):
     x, y = _tiny_table(3, rows=20)
     table = tmp_path / "tiny.csv"
     rows = ["a,b,c,y"] + [
         ",".join(f"{v:.6f}" for v in (*row, t)) for row, t in zip(x, y, strict=True)
     ]
     table.write_text("\n".join(rows) + "\n")
-    seen = []
-    fit = ExactZonalGP.fit
-
-    def recording_fit(self, *args, **kwargs):
-        seen.append(kwargs.get("priors"))
-        return fit(self, *args, **kwargs)
-
-    monkeypatch.setattr(ExactZonalGP, "fit", recording_fit)
     output = tmp_path / "model.pt"
     code = main(["fit", str(table), "--target", "y", "--model", "exact", "--kernel", "arccos",
                  "--quiet", "--validation-fraction", "0", *([flag] if flag else []),
                  "--output", str(output)])  # fmt: skip
     assert code == 0
     assert load_model(output).spec.get("hyperpriors", False) is expected
-    assert seen == [Hyperpriors.default(3) if expected else None]
+    assert seen_priors == [Hyperpriors.default(3) if expected else None]
 
 
-def test_the_regressors_hyperpriors_parameter_reaches_the_exact_gp(monkeypatch):
+def test_the_regressors_hyperpriors_parameter_reaches_the_exact_gp(seen_priors):
     from zonal.tabular.sklearn import ZonalRegressor
 
     x, y = _tiny_table(4, rows=20)
-    seen = []
-    fit = ExactZonalGP.fit
-
-    def recording_fit(self, *args, **kwargs):
-        seen.append(kwargs.get("priors"))
-        return fit(self, *args, **kwargs)
-
-    monkeypatch.setattr(ExactZonalGP, "fit", recording_fit)
     for value in (True, False):
-        seen.clear()
+        seen_priors.clear()
         estimator = ZonalRegressor("exact", kernel="arccos", hyperpriors=value,
                                    validation_fraction=0.0, budget=None)  # fmt: skip
         estimator.fit(x.numpy(), y.numpy())
         assert estimator.get_params()["hyperpriors"] is value
         assert estimator.fitted_.spec.get("hyperpriors", False) is value
-        assert seen == [Hyperpriors.default(3) if value else None]
+        assert seen_priors == [Hyperpriors.default(3) if value else None]
 
 
 def test_auto_gives_the_priors_to_its_exact_gp_and_keeps_the_diagnostics_sgpr_with_scales():
