@@ -178,7 +178,7 @@ class ExactZonalGP(ZonalModel):
         (none when the input map learns none), sigma^2 and the mean prior variance of f over the
         training rows, a scalar tensor with gradients."""
         scales = None
-        if getattr(self.input_map, "learn_input_scales", False):
+        if isinstance(self.input_map, SphereEmbedding) and self.input_map.learn_input_scales:
             scales = self.input_map.input_scales  # [D]
         variance = None
         if priors.signal_variance is not None:
