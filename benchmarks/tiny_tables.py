@@ -49,6 +49,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from suite_summary import geometric_mean
 from zonal._files import write_json_atomic
 from zonal.datasets import Standardizer, load_dataset
 from zonal.datasets.registry_suite import SUITE_REGRESSION
@@ -148,31 +149,32 @@ def summary(units: list[dict[str, Any]]) -> None:
 
 def compare(before: list[dict[str, Any]], after: list[dict[str, Any]], tables: list[str]) -> None:
     """The ``--compare`` report (module docstring) of the ``zonal`` units of two runs."""
-    key = lambda unit: (unit["table"], unit["rows"], unit["seed"])  # noqa: E731
-    earlier = {key(unit): unit["zonal"] for unit in before if unit["table"] in tables}
-    pairs = [(earlier[key(unit)], unit["zonal"]) for unit in after if key(unit) in earlier]
-    units = [unit for unit in after if key(unit) in earlier]
+    earlier = {(unit["table"], unit["rows"], unit["seed"]): unit["zonal"] for unit in before
+               if unit["table"] in tables}  # fmt: skip
     print(f"{'rows':>4} {'units':>5} {'TLL before':>10} {'after':>9} {'median before':>13} "
           f"{'after':>7} {'MSE ratio':>9} {'cover before':>12} {'after':>6}  flipped by")  # fmt: skip
-    for rows in sorted({unit["rows"] for unit in units}):
-        chosen = [(old, new, unit["table"]) for (old, new), unit in zip(pairs, units, strict=True)
-                  if unit["rows"] == rows]  # fmt: skip
-        difference = {name: [new["tll"] - old["tll"] for old, new, table in chosen if table == name]
-                      for name in {table for _, _, table in chosen}}  # fmt: skip
-        total = sum(sum(values) for values in difference.values())
-        count = sum(len(values) for values in difference.values())
-        flipped = [name for name, values in sorted(difference.items())
-                   if (total - sum(values)) * total < 0 and count > len(values)]  # fmt: skip
-        ratios = [np.mean([new["mse"] for old, new, table in chosen if table == name])
-                  / np.mean([old["mse"] for old, new, table in chosen if table == name])
-                  for name in difference]  # fmt: skip
-        olds = [old["tll"] for old, _, _ in chosen]
-        news = [new["tll"] for _, new, _ in chosen]
-        print(f"{rows:>4} {len(chosen):>5} {np.mean(olds):>10.3f} {np.mean(news):>9.3f} "
-              f"{np.median(olds):>13.3f} {np.median(news):>7.3f} "
-              f"{float(np.exp(np.mean(np.log(ratios)))):>9.3f} "
-              f"{np.mean([old['coverage'] for old, _, _ in chosen]):>12.3f} "
-              f"{np.mean([new['coverage'] for _, new, _ in chosen]):>6.3f}  "
+    for rows in sorted({unit["rows"] for unit in after}):
+        by_table: dict[str, list[tuple[dict, dict]]] = {}  # table -> [(before, after)]
+        for unit in after:
+            old = earlier.get((unit["table"], rows, unit["seed"]))
+            if unit["rows"] == rows and old is not None:
+                by_table.setdefault(unit["table"], []).append((old, unit["zonal"]))
+        pairs = [pair for table_pairs in by_table.values() for pair in table_pairs]
+        if not pairs:
+            continue
+        difference = {table: sum(new["tll"] - old["tll"] for old, new in table_pairs)
+                      for table, table_pairs in by_table.items()}  # fmt: skip
+        total = sum(difference.values())
+        flipped = [table for table, part in sorted(difference.items())
+                   if len(by_table) > 1 and (total - part) * total < 0]  # fmt: skip
+        ratio = geometric_mean([np.mean([new["mse"] for _, new in table_pairs])
+                                / np.mean([old["mse"] for old, _ in table_pairs])
+                                for table_pairs in by_table.values()])  # fmt: skip
+        olds, news = [old["tll"] for old, _ in pairs], [new["tll"] for _, new in pairs]
+        print(f"{rows:>4} {len(pairs):>5} {np.mean(olds):>10.3f} {np.mean(news):>9.3f} "
+              f"{np.median(olds):>13.3f} {np.median(news):>7.3f} {ratio:>9.3f} "
+              f"{np.mean([old['coverage'] for old, _ in pairs]):>12.3f} "
+              f"{np.mean([new['coverage'] for _, new in pairs]):>6.3f}  "
               f"{', '.join(flipped) or 'none'}")  # fmt: skip
 
 
