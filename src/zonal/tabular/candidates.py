@@ -74,8 +74,10 @@ def train_candidates(
             share_deadline = time.monotonic() + (deadline - time.monotonic()) / (
                 len(names) - position
             )
-        try:
-            admitted = not automatic or fits_its_share(name, split, share_deadline)
+        try:  # auto's only candidate trains whatever its share (exact_alone)
+            admitted = (
+                not automatic or len(names) == 1 or fits_its_share(name, split, share_deadline)
+            )
         except KeyboardInterrupt:  # while the exact GP's size rule timed it: keep what was trained
             if not fits:
                 raise
@@ -248,7 +250,10 @@ def recipe_options(
     recipe without them), the Adam recipes run ``AUTO_STEP_FACTOR`` times their default
     steps, ``hyperpriors`` goes to the exact GP alone, and ARD (input scales) is on for the
     recipes that have it unless ``ard=False``, except for the ``sgpr`` fallback when a deep
-    model is among the ``candidates`` (``auto_uses_ard``); a named model has ARD only with ``ard=True``."""
+    model is among the ``candidates`` (``auto_uses_ard``); a named model has ARD only with ``ard=True``.
+    When the exact GP is ``auto``'s only candidate (``zonal.tabular.recipes.auto.exact_alone``)
+    it is fitted by type-II MAP (``hyperpriors``) unless ``hyperpriors=False``, and learns input
+    scales where the BIC prefers them (``ard_by_bic``) unless ``ard`` is given."""
     recipe = RECIPES[name]
     chosen = {key: value for key, value in options.items() if value is not None}
     ard = chosen.pop("ard", None)
@@ -264,6 +269,11 @@ def recipe_options(
             chosen.pop("num_layers", None)
         if name == "exact":  # every training row is its inducing point
             chosen.pop("num_inducing", None)
+            if list(candidates) == ["exact"]:  # exact_alone: MAP, scales by BIC, unless told
+                chosen.setdefault("hyperpriors", True)
+                if ard is None:
+                    chosen["ard"], chosen["ard_by_bic"] = False, True
+                    chosen.pop("initial_input_scales", None)
         else:  # the exact GP's option
             chosen.pop("hyperpriors", None)
         if "steps" not in chosen and not recipe.lbfgs:

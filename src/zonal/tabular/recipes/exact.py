@@ -18,6 +18,13 @@ on the same random subsample of that size (``EXACT_EVALUATIONS`` L-BFGS iteratio
 weights choose the families that continue on all rows from the hyperparameters they reached,
 and the LOO densities of all rows weight those (``stack_on_subsample``).
 
+With ``ard_by_bic: True`` in the spec (``choose_input_scales``) the recipe fits the exact GP twice,
+without learned input scales and with them (ARD), and keeps the fit whose best kernel family has
+the larger Bayesian information criterion log p(y | theta_hat) - (k / 2) log N (Schwarz 1978):
+the D input scales cost (D / 2) log N nats. ``auto`` does so on tables of at most 128 training
+rows (``zonal.tabular.recipes.auto.exact_alone``), where D scales fitted to a few dozen rows
+overfit.
+
 ``exact_fits_budget`` is ``auto``'s size rule for it: the exact GP is a candidate when its fit is
 predicted to fit in its share of the budget: ``EXACT_EVALUATIONS`` evaluations of log p(y) and
 its gradient per kernel at N rows (above ``EXACT_PROBE_ROWS`` rows: per kernel at the subsample's
@@ -28,6 +35,7 @@ table).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Mapping, Sequence
@@ -106,6 +114,8 @@ def train_exact(
             f"the exact GP takes at most {EXACT_MAX_ROWS} training rows (O(N^2) memory, O(N^3) "
             f"time), got {len(x)}; use sgpr or svgp"
         )
+    if spec.get("ard_by_bic", False):
+        return choose_input_scales(spec, x, y, control)
     if spec["kernel"] != "auto":
         model, objective = fitted_exact_gp(spec, spec["kernel"], x, y, spec["steps"],
                                            control.deadline)  # fmt: skip
@@ -118,6 +128,35 @@ def train_exact(
 
     fits = fit_each_kernel(EXACT_AUTO_KERNELS, control, fit_one)
     return stacked_fit(spec, {name: model for name, (model, _) in fits.items()})
+
+
+def choose_input_scales(
+    spec: Mapping[str, Any], x: torch.Tensor, y: torch.Tensor, control: TrainingControl
+) -> Fit:
+    """``train_exact`` of ``spec`` (``ard_by_bic``) on rows x [N, D], y [N]: fitted without input
+    scales, then with them (each within its share of ``control``'s time), the fit kept whose best
+    kernel family has the larger BIC, N max_k log p(y | theta_k) / N - (k / 2) log N, where the
+    fit with input scales has k = D parameters more (the one without has none: its embedding
+    [x, 1] / ||[x, 1]|| is fixed). The fit's spec holds the choice as ``ard``. A fit that fails
+    (``ValueError``) leaves the other; both failing raise the first error."""
+    plain = {key: value for key, value in spec.items() if key != "ard_by_bic"}
+    fits: dict[bool, Fit] = {}
+    failures: list[ValueError] = []
+    for position, ard in enumerate((False, True)):
+        share = dataclasses.replace(control, deadline=control.share_deadline(1 / (2 - position)))
+        try:
+            fits[ard] = train_exact({**plain, "ard": ard}, x, y, share)
+        except ValueError as error:
+            failures.append(error)
+    if not fits:
+        raise failures[0]
+    count = len(y)
+    penalty = 0.5 * spec["input_dim"] * math.log(count)  # (k / 2) log N for the D scales
+
+    def criterion(ard: bool) -> float:
+        return count * max(fits[ard].candidates.values()) - (penalty if ard else 0.0)
+
+    return fits[max(fits, key=criterion)]
 
 
 def leave_one_out_weights(models: Mapping[str, ExactZonalGP]) -> dict[str, float]:

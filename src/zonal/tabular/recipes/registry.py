@@ -132,6 +132,7 @@ def resolve_spec(
     initial_input_scales: Sequence[float] | None = None,
     network_early_stopping: bool = True,
     hyperpriors: bool | None = None,
+    ard_by_bic: bool = False,
 ) -> dict[str, Any]:
     """The checked options of recipe ``model`` for ``input_dim`` input columns, with the recipe's
     defaults filled in (``num_layers`` 2 for layered recipes; refused for the others).
@@ -152,7 +153,10 @@ def resolve_spec(
     (``zonal.tabular.candidates.network_options``). ``hyperpriors=True`` (the exact GP only:
     refused for another recipe; in the spec only then) fits it by type-II MAP under
     ``zonal.models.Hyperpriors.default`` instead of type-II maximum likelihood
-    (``zonal.tabular.recipes.exact``).
+    (``zonal.tabular.recipes.exact``). ``ard_by_bic=True`` (the exact GP only, without ``ard``;
+    in the spec only then) fits it both without and with input scales and keeps the one that the
+    Bayesian information criterion prefers (``zonal.tabular.recipes.exact.choose_input_scales``;
+    the trained spec holds the choice as ``ard``).
     """
     recipe = get_recipe(model)
     if likelihood not in LIKELIHOODS:
@@ -208,9 +212,15 @@ def resolve_spec(
         raise ValueError(f"network_early_stopping is for adgp's network stage, not {model}")
     if hyperpriors and model != "exact":
         raise ValueError(f"hyperpriors is for the exact GP's fit, not {model}'s: drop it")
+    if ard_by_bic and (model != "exact" or ard):
+        raise ValueError(
+            "ard_by_bic chooses whether the exact GP learns input scales: it is for the exact GP "
+            f"without ard, got model {model!r} with ard={bool(ard)}"
+        )
     return {
         **({} if network_early_stopping else {"network_early_stopping": False}),
         **({"hyperpriors": True} if hyperpriors else {}),
+        **({"ard_by_bic": True} if ard_by_bic else {}),
         **{name: float(value) for name, value in start.items() if value is not None},
         **({"initial_input_scales": scales} if scales is not None else {}),
         "model": model,
