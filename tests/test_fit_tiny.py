@@ -1,4 +1,4 @@
-"""``auto`` on tables of at most 128 training rows: the exact GP alone, by type-II MAP, with input
+"""``auto`` on tables of at most 64 training rows: the exact GP alone, by type-II MAP, with input
 scales where the Bayesian information criterion prefers them (``exact_alone``,
 ``choose_input_scales``; docs/cli.md, session 40)."""
 
@@ -26,10 +26,10 @@ def relevant_first_input(rows: int, dims: int, seed: int) -> tuple[torch.Tensor,
     return x, (y - y.mean()) / y.std()
 
 
-def test_auto_trains_the_exact_gp_alone_up_to_the_fewest_inducing_features():
-    assert exact_alone(128) and not exact_alone(129)
-    assert auto_candidates(128, 6, "gaussian", exact=True) == ["exact"]
-    assert auto_candidates(129, 6, "gaussian", exact=True) == ["sgpr", "exact", "adgp"]
+def test_auto_trains_the_exact_gp_alone_up_to_64_rows():
+    assert exact_alone(64) and not exact_alone(65)
+    assert auto_candidates(64, 6, "gaussian", exact=True) == ["exact"]
+    assert auto_candidates(65, 6, "gaussian", exact=True) == ["sgpr", "exact", "adgp"]
     assert auto_candidates(100, 6, "gaussian") == ["sgpr", "adgp"]  # no exact GP offered
     assert auto_candidates(100, 6, "bernoulli", exact=True) == ["svgp", "svgp-points", "adgp"]
 

@@ -73,7 +73,7 @@ class _ZonalEstimator(BaseEstimator):
             (None: the recipe's defaults).
         hyperpriors: fit the exact GP by type-II MAP under log-normal hyperpriors (True; the
             exact GP or ``auto`` only) or by maximum likelihood (False); None (the default):
-            as ``zonal fit``, MAP where ``auto`` trains the exact GP alone (at most 128 training
+            as ``zonal fit``, MAP where ``auto`` trains the exact GP alone (at most 64 training
             rows), maximum likelihood otherwise.
         random_state: seed of the split, the initialisation and the minibatches (an int).
         verbose: progress bars on stderr.

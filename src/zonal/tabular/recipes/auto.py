@@ -20,25 +20,23 @@ AUTO_REFINEMENT_SHARE = 0.2
 #: DGP's: shallow models then compete and stacking gains from them (white wine, 0.01-0.03 nats;
 #: airfoil, compactiv and grid-stability, where they got weight <= 0.1, 0.19-0.64)
 AUTO_REFINEMENT_GAP = 0.1
-#: the sparse regression candidates whose inducing features the exact GP alone replaces on
-#: tables of at most as many training rows (``exact_alone``)
-SPARSE_REGRESSION_CANDIDATES = ("sgpr", "adgp")
+#: ``auto`` trains the exact GP alone on regressions of at most this many training rows
+#: (``exact_alone``): chosen in session 40 after the rule at the sparse models' 128 features
+#: gained at 10, 20 and 40 rows of ``benchmarks/tiny_tables.py`` (seeds 3-5) and lost at 80;
+#: judged on seeds 6-8 (docs/cli.md)
+EXACT_ALONE_MAX_ROWS = 64
 
 
 def exact_alone(num_rows: int) -> bool:
     """Whether ``auto`` trains the exact GP alone on a regression of ``num_rows`` training rows:
-    when they are at most the fewest inducing features of the sparse candidates
-    (``SPARSE_REGRESSION_CANDIDATES``' default ``num_inducing``: the activated DGP's 128 per
-    layer). A sparse model of M >= N features approximates the exact GP at no saving, and the
-    1-13 validation rows that would choose among candidates cannot tell them apart: on 10-80
-    rows of the suite's tables ``auto`` chose the activated DGP on a few scoring rows at test
-    log likelihoods of -15 to -400 (docs/cli.md, sessions 39-40). The exact GP alone is fitted
-    by type-II MAP under ``zonal.models.Hyperpriors``, with input scales only where the
-    Bayesian information criterion prefers them (``ard_by_bic``;
-    ``zonal.tabular.candidates.recipe_options``): adopted in session 40 by a rule declared
-    before its run (docs/cli.md)."""
-    return num_rows <= min(RECIPES[name].defaults["num_inducing"]
-                           for name in SPARSE_REGRESSION_CANDIDATES)  # fmt: skip
+    at most ``EXACT_ALONE_MAX_ROWS``. There the at most 6 validation rows that would choose
+    among candidates cannot tell them apart: on 10-40 rows of the suite's tables ``auto`` chose
+    the activated DGP on a few scoring rows at test log likelihoods of -15 to -400 (docs/cli.md,
+    sessions 39-40), and its sparse models' 128-512 features cost more than the exact GP's N^3.
+    The exact GP alone is fitted by type-II MAP under ``zonal.models.Hyperpriors``, with input
+    scales only where the Bayesian information criterion prefers them (``ard_by_bic``;
+    ``zonal.tabular.candidates.recipe_options``)."""
+    return num_rows <= EXACT_ALONE_MAX_ROWS
 
 
 def auto_candidates(
@@ -46,7 +44,7 @@ def auto_candidates(
 ) -> list[str]:
     """The recipes ``--model auto`` trains, in order, for N training rows of D inputs.
 
-    Regression: the ``exact`` GP alone where ``exact_alone`` says (at most 128 rows); otherwise
+    Regression: the ``exact`` GP alone where ``exact_alone`` says (at most 64 rows); otherwise
     the one-pass ``sgpr`` first, then the ``exact`` GP up to ``EXACT_MAX_ROWS`` rows
     (``exact``, which the caller evaluates; whether it trains is decided at its turn, against the
     share of the budget it then gets: ``zonal.tabular.candidates.fits_its_share``), then the

@@ -21,7 +21,7 @@ and the LOO densities of all rows weight those (``stack_on_subsample``).
 With ``ard_by_bic: True`` in the spec (``choose_input_scales``) the recipe fits the exact GP twice,
 without learned input scales and with them (ARD), and keeps the fit whose best kernel family has
 the larger Bayesian information criterion log p(y | theta_hat) - (k / 2) log N (Schwarz 1978):
-the D input scales cost (D / 2) log N nats. ``auto`` does so on tables of at most 128 training
+the D input scales cost (D / 2) log N nats. ``auto`` does so on tables of at most 64 training
 rows (``zonal.tabular.recipes.auto.exact_alone``), where D scales fitted to a few dozen rows
 overfit.
 
