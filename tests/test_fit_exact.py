@@ -59,13 +59,17 @@ def test_a_named_exact_gp_fits_conditions_on_every_row_and_reloads_the_same(tmp_
         weights = spec["kernel_weights"]
         assert model.weights.tolist() == weights and sum(weights) == pytest.approx(1.0)
         shown = " + ".join(f"{w:.2f} {k}" for w, k in zip(weights, spec["kernels"], strict=True))
-        assert fitted.describe() == f"exact (stacked {shown} kernels, 150 training rows)"
+        assert (
+            fitted.describe() == f"exact (stacked {shown} kernels, 150 training rows, input scales)"
+        )
         assert fitted.trained.objective == pytest.approx(
             sum(w * kernels[k] for w, k in zip(weights, spec["kernels"], strict=True))
         )
     else:
         assert spec["kernel"] in kernels
-        assert fitted.describe() == f"exact ({spec['kernel']} kernel, 150 training rows)"
+        assert (
+            fitted.describe() == f"exact ({spec['kernel']} kernel, 150 training rows, input scales)"
+        )
     assert fitted.validation["mse"] < 0.1 * np.var(y)  # in the target's units
     save_model(fitted, tmp_path / "exact.pt")
     loaded = load_model(tmp_path / "exact.pt")

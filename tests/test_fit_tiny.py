@@ -87,5 +87,7 @@ def test_a_tiny_table_fits_the_exact_gp_alone_even_on_a_spent_budget():
     fitted = fit_data(x, y, feature_columns=["a", "b", "c"], budget=1e-6, seed=0)
     assert fitted.spec["model"] == "exact" and fitted.spec["hyperpriors"] is True
     assert isinstance(fitted.spec["ard"], bool) and "ard_by_bic" not in fitted.spec
+    assert fitted.describe().endswith(", MAP)")
     no_map = fit_data(x, y, feature_columns=["a", "b", "c"], seed=0, hyperpriors=False, ard=True)
     assert "hyperpriors" not in no_map.spec and no_map.spec["ard"] is True
+    assert no_map.describe().endswith(" training rows, input scales)")

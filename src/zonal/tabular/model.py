@@ -71,8 +71,9 @@ class TabularModel:
         return self.trained.spec
 
     def describe(self) -> str:
-        """One line: model, kernel, number of features (and layers for deep models); for a stacked
-        model its weights and components."""
+        """One line: model, kernel, number of features (and layers for deep models), whether it
+        learned input scales and was fitted by MAP; for a stacked model its weights and
+        components."""
         return describe_model(self.spec, self.trained.model)
 
 
@@ -88,7 +89,7 @@ def describe_model(spec: dict[str, Any], model: ZonalModel) -> str:
         kernels = " + ".join(f"{weight:.2f} {kernel}" for weight, kernel
                              in zip(spec["kernel_weights"], spec["kernels"], strict=True))  # fmt: skip
         count = len(cast(Any, members[0]).train_y)
-        return f"{spec['model']} (stacked {kernels} kernels, {count} training rows)"
+        return f"{spec['model']} (stacked {kernels} kernels, {count} training rows{fit_notes(spec)})"
     features = getattr(model, "features", None)
     rows = getattr(model, "train_y", None)  # the exact GP: its training rows
     size = (
@@ -97,7 +98,13 @@ def describe_model(spec: dict[str, Any], model: ZonalModel) -> str:
     kind = get_recipe(spec["model"]).feature_kind
     layers = getattr(model, "layers", None)
     depth = f", {len(layers)} layers" if layers is not None else ""
-    return f"{spec['model']} ({spec['kernel']} kernel, {size} {kind}{depth})"
+    return f"{spec['model']} ({spec['kernel']} kernel, {size} {kind}{depth}{fit_notes(spec)})"
+
+
+def fit_notes(spec: dict[str, Any]) -> str:
+    """``describe_model``'s notes on how a resolved ``spec`` was fitted: learned input scales
+    (``ard``) and type-II MAP (``hyperpriors``), each after a comma; empty for neither."""
+    return ", input scales" * bool(spec.get("ard")) + ", MAP" * bool(spec.get("hyperpriors"))
 
 
 def build_model(spec: dict[str, Any]) -> ZonalModel:
