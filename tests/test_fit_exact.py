@@ -124,7 +124,7 @@ def test_the_kernel_families_are_stacked_by_their_leave_one_out_densities():
 
 
 def test_auto_trains_the_exact_gp_after_the_sgpr_and_its_component_holds_every_row():
-    x, y = table(160)  # more than 128 training rows: not exact_alone
+    x, y = table(120)
     fitted = fit_data(x, y, feature_columns=list("abc"), budget=30.0)
     candidates = [name for name in fitted.scores if name != "stacked"]
     assert candidates[:3] == ["sgpr", "exact", "adgp"]
@@ -146,7 +146,7 @@ def test_auto_judges_the_exact_gp_at_its_turn_against_the_share_it_then_gets(mon
 
     monkeypatch.setattr(candidates, "exact_fits_budget", refuse)
     monkeypatch.setattr(fitting, "exact_fits_budget", refuse)
-    x, y = table(160)
+    x, y = table(120)
     fitted = fit_data(x, y, feature_columns=list("abc"), budget=30.0)
     assert shares[0] is None and len(shares) == 2  # the cap before, the share at its turn
     sgpr_seconds = fitted.scores["sgpr"]["seconds"]
@@ -161,7 +161,7 @@ def test_ctrl_c_while_the_exact_gp_is_judged_keeps_the_sgpr(monkeypatch):
         return True
 
     monkeypatch.setattr(candidates, "exact_fits_budget", interrupted)
-    x, y = table(160)
+    x, y = table(120)
     fitted = fit_data(x, y, feature_columns=list("abc"), budget=30.0)
     assert fitted.interrupted and list(fitted.scores) == ["sgpr"]
     assert fitted.describe().startswith("sgpr")

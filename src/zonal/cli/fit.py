@@ -102,6 +102,7 @@ def _fit_quietly_or_not(args: argparse.Namespace) -> int:
                 num_layers=args.layers,
                 ard=args.ard,
                 hyperpriors=args.hyperpriors,
+                ard_by_bic=args.ard_by_bic,
                 seed=args.seed,
             )
         except KeyboardInterrupt:

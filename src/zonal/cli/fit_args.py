@@ -165,6 +165,14 @@ def add_fit_parser(commands: Any) -> None:
         "for a named model)",
     )
     fit.add_argument(
+        "--ard-by-bic",
+        action="store_true",
+        default=None,
+        help="fit the exact GP without and with input scales and keep the fit the Bayesian "
+        "information criterion prefers (the scales cost (D/2) log N); with --model exact, or "
+        "auto's exact GP; not with --ard; not read by the streamed fit",
+    )
+    fit.add_argument(
         "--hyperpriors",
         action=argparse.BooleanOptionalAction,
         default=None,

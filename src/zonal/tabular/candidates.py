@@ -74,10 +74,8 @@ def train_candidates(
             share_deadline = time.monotonic() + (deadline - time.monotonic()) / (
                 len(names) - position
             )
-        try:  # auto's only candidate trains whatever its share (exact_alone)
-            admitted = (
-                not automatic or len(names) == 1 or fits_its_share(name, split, share_deadline)
-            )
+        try:
+            admitted = not automatic or fits_its_share(name, split, share_deadline)
         except KeyboardInterrupt:  # while the exact GP's size rule timed it: keep what was trained
             if not fits:
                 raise
@@ -248,12 +246,11 @@ def recipe_options(
     """The options a recipe takes: under ``auto`` a kernel, a layer count or a feature budget it
     does not use is left out (and a start of input scales, ``initial_input_scales``, for a
     recipe without them), the Adam recipes run ``AUTO_STEP_FACTOR`` times their default
-    steps, ``hyperpriors`` goes to the exact GP alone, and ARD (input scales) is on for the
-    recipes that have it unless ``ard=False``, except for the ``sgpr`` fallback when a deep
-    model is among the ``candidates`` (``auto_uses_ard``); a named model has ARD only with ``ard=True``.
-    When the exact GP is ``auto``'s only candidate (``zonal.tabular.recipes.auto.exact_alone``)
-    it is fitted by type-II MAP (``hyperpriors``) unless ``hyperpriors=False``, and learns input
-    scales where the BIC prefers them (``ard_by_bic``) unless ``ard`` is given."""
+    steps, ``hyperpriors`` and ``ard_by_bic`` go to the exact GP alone (which with
+    ``ard_by_bic`` and no ``ard`` learns input scales where the BIC prefers them), and ARD
+    (input scales) is on for the recipes that have it unless ``ard=False``, except for the
+    ``sgpr`` fallback when a deep model is among the ``candidates`` (``auto_uses_ard``); a
+    named model has ARD only with ``ard=True``."""
     recipe = RECIPES[name]
     chosen = {key: value for key, value in options.items() if value is not None}
     ard = chosen.pop("ard", None)
@@ -269,13 +266,12 @@ def recipe_options(
             chosen.pop("num_layers", None)
         if name == "exact":  # every training row is its inducing point
             chosen.pop("num_inducing", None)
-            if list(candidates) == ["exact"]:  # exact_alone: MAP, scales by BIC, unless told
-                chosen.setdefault("hyperpriors", True)
-                if ard is None:
-                    chosen["ard"], chosen["ard_by_bic"] = False, True
-                    chosen.pop("initial_input_scales", None)
-        else:  # the exact GP's option
+            if chosen.get("ard_by_bic") and ard is None:  # the BIC decides the scales
+                chosen["ard"] = False
+                chosen.pop("initial_input_scales", None)
+        else:  # the exact GP's options
             chosen.pop("hyperpriors", None)
+            chosen.pop("ard_by_bic", None)
         if "steps" not in chosen and not recipe.lbfgs:
             chosen["steps"] = AUTO_STEP_FACTOR * recipe.defaults["steps"]
     return chosen

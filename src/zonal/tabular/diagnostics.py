@@ -138,7 +138,8 @@ class FitDiagnostics:
                              True))  # fmt: skip
         if not auto_uses_ard("sgpr", self.candidates) and options.get("ard") is not False:
             share = None if self.budget is None else self.budget / len(self.candidates)
-            sgpr_options = {key: value for key, value in options.items() if key != "hyperpriors"}
+            sgpr_options = {key: value for key, value in options.items()
+                            if key not in ("hyperpriors", "ard_by_bic")}  # fmt: skip
             left_out.append((SGPR_ARD, "sgpr", share, {**sgpr_options, "ard": True}, False))
         for name, recipe, share, recipe_options, automatic in left_out:
             deadline = None if share is None else time.monotonic() + share

@@ -89,7 +89,9 @@ def describe_model(spec: dict[str, Any], model: ZonalModel) -> str:
         kernels = " + ".join(f"{weight:.2f} {kernel}" for weight, kernel
                              in zip(spec["kernel_weights"], spec["kernels"], strict=True))  # fmt: skip
         count = len(cast(Any, members[0]).train_y)
-        return f"{spec['model']} (stacked {kernels} kernels, {count} training rows{fit_notes(spec)})"
+        return (
+            f"{spec['model']} (stacked {kernels} kernels, {count} training rows{fit_notes(spec)})"
+        )
     features = getattr(model, "features", None)
     rows = getattr(model, "train_y", None)  # the exact GP: its training rows
     size = (

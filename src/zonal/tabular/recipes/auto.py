@@ -20,23 +20,6 @@ AUTO_REFINEMENT_SHARE = 0.2
 #: DGP's: shallow models then compete and stacking gains from them (white wine, 0.01-0.03 nats;
 #: airfoil, compactiv and grid-stability, where they got weight <= 0.1, 0.19-0.64)
 AUTO_REFINEMENT_GAP = 0.1
-#: ``auto`` trains the exact GP alone on regressions of at most this many training rows
-#: (``exact_alone``): chosen in session 40 after the rule at the sparse models' 128 features
-#: gained at 10, 20 and 40 rows of ``benchmarks/tiny_tables.py`` (seeds 3-5) and lost at 80;
-#: judged on seeds 6-8 (docs/cli.md)
-EXACT_ALONE_MAX_ROWS = 64
-
-
-def exact_alone(num_rows: int) -> bool:
-    """Whether ``auto`` trains the exact GP alone on a regression of ``num_rows`` training rows:
-    at most ``EXACT_ALONE_MAX_ROWS``. There the at most 6 validation rows that would choose
-    among candidates cannot tell them apart: on 10-40 rows of the suite's tables ``auto`` chose
-    the activated DGP on a few scoring rows at test log likelihoods of -15 to -400 (docs/cli.md,
-    sessions 39-40), and its sparse models' 128-512 features cost more than the exact GP's N^3.
-    The exact GP alone is fitted by type-II MAP under ``zonal.models.Hyperpriors``, with input
-    scales only where the Bayesian information criterion prefers them (``ard_by_bic``;
-    ``zonal.tabular.candidates.recipe_options``)."""
-    return num_rows <= EXACT_ALONE_MAX_ROWS
 
 
 def auto_candidates(
@@ -44,8 +27,7 @@ def auto_candidates(
 ) -> list[str]:
     """The recipes ``--model auto`` trains, in order, for N training rows of D inputs.
 
-    Regression: the ``exact`` GP alone where ``exact_alone`` says (at most 64 rows); otherwise
-    the one-pass ``sgpr`` first, then the ``exact`` GP up to ``EXACT_MAX_ROWS`` rows
+    Regression: the one-pass ``sgpr`` first, then the ``exact`` GP up to ``EXACT_MAX_ROWS`` rows
     (``exact``, which the caller evaluates; whether it trains is decided at its turn, against the
     share of the budget it then gets: ``zonal.tabular.candidates.fits_its_share``), then the
     accurate activated DGP (``adgp``) for N up
@@ -68,8 +50,6 @@ def auto_candidates(
     deep = ["adgp"] if num_rows <= AUTO_DEEP_MAX_ROWS else []
     if likelihood != "gaussian":
         return ["svgp", "svgp-points", *deep]
-    if exact and exact_alone(num_rows):
-        return ["exact"]
     truncated = harmonic_layout(input_dim + 1, RECIPES["svgp"].defaults["num_inducing"])[1]
     shallow = "svgp" if truncated is not None else "svgp-activated"
     return ["sgpr", *(["exact"] if exact else []), *(deep or [shallow])]

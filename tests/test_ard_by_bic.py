@@ -1,6 +1,5 @@
-"""``auto`` on tables of at most 64 training rows: the exact GP alone, by type-II MAP, with input
-scales where the Bayesian information criterion prefers them (``exact_alone``,
-``choose_input_scales``; docs/cli.md, session 40)."""
+"""The exact GP's input scales chosen by the Bayesian information criterion (``ard_by_bic``,
+``zonal.tabular.recipes.exact.choose_input_scales``; ``zonal fit --ard-by-bic``)."""
 
 from __future__ import annotations
 
@@ -10,12 +9,12 @@ import numpy as np
 import pytest
 import torch
 
+from zonal.cli import main
 from zonal.models.training import TrainingControl
 from zonal.tabular.candidates import recipe_options
-from zonal.tabular.fitting import fit_data
-from zonal.tabular.recipes import auto_candidates, resolve_spec
-from zonal.tabular.recipes.auto import exact_alone
+from zonal.tabular.recipes import resolve_spec
 from zonal.tabular.recipes.exact import train_exact
+from zonal.tabular.saved import load_model
 
 
 def relevant_first_input(rows: int, dims: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -26,22 +25,14 @@ def relevant_first_input(rows: int, dims: int, seed: int) -> tuple[torch.Tensor,
     return x, (y - y.mean()) / y.std()
 
 
-def test_auto_trains_the_exact_gp_alone_up_to_64_rows():
-    assert exact_alone(64) and not exact_alone(65)
-    assert auto_candidates(64, 6, "gaussian", exact=True) == ["exact"]
-    assert auto_candidates(65, 6, "gaussian", exact=True) == ["sgpr", "exact", "adgp"]
-    assert auto_candidates(100, 6, "gaussian") == ["sgpr", "adgp"]  # no exact GP offered
-    assert auto_candidates(100, 6, "bernoulli", exact=True) == ["svgp", "svgp-points", "adgp"]
-
-
-def test_the_exact_gp_alone_is_fitted_by_map_with_scales_by_bic_unless_told():
-    alone = recipe_options("exact", {}, True, ["exact"])
-    assert alone["hyperpriors"] is True and alone["ard_by_bic"] is True and alone["ard"] is False
-    told = recipe_options("exact", {"ard": True, "hyperpriors": False}, True, ["exact"])
-    assert told["ard"] is True and told["hyperpriors"] is False and "ard_by_bic" not in told
-    assert recipe_options("exact", {"ard": False}, True, ["exact"])["ard"] is False
-    among = recipe_options("exact", {}, True, ["sgpr", "exact", "adgp"])
-    assert among["ard"] is True and "ard_by_bic" not in among and "hyperpriors" not in among
+def test_auto_gives_ard_by_bic_to_its_exact_gp_alone_and_lets_ard_override_it():
+    among = ["sgpr", "exact", "adgp"]
+    exact = recipe_options("exact", {"ard_by_bic": True}, True, among)
+    assert exact["ard_by_bic"] is True and exact["ard"] is False
+    assert "ard_by_bic" not in recipe_options("sgpr", {"ard_by_bic": True}, True, among)
+    told = recipe_options("exact", {"ard_by_bic": True, "ard": False}, True, among)
+    assert told["ard"] is False and told["ard_by_bic"] is True
+    assert recipe_options("exact", {}, True, among)["ard"] is True  # auto's default: scales
 
 
 def test_ard_by_bic_is_the_exact_gps_option_without_ard_and_in_the_spec_only_when_on():
@@ -80,14 +71,28 @@ def test_input_scales_are_learned_where_the_rows_carry_them_and_not_where_they_d
     assert train_exact(spec, x, noise, TrainingControl()).spec["ard"] is False
 
 
-def test_a_tiny_table_fits_the_exact_gp_alone_even_on_a_spent_budget():
+def test_zonal_fit_ard_by_bic_fits_the_named_exact_gp_and_saves_the_choice(tmp_path):
     rng = np.random.default_rng(0)
     x = rng.normal(size=(30, 3))
-    y = np.sin(x[:, 0]) + 0.1 * rng.normal(size=30)
-    fitted = fit_data(x, y, feature_columns=["a", "b", "c"], budget=1e-6, seed=0)
-    assert fitted.spec["model"] == "exact" and fitted.spec["hyperpriors"] is True
-    assert isinstance(fitted.spec["ard"], bool) and "ard_by_bic" not in fitted.spec
-    assert fitted.describe().endswith(", MAP)")
-    no_map = fit_data(x, y, feature_columns=["a", "b", "c"], seed=0, hyperpriors=False, ard=True)
-    assert "hyperpriors" not in no_map.spec and no_map.spec["ard"] is True
-    assert no_map.describe().endswith(" training rows, input scales)")
+    y = np.sin(2 * x[:, 0]) + 0.05 * rng.normal(size=30)
+    table = tmp_path / "t.csv"
+    np.savetxt(table, np.column_stack([x, y]), delimiter=",", header="a,b,c,y", comments="")
+    output = tmp_path / "m.pt"
+    code = main(["fit", str(table), "--target", "y", "--model", "exact", "--ard-by-bic",
+                 "--output", str(output), "--quiet"])  # fmt: skip
+    assert code == 0
+    spec = load_model(output).spec
+    assert isinstance(spec["ard"], bool) and "ard_by_bic" not in spec
+
+
+def test_zonal_fit_ard_by_bic_with_another_model_or_with_ard_is_refused(tmp_path, capsys):
+    table = tmp_path / "t.csv"
+    rng = np.random.default_rng(1)
+    np.savetxt(table, rng.normal(size=(20, 3)), delimiter=",", header="a,b,y", comments="")
+    for extra in (["--model", "sgpr"], ["--model", "exact", "--ard"]):
+        code = main(["fit", str(table), "--target", "y", "--ard-by-bic", *extra,
+                     "--output", str(tmp_path / "m.pt"), "--quiet"])  # fmt: skip
+        assert code != 0
+        assert (
+            "ard_by_bic chooses whether the exact GP learns input scales" in capsys.readouterr().err
+        )
