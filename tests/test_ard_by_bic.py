@@ -11,10 +11,13 @@ import torch
 
 from zonal.cli import main
 from zonal.models.training import TrainingControl
-from zonal.tabular.candidates import recipe_options
+from zonal.tabular.candidates import recipe_options, small_table_options
+from zonal.tabular.diagnostics import FitDiagnostics
+from zonal.tabular.fitting import fit_data
 from zonal.tabular.recipes import resolve_spec
 from zonal.tabular.recipes.exact import train_exact
 from zonal.tabular.saved import load_model
+from zonal.tabular.split import Split
 
 
 def relevant_first_input(rows: int, dims: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -96,3 +99,33 @@ def test_zonal_fit_ard_by_bic_with_another_model_or_with_ard_is_refused(tmp_path
         assert (
             "ard_by_bic chooses whether the exact GP learns input scales" in capsys.readouterr().err
         )
+
+
+def test_auto_fits_its_exact_gp_by_map_with_scales_by_bic_on_at_most_128_training_rows():
+    """``small_table_options``: on at most 128 training rows with the exact GP among ``auto``'s
+    candidates, hyperpriors and ard_by_bic are on unless the user set them or ard."""
+    names = ["sgpr", "exact", "adgp"]
+
+    def split(rows: int) -> Split:
+        x = torch.zeros(rows, 2, dtype=torch.float64)
+        return Split(x, torch.zeros(rows, dtype=torch.float64), x[:0], x[:0, 0])
+
+    assert small_table_options(names, split(128), {}) == {"hyperpriors": True, "ard_by_bic": True}
+    assert small_table_options(names, split(129), {}) == {}
+    assert small_table_options(["sgpr", "adgp"], split(100), {}) == {}
+    told = small_table_options(names, split(100), {"hyperpriors": False, "ard": True})
+    assert told == {"hyperpriors": False, "ard": True}
+    assert small_table_options(names, split(100), {"ard": None})["ard_by_bic"] is True
+
+
+def test_auto_on_a_small_table_trains_the_map_exact_gp_beside_its_other_candidates():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(60, 4))
+    y = np.sin(2 * x[:, 0]) + 0.1 * rng.normal(size=60)
+    diagnostics = FitDiagnostics()
+    fit_data(x, y, feature_columns=list("abcd"), budget=12, seed=0, diagnostics=diagnostics)
+    exact = diagnostics.fits["exact"].spec
+    assert exact["hyperpriors"] is True and isinstance(exact["ard"], bool)
+    assert "ard_by_bic" not in exact
+    assert {"sgpr", "adgp"} <= set(diagnostics.fits)
+    assert all("hyperpriors" not in diagnostics.fits[name].spec for name in ("sgpr", "adgp"))

@@ -240,6 +240,27 @@ def screened_start(
     return options if scales is None else {**options, "initial_input_scales": scales}
 
 
+#: ``auto``'s exact GP is fitted by MAP with input scales by BIC on at most this many training
+#: rows (``small_table_options``): the fewest inducing features of its sparse candidates (the
+#: activated DGP's 128 per layer), below which they save nothing over the exact GP
+SMALL_TABLE_ROWS = 128
+
+
+def small_table_options(
+    names: Sequence[str], split: Split, options: dict[str, Any]
+) -> dict[str, Any]:
+    """``options`` with ``hyperpriors`` and ``ard_by_bic`` on (unless given: ``hyperpriors=False``
+    or ``ard`` keep theirs) when ``auto``'s candidates include the exact GP and train on at most
+    ``SMALL_TABLE_ROWS`` rows: its input scales fitted by maximum likelihood to a few dozen rows
+    overfit (docs/cli.md, sessions 39-40: on 10-40 rows half of ``auto``'s units below a test log
+    likelihood of -5 had chosen that exact GP); the other candidates and the stack are as
+    above that size (``recipe_options`` gives the two options to the exact GP alone)."""
+    if "exact" not in names or len(split.x_train) > SMALL_TABLE_ROWS:
+        return options
+    small = {"hyperpriors": True, **({"ard_by_bic": True} if options.get("ard") is None else {})}
+    return {**small, **{key: value for key, value in options.items() if value is not None}}
+
+
 def recipe_options(
     name: str, options: dict[str, Any], automatic: bool, candidates: Sequence[str] = ()
 ) -> dict[str, Any]:

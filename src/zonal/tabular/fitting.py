@@ -56,7 +56,12 @@ import numpy as np
 import torch
 
 from zonal.datasets import Standardizer
-from zonal.tabular.candidates import screened_start, train_candidates, train_refinement
+from zonal.tabular.candidates import (
+    screened_start,
+    small_table_options,
+    train_candidates,
+    train_refinement,
+)
 from zonal.tabular.checks import (
     check_magnitudes,
     check_regression_target,
@@ -245,7 +250,9 @@ def fit_data(
         auto_candidates(len(train_rows), x.shape[1], target.likelihood,
                         exact=auto_offers_exact(split.x_train, target))  # fmt: skip
     if model == "auto":
-        options = screened_start(names, split, target, seed, options)
+        options = small_table_options(
+            names, split, screened_start(names, split, target, seed, options)
+        )
     fits, scores, interrupted = train_candidates(names, split, target, deadline, progress,
                                                   automatic=model == "auto", seed=seed,
                                                   options=options)  # fmt: skip
