@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 import pytest
@@ -11,11 +12,14 @@ import torch
 
 from zonal.cli import main
 from zonal.models.training import TrainingControl
+from zonal.tabular import fitting
 from zonal.tabular.candidates import recipe_options, small_table_options
 from zonal.tabular.diagnostics import FitDiagnostics
 from zonal.tabular.fitting import fit_data
+from zonal.tabular.recipes import exact as exact_recipe
 from zonal.tabular.recipes import resolve_spec
 from zonal.tabular.recipes.exact import train_exact
+from zonal.tabular.recipes.registry import Fit
 from zonal.tabular.saved import load_model
 from zonal.tabular.split import Split
 
@@ -28,23 +32,75 @@ def relevant_first_input(rows: int, dims: int, seed: int) -> tuple[torch.Tensor,
     return x, (y - y.mean()) / y.std()
 
 
-def test_auto_gives_ard_by_bic_to_its_exact_gp_alone_and_lets_ard_override_it():
+def test_auto_gives_ard_by_bic_to_its_exact_gp_alone():
     among = ["sgpr", "exact", "adgp"]
     exact = recipe_options("exact", {"ard_by_bic": True}, True, among)
     assert exact["ard_by_bic"] is True and exact["ard"] is False
     assert "ard_by_bic" not in recipe_options("sgpr", {"ard_by_bic": True}, True, among)
-    told = recipe_options("exact", {"ard_by_bic": True, "ard": False}, True, among)
-    assert told["ard"] is False and told["ard_by_bic"] is True
     assert recipe_options("exact", {}, True, among)["ard"] is True  # auto's default: scales
 
 
 def test_ard_by_bic_is_the_exact_gps_option_without_ard_and_in_the_spec_only_when_on():
     assert "ard_by_bic" not in resolve_spec(3, model="exact")
     assert resolve_spec(3, model="exact", ard_by_bic=True)["ard_by_bic"] is True
-    with pytest.raises(ValueError, match="ard_by_bic chooses whether the exact GP"):
+    with pytest.raises(
+        ValueError, match=r"ard_by_bic \(--ard-by-bic\) is for the exact GP's fit, not sgpr's"
+    ):
         resolve_spec(3, model="sgpr", ard_by_bic=True)
-    with pytest.raises(ValueError, match="without ard, got model 'exact' with ard=True"):
+    with pytest.raises(ValueError, match="chooses the exact GP's input scales itself"):
         resolve_spec(3, model="exact", ard=True, ard_by_bic=True)
+
+
+@pytest.mark.parametrize("ard", [True, False])
+def test_ard_by_bic_with_ard_given_is_refused_before_anything_trains(ard, monkeypatch):
+    def never(*args, **kwargs):
+        raise AssertionError("a candidate trained")
+
+    monkeypatch.setattr(fitting, "train_candidates", never)
+    x = np.random.default_rng(0).normal(size=(40, 3))
+    with pytest.raises(ValueError, match=r"drop ard \(--ard or --no-ard\)"):
+        fit_data(x, x[:, 0], feature_columns=list("abc"), ard_by_bic=True, ard=ard)
+
+
+def fake_fits(monkeypatch, per_row: dict[bool, float], calls: list[bool], late: bool = False):
+    """Replace the exact recipe's ``train_exact`` (as ``choose_input_scales`` calls it) by fits
+    whose best family has log p(y) / N ``per_row[ard]``; ``late`` makes each take 0.1 s."""
+
+    def fitted(spec, x, y, control):
+        calls.append(spec["ard"])
+        if late:
+            time.sleep(0.1)
+        return Fit(None, dict(spec), per_row[spec["ard"]], {"chordal-se": per_row[spec["ard"]]})
+
+    monkeypatch.setattr(exact_recipe, "train_exact", fitted)
+
+
+@pytest.mark.parametrize("margin, kept", [(0.01, True), (-0.01, False)])
+def test_the_scales_cost_half_log_n_per_column_that_varies(margin, kept, monkeypatch):
+    """40 rows of 5 columns, 2 constant: the fit with scales is kept exactly when its log p(y)
+    exceeds the other's by more than (3 / 2) log 40 nats (a count of 5, or of 6, fails)."""
+    x = torch.randn(40, 5, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    x[:, 3:] = 0.0  # constant columns, standardised
+    gain = 0.5 * 3 * math.log(40) + margin
+    calls: list[bool] = []
+    fake_fits(monkeypatch, {False: 0.0, True: gain / 40}, calls)
+    spec = resolve_spec(5, model="exact", kernel="chordal-se", ard_by_bic=True)
+    fit = exact_recipe.choose_input_scales(spec, x, torch.zeros(40, dtype=torch.float64),
+                                           TrainingControl())  # fmt: skip
+    assert fit.spec["ard"] is kept and calls == [False, True]
+    assert exact_recipe.information_criterion(10.0, 3, 40) == pytest.approx(10 - 1.5 * math.log(40))
+
+
+def test_a_first_fit_that_spends_the_time_keeps_it_and_warns(monkeypatch):
+    calls: list[bool] = []
+    fake_fits(monkeypatch, {False: 0.0, True: 100.0}, calls, late=True)
+    spec = resolve_spec(2, model="exact", kernel="chordal-se", ard_by_bic=True)
+    x = torch.randn(20, 2, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    control = TrainingControl(deadline=time.monotonic() + 0.05)  # the first fit outlasts it
+    with pytest.warns(UserWarning, match="the fit with them was not trained"):
+        fit = exact_recipe.choose_input_scales(spec, x, torch.zeros(20, dtype=torch.float64),
+                                               control)  # fmt: skip
+    assert fit.spec["ard"] is False and calls == [False]
 
 
 @pytest.mark.parametrize("rows, dims, seed", [(12, 6, 0), (100, 4, 1)])
@@ -74,7 +130,16 @@ def test_input_scales_are_learned_where_the_rows_carry_them_and_not_where_they_d
     assert train_exact(spec, x, noise, TrainingControl()).spec["ard"] is False
 
 
-def test_zonal_fit_ard_by_bic_fits_the_named_exact_gp_and_saves_the_choice(tmp_path):
+def test_zonal_fit_ard_by_bic_fits_the_named_exact_gp_and_saves_the_choice(tmp_path, monkeypatch):
+    chosen = []
+    choose = exact_recipe.choose_input_scales
+
+    def recorded(spec, x, y, control):
+        fit = choose(spec, x, y, control)
+        chosen.append(fit.spec["ard"])
+        return fit
+
+    monkeypatch.setattr(exact_recipe, "choose_input_scales", recorded)
     rng = np.random.default_rng(0)
     x = rng.normal(size=(30, 3))
     y = np.sin(2 * x[:, 0]) + 0.05 * rng.normal(size=30)
@@ -83,22 +148,25 @@ def test_zonal_fit_ard_by_bic_fits_the_named_exact_gp_and_saves_the_choice(tmp_p
     output = tmp_path / "m.pt"
     code = main(["fit", str(table), "--target", "y", "--model", "exact", "--ard-by-bic",
                  "--output", str(output), "--quiet"])  # fmt: skip
-    assert code == 0
+    assert code == 0 and len(chosen) == 1
     spec = load_model(output).spec
-    assert isinstance(spec["ard"], bool) and "ard_by_bic" not in spec
+    assert spec["ard"] is chosen[0] and "ard_by_bic" not in spec
 
 
-def test_zonal_fit_ard_by_bic_with_another_model_or_with_ard_is_refused(tmp_path, capsys):
+@pytest.mark.parametrize(
+    "extra, message",
+    [(["--model", "sgpr"], "is for the exact GP's fit, not sgpr's"),
+     (["--model", "exact", "--ard"], "chooses the exact GP's input scales itself"),
+     (["--no-ard"], "chooses the exact GP's input scales itself"),
+     (["--chunk-size", "10"], "which the streamed fit (--chunk-size) does not train")],
+)  # fmt: skip
+def test_zonal_fit_ard_by_bic_is_refused_where_it_cannot_hold(extra, message, tmp_path, capsys):
     table = tmp_path / "t.csv"
     rng = np.random.default_rng(1)
     np.savetxt(table, rng.normal(size=(20, 3)), delimiter=",", header="a,b,y", comments="")
-    for extra in (["--model", "sgpr"], ["--model", "exact", "--ard"]):
-        code = main(["fit", str(table), "--target", "y", "--ard-by-bic", *extra,
-                     "--output", str(tmp_path / "m.pt"), "--quiet"])  # fmt: skip
-        assert code != 0
-        assert (
-            "ard_by_bic chooses whether the exact GP learns input scales" in capsys.readouterr().err
-        )
+    code = main(["fit", str(table), "--target", "y", "--ard-by-bic", *extra,
+                 "--output", str(tmp_path / "m.pt"), "--quiet"])  # fmt: skip
+    assert code != 0 and message in capsys.readouterr().err
 
 
 def test_auto_fits_its_exact_gp_by_map_with_scales_by_bic_on_at_most_128_training_rows():

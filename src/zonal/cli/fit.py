@@ -139,6 +139,9 @@ def _fit_quietly_or_not(args: argparse.Namespace) -> int:
 def _fit_streamed(args: argparse.Namespace) -> int:
     from zonal.tabular.streamed import state_path_for, streamed_fit
 
+    if args.ard_by_bic:
+        raise CommandError("--ard-by-bic is the exact GP's, which the streamed fit "
+                           "(--chunk-size) does not train: drop it")  # fmt: skip
     first = args.data[0]
     output = args.output or first.with_name(f"{first.stem}.zonal.pt")
     _refuse_overwriting_inputs(output, *args.data)

@@ -169,8 +169,9 @@ def add_fit_parser(commands: Any) -> None:
         action="store_true",
         default=None,
         help="fit the exact GP without and with input scales and keep the fit the Bayesian "
-        "information criterion prefers (the scales cost (D/2) log N); with --model exact, or "
-        "auto's exact GP; not with --ard; not read by the streamed fit",
+        "information criterion prefers (the scales cost (D/2) log N for D varying columns); "
+        "with --model exact, or under auto its exact GP (none for classification or above "
+        "5,000 rows); not with --ard or --no-ard; refused by the streamed fit",
     )
     fit.add_argument(
         "--hyperpriors",

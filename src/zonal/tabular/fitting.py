@@ -83,7 +83,7 @@ from zonal.tabular.recipes import (
     exact_fits_budget,
     get_recipe,
 )
-from zonal.tabular.recipes.registry import check_kernel
+from zonal.tabular.recipes.registry import ARD_BY_BIC_WITH_ARD, check_kernel
 from zonal.tabular.split import Split, validation_roles, validation_split
 from zonal.tabular.stacking import condition_on_all_rows, stack_fits
 from zonal.tabular.tables import Table, TableError
@@ -211,6 +211,8 @@ def fit_data(
         raise TableError(f"{source or 'the data'}: {num_rows} row; fitting needs at least 2")
     if options.get("kernel") is not None:  # auto leaves out a kernel a recipe lacks: a typo first
         check_kernel(options["kernel"])
+    if options.get("ard_by_bic") and options.get("ard") is not None:  # before anything trains
+        raise ValueError(ARD_BY_BIC_WITH_ARD)
     if model != "auto":
         get_recipe(model)
         if diagnostics is not None:

@@ -39,6 +39,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -136,14 +137,26 @@ def choose_input_scales(
 ) -> Fit:
     """``train_exact`` of ``spec`` (``ard_by_bic``) on rows x [N, D], y [N]: fitted without input
     scales, then with them (each within its share of ``control``'s time), the fit kept whose best
-    kernel family has the larger BIC, N max_k log p(y | theta_k) / N - (k / 2) log N, where the
-    fit with input scales has k = D parameters more (the one without has none: its embedding
-    [x, 1] / ||[x, 1]|| is fixed). The fit's spec holds the choice as ``ard``. A fit that fails
-    (``ValueError``) leaves the other; both failing raise the first error."""
+    kernel family has the larger BIC (``information_criterion`` of N max_k log p(y | theta_k) / N),
+    where the fit with input scales has one parameter more per column that varies on the rows
+    (the scale of a constant column, 0 once standardised, changes nothing; the fit without scales
+    has none: its embedding [x, 1] / ||[x, 1]|| is fixed). The fit's spec holds the choice as
+    ``ard``. When the first fit leaves no time (past ``control``'s deadline), the fit with scales
+    is not trained and the first is kept, with a warning: a fit stopped at its start would lose
+    by the clock, not by the criterion. A fit that fails (``ValueError``) leaves the other; both
+    failing raise the first error."""
     plain = {key: value for key, value in spec.items() if key != "ard_by_bic"}
     fits: dict[bool, Fit] = {}
     failures: list[ValueError] = []
     for position, ard in enumerate((False, True)):
+        if fits and control.remaining() <= 0:
+            warnings.warn(
+                "ard_by_bic: the fit without input scales used all the time given; the fit with "
+                "them was not trained, so the one without is kept (a larger budget compares both)",
+                UserWarning,
+                stacklevel=2,
+            )
+            break
         share = dataclasses.replace(control, deadline=control.share_deadline(1 / (2 - position)))
         try:
             fits[ard] = train_exact({**plain, "ard": ard}, x, y, share)
@@ -152,12 +165,19 @@ def choose_input_scales(
     if not fits:
         raise failures[0]
     count = len(y)
-    penalty = 0.5 * spec["input_dim"] * math.log(count)  # (k / 2) log N for the D scales
+    varying = int((x != x[:1]).any(0).sum())  # the columns whose scales can change the fit
 
     def criterion(ard: bool) -> float:
-        return count * max(fits[ard].candidates.values()) - (penalty if ard else 0.0)
+        log_likelihood = count * max(fits[ard].candidates.values())
+        return information_criterion(log_likelihood, varying if ard else 0, count)
 
     return fits[max(fits, key=criterion)]
+
+
+def information_criterion(log_likelihood: float, parameters: int, rows: int) -> float:
+    """Schwarz's (1978) Bayesian information criterion in nats, log p(y | theta_hat) - (k / 2)
+    log N for k parameters more than a reference fit on N rows (larger is better)."""
+    return log_likelihood - 0.5 * parameters * math.log(rows)
 
 
 def leave_one_out_weights(models: Mapping[str, ExactZonalGP]) -> dict[str, float]:

@@ -112,6 +112,13 @@ def check_kernel(kernel: str) -> None:
         raise ValueError(f"unknown kernel {kernel!r}; choose one of {', '.join(KERNELS)}")
 
 
+#: the error of ``ard_by_bic`` given with ``ard``
+ARD_BY_BIC_WITH_ARD = (
+    "ard_by_bic (--ard-by-bic) chooses the exact GP's input scales itself: "
+    "drop ard (--ard or --no-ard)"
+)
+
+
 def resolve_spec(
     input_dim: int,
     *,
@@ -212,11 +219,10 @@ def resolve_spec(
         raise ValueError(f"network_early_stopping is for adgp's network stage, not {model}")
     if hyperpriors and model != "exact":
         raise ValueError(f"hyperpriors is for the exact GP's fit, not {model}'s: drop it")
-    if ard_by_bic and (model != "exact" or ard):
-        raise ValueError(
-            "ard_by_bic chooses whether the exact GP learns input scales: it is for the exact GP "
-            f"without ard, got model {model!r} with ard={bool(ard)}"
-        )
+    if ard_by_bic and model != "exact":
+        raise ValueError(f"ard_by_bic (--ard-by-bic) is for the exact GP's fit, not {model}'s")
+    if ard_by_bic and ard:
+        raise ValueError(ARD_BY_BIC_WITH_ARD)
     return {
         **({} if network_early_stopping else {"network_early_stopping": False}),
         **({"hyperpriors": True} if hyperpriors else {}),
