@@ -174,3 +174,16 @@ def test_auto_gives_the_priors_to_its_exact_gp_and_keeps_the_diagnostics_sgpr_wi
     assert "hyperpriors" not in diagnostics.fits["sgpr"].spec
     assert SGPR_ARD in diagnostics.fits  # the counterfactual SGPR with input scales trained
     assert fitted.scores
+
+
+@pytest.mark.parametrize("value", [None, False])
+def test_the_regressors_default_follows_auto_and_false_keeps_maximum_likelihood(value, seen_priors):
+    """``hyperpriors=None`` (the default) lets ``auto`` fit its exact GP by MAP on a table of at
+    most 128 training rows (``small_table_options``); ``False`` keeps maximum likelihood."""
+    from zonal.tabular.sklearn import ZonalRegressor
+
+    x, y = _tiny_table(6, rows=40)
+    ZonalRegressor(hyperpriors=value, budget=6).fit(x.numpy(), y.numpy())
+    assert seen_priors  # the exact GP trained
+    expected = Hyperpriors.default(3) if value is None else None
+    assert all(priors == expected for priors in seen_priors)

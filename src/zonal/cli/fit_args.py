@@ -171,16 +171,18 @@ def add_fit_parser(commands: Any) -> None:
         help="fit the exact GP without and with input scales and keep the fit the Bayesian "
         "information criterion prefers (the scales cost (D/2) log N for D varying columns); "
         "with --model exact, or under auto its exact GP (none for classification or above "
-        "5,000 rows); not with --ard or --no-ard; refused by the streamed fit",
+        "5,000 rows; on by default on at most 128 training rows); not with --ard or --no-ard; "
+        "refused by the streamed fit",
     )
     fit.add_argument(
         "--hyperpriors",
         action=argparse.BooleanOptionalAction,
         default=None,
         help="fit the exact GP by type-II MAP under log-normal priors on its input scales, noise "
-        "and signal variance instead of maximum likelihood (default off: docs/cli.md has the "
-        "evidence); an error with another --model; under auto only its exact GP reads it (none "
-        "for classification or above 5,000 rows); not read by the streamed fit",
+        "and signal variance instead of maximum likelihood (default: on for auto's exact GP on at "
+        "most 128 training rows, with --ard-by-bic; off otherwise: docs/cli.md has the evidence); "
+        "an error with another --model; under auto only its exact GP reads it (none for "
+        "classification or above 5,000 rows); not read by the streamed fit",
     )
     fit.add_argument(
         "--layers",

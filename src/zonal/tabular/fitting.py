@@ -38,7 +38,10 @@
    (``auto_uses_ard``: the scales would cost the deep model a third of the budget); for a
    regression of more than 500 training rows they start where a relevance screen puts them
    (``zonal.tabular.relevance``: the slopes of an RBF-ARD exact GP fitted to 500 of the training
-   rows, within the budget; ``zonal.tabular.candidates.screened_start``), else at 1.
+   rows, within the budget; ``zonal.tabular.candidates.screened_start``), else at 1. On at most
+   128 training rows its exact GP is fitted by type-II MAP (``zonal.models.Hyperpriors``) and
+   learns input scales only where the Bayesian information criterion prefers them
+   (``zonal.tabular.candidates.small_table_options``; session 40, docs/cli.md).
 
 ``predict_table`` / ``predict_data`` answer new rows: the predictive mean, variance and interval in
 the target's units (regression), or one probability column per class (``prob_<label>``) and the

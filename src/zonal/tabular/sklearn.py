@@ -72,7 +72,9 @@ class _ZonalEstimator(BaseEstimator):
         num_inducing, steps, learning_rate, batch_size, num_layers, kernel: the recipe options
             (None: the recipe's defaults).
         hyperpriors: fit the exact GP by type-II MAP under log-normal hyperpriors (True; the
-            exact GP or ``auto`` only) instead of maximum likelihood (False, the default).
+            exact GP or ``auto`` only) or by maximum likelihood (False); None (the default):
+            as ``zonal fit``, MAP for ``auto``'s exact GP on at most 128 training rows
+            (``zonal.tabular.candidates.small_table_options``), maximum likelihood otherwise.
         random_state: seed of the split, the initialisation and the minibatches (an int).
         verbose: progress bars on stderr.
     """
@@ -89,7 +91,7 @@ class _ZonalEstimator(BaseEstimator):
         batch_size: int = 1024,
         num_layers: int | None = None,
         kernel: str = "auto",
-        hyperpriors: bool = False,
+        hyperpriors: bool | None = None,
         random_state: int | None = 0,
         verbose: bool = False,
     ) -> None:
@@ -128,7 +130,7 @@ class _ZonalEstimator(BaseEstimator):
             learning_rate=self.learning_rate,
             batch_size=self.batch_size,
             num_layers=self.num_layers,
-            hyperpriors=True if self.hyperpriors else None,
+            hyperpriors=self.hyperpriors,
         )
         if self.fitted_.interrupted:
             warnings.warn(

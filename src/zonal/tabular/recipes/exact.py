@@ -1,8 +1,8 @@
 """The ``exact`` recipe: exact GP regression with a zonal kernel on the sphere embedding
 (``zonal.models.ExactZonalGP``), L-BFGS on the exact marginal likelihood (type-II maximum
 likelihood; with ``hyperpriors: True`` in the spec, type-II MAP under the log-normal priors of
-``zonal.models.hyperpriors``, which session 39's declared check did not adopt as the default:
-docs/cli.md). Every training row is its own inducing point: O(N^3) time
+``zonal.models.hyperpriors``: ``auto``'s exact GP on at most 128 training rows, by session 40's
+declared check, ``zonal.tabular.candidates.small_table_options``; docs/cli.md). Every training row is its own inducing point: O(N^3) time
 per evaluation, for tables of a few thousand rows, where it carries neither the harmonic
 features' truncation nor a variational gap. Gaussian only.
 
@@ -22,9 +22,9 @@ With ``ard_by_bic: True`` in the spec (``choose_input_scales``) the recipe fits 
 without learned input scales and with them (ARD), and keeps the fit whose best kernel family has
 the larger Bayesian information criterion log p(y | theta_hat) - (k / 2) log N (Schwarz 1978):
 the D input scales cost (D / 2) log N nats (``zonal fit --ard-by-bic``): on a few dozen rows, D
-scales fitted by maximum likelihood or MAP overfit. Session 40 tried it, by MAP, as ``auto``'s
-exact GP alone on tables of at most 128 and 64 rows; neither rule held its declared test MSE
-condition (docs/cli.md), so ``auto`` does not set it.
+scales fitted by maximum likelihood or MAP overfit. ``auto`` sets it, with MAP, for its exact GP
+on at most 128 training rows (``zonal.tabular.candidates.small_table_options``; adopted in
+session 40 by a rule declared before its run, docs/cli.md).
 
 ``exact_fits_budget`` is ``auto``'s size rule for it: the exact GP is a candidate when its fit is
 predicted to fit in its share of the budget: ``EXACT_EVALUATIONS`` evaluations of log p(y) and
