@@ -2,9 +2,10 @@
 (``zonal.models.ExactZonalGP``), L-BFGS on the exact marginal likelihood (type-II maximum
 likelihood; with ``hyperpriors: True`` in the spec, type-II MAP under the log-normal priors of
 ``zonal.models.hyperpriors``: ``auto``'s exact GP on at most 128 training rows, by session 40's
-declared check, ``zonal.tabular.candidates.small_table_options``; docs/cli.md). Every training row is its own inducing point: O(N^3) time
-per evaluation, for tables of a few thousand rows, where it carries neither the harmonic
-features' truncation nor a variational gap. Gaussian only.
+declared check, ``zonal.tabular.candidates.small_table_options``; docs/cli.md). Every training
+row is its own inducing point: O(N^3) time per evaluation, for tables of a few thousand rows,
+where it carries neither the harmonic features' truncation nor a variational gap. Gaussian
+only.
 
 ``kernel="auto"`` stacks kernel families by their leave-one-out predictive densities (Yao et
 al. 2018, with the exact GP's closed-form LOO of Rasmussen & Williams 2006, eqs. 5.10-5.12):
