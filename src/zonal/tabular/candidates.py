@@ -14,6 +14,7 @@ from zonal.tabular.metrics import validation_metrics, validation_score
 from zonal.tabular.recipes import (
     ARD_MODELS,
     AUTO_REFINEMENT_SHARE,
+    EXACT_ONLY_OPTIONS,
     RECIPES,
     START_MODELS,
     Fit,
@@ -290,9 +291,9 @@ def recipe_options(
             if chosen.get("ard_by_bic") and ard is None:  # the BIC decides the scales
                 chosen["ard"] = False
                 chosen.pop("initial_input_scales", None)
-        else:  # the exact GP's options
-            chosen.pop("hyperpriors", None)
-            chosen.pop("ard_by_bic", None)
+        else:
+            for option in EXACT_ONLY_OPTIONS:
+                chosen.pop(option, None)
         if "steps" not in chosen and not recipe.lbfgs:
             chosen["steps"] = AUTO_STEP_FACTOR * recipe.defaults["steps"]
     return chosen

@@ -31,7 +31,7 @@ import torch
 
 from zonal.tabular.candidates import auto_uses_ard, start_options, train_candidates
 from zonal.tabular.metrics import class_probabilities, row_log_densities
-from zonal.tabular.recipes import AUTO_REFINEMENT_SHARE, Fit
+from zonal.tabular.recipes import AUTO_REFINEMENT_SHARE, EXACT_ONLY_OPTIONS, Fit
 from zonal.tabular.split import Split, validation_roles
 from zonal.tabular.stacking import condition_on_all_rows, validation_weights
 from zonal.tabular.targets import Target
@@ -139,7 +139,7 @@ class FitDiagnostics:
         if not auto_uses_ard("sgpr", self.candidates) and options.get("ard") is not False:
             share = None if self.budget is None else self.budget / len(self.candidates)
             sgpr_options = {key: value for key, value in options.items()
-                            if key not in ("hyperpriors", "ard_by_bic")}  # fmt: skip
+                            if key not in EXACT_ONLY_OPTIONS}  # fmt: skip
             left_out.append((SGPR_ARD, "sgpr", share, {**sgpr_options, "ard": True}, False))
         for name, recipe, share, recipe_options, automatic in left_out:
             deadline = None if share is None else time.monotonic() + share

@@ -104,6 +104,7 @@ from zonal.tabular.recipes.points import POINTS_KERNELS, build_points_svgp, trai
 from zonal.tabular.recipes.registry import (
     ARD_MODELS,
     BATCH_SIZE,
+    EXACT_ONLY_OPTIONS,
     RECIPES,
     START_MODELS,
     TRUNCATION_LEVEL,
@@ -145,6 +146,7 @@ __all__ = [
     "EXACT_AUTO_KERNELS",
     "EXACT_EVALUATIONS",
     "EXACT_MAX_ROWS",
+    "EXACT_ONLY_OPTIONS",
     "EXTRA_KERNEL_LEVELS",
     "HIDDEN_WIDTH",
     "INITIAL_NOISE",

@@ -32,6 +32,9 @@ GAUSSIAN_ONLY = {
 }
 #: recipes whose noise and kernel variance may start at given values (``initial_noise``, ...)
 START_MODELS = ("svgp", "svgp-activated", "svgp-points")
+#: the options only the exact GP's fit reads (``resolve_spec`` refuses them for another recipe;
+#: ``auto`` gives them to its exact GP alone)
+EXACT_ONLY_OPTIONS = ("hyperpriors", "ard_by_bic")
 #: the classifiers that learn a constant prior mean per latent function (spec ``prior_mean``:
 #: ``zonal.tabular.recipes.parts.prior_mean``)
 CONSTANT_MEAN_MODELS = START_MODELS
