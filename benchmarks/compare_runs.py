@@ -1,5 +1,5 @@
 """Before and after: two ``fit_suite.py`` runs of ``zonal fit``'s default on the same tables and
-splits, compared by the adoption rules of docs/cli.md, with each table left out in turn.
+splits, compared by the adoption rules of docs/fit_evidence.md, with each table left out in turn.
 
 Per table (means over the splits both runs have): test MSE (regression) or accuracy
 (classification), test log likelihood per row (TLL) and seconds, before and after. Per task:

@@ -1,5 +1,5 @@
 """Diagnosis: a target that depends on 2 of 32 inputs, where the held-out table puma32h put
-``auto`` at 1.53 of the RBF-ARD SVGP's test MSE (docs/cli.md, session 29).
+``auto`` at 1.53 of the RBF-ARD SVGP's test MSE (docs/fit_evidence.md, session 29).
 
 Synthetic rows, no table of any suite: x ~ N(0, I_32), y = sin(2 x_0) + x_1^2 / 2 - 1/2 + 0.1 e
 with e ~ N(0, 1) (noise variance 0.01 of a target variance about 1), 4,000 training and 1,000 test

@@ -306,7 +306,7 @@ def selection_ceiling(units: list[Unit], svgp: dict[str, float]) -> None:
 #: the stacking weights compared (``validation_weights``): fitted to the scoring rows as they are
 #: (``auto``'s until session 19), the mean of ``STACKING_DRAWS`` Bayesian-bootstrap replicates of
 #: them (``auto``'s since), the posterior mean of the mixture weights under the Dirichlet(1) and
-#: Dirichlet(1/2) priors (session 28: not adopted, docs/cli.md)
+#: Dirichlet(1/2) priors (session 28: not adopted, docs/fit_evidence.md)
 WEIGHTINGS: dict[str, dict[str, Any]] = {
     "plain": {"draws": 0},
     "bagged": {"draws": STACKING_DRAWS},

@@ -19,7 +19,7 @@ from zonal.tabular.fitting import fit_data
 from zonal.tabular.recipes import exact as exact_recipe
 from zonal.tabular.recipes import resolve_spec
 from zonal.tabular.recipes.exact import train_exact
-from zonal.tabular.recipes.registry import Fit
+from zonal.tabular.recipes.registry import Fit, TrainingInterrupted
 from zonal.tabular.saved import load_model
 from zonal.tabular.split import Split
 
@@ -101,6 +101,33 @@ def test_a_first_fit_that_spends_the_time_keeps_it_and_warns(monkeypatch):
         fit = exact_recipe.choose_input_scales(spec, x, torch.zeros(20, dtype=torch.float64),
                                                control)  # fmt: skip
     assert fit.spec["ard"] is False and calls == [False]
+
+
+def test_ctrl_c_in_the_fit_with_scales_keeps_the_fit_without_them(monkeypatch):
+    def fitted(spec, x, y, control):
+        if spec["ard"]:
+            raise KeyboardInterrupt
+        return Fit(None, dict(spec), -1.0, {"chordal-se": -1.0})
+
+    monkeypatch.setattr(exact_recipe, "train_exact", fitted)
+    spec = resolve_spec(2, model="exact", kernel="chordal-se", ard_by_bic=True)
+    x = torch.randn(20, 2, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    with pytest.raises(TrainingInterrupted) as interrupt:
+        exact_recipe.choose_input_scales(spec, x, torch.zeros(20, dtype=torch.float64),
+                                         TrainingControl())  # fmt: skip
+    assert interrupt.value.fit.spec["ard"] is False and interrupt.value.fit.objective == -1.0
+
+
+def test_ctrl_c_in_the_first_fit_is_the_users_interrupt(monkeypatch):
+    def fitted(spec, x, y, control):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(exact_recipe, "train_exact", fitted)
+    spec = resolve_spec(2, model="exact", kernel="chordal-se", ard_by_bic=True)
+    x = torch.randn(20, 2, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    with pytest.raises(KeyboardInterrupt):
+        exact_recipe.choose_input_scales(spec, x, torch.zeros(20, dtype=torch.float64),
+                                         TrainingControl())  # fmt: skip
 
 
 @pytest.mark.parametrize("rows, dims, seed", [(12, 6, 0), (100, 4, 1)])

@@ -1,5 +1,5 @@
 """The activated DGP's network stage without early stopping in its first phase (``auto``'s choice
-where no exact GP is offered, docs/cli.md session 32): the spec key is checked, ``auto`` sets it
+where no exact GP is offered, docs/fit_evidence.md session 32): the spec key is checked, ``auto`` sets it
 only for its regression activated DGP above the exact GP's rows, and the network stage's first
 phase is the one that takes it (the watch without early stopping: tests/test_fit_validation.py)."""
 

@@ -286,7 +286,7 @@ def test_an_svgp_classifier_trains_q_by_natural_gradients_and_a_regression_does_
     model, monkeypatch
 ):
     """``zonal fit``'s SVGP classifiers move q(u) by natural-gradient steps at every minibatch
-    step, of ``CLASSIFIER_NATURAL_STEP`` times the schedule's factors (docs/cli.md, session 34);
+    step, of ``CLASSIFIER_NATURAL_STEP`` times the schedule's factors (docs/fit_evidence.md, session 34);
     their regressions keep Adam on q(u)."""
     steps: list[float] = []
     original = SVGP.natural_gradient_step

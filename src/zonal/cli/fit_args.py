@@ -180,9 +180,9 @@ def add_fit_parser(commands: Any) -> None:
         default=None,
         help="fit the exact GP by type-II MAP under log-normal priors on its input scales, noise "
         "and signal variance instead of maximum likelihood (default: on for auto's exact GP on at "
-        "most 128 training rows, with --ard-by-bic; off otherwise: docs/cli.md has the evidence); "
-        "an error with another --model; under auto only its exact GP reads it (none for "
-        "classification or above 5,000 rows); not read by the streamed fit",
+        "most 128 training rows, with --ard-by-bic; off otherwise; the evidence: "
+        "docs/fit_evidence.md); an error with another --model; under auto only its exact GP "
+        "reads it (none for classification or above 5,000 rows); not read by the streamed fit",
     )
     fit.add_argument(
         "--layers",

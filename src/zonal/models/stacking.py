@@ -14,7 +14,7 @@ When one model is best everywhere the weights pick it; when models err different
 beats each of them (``zonal fit``'s ``auto``: ``zonal.fitting``). Two ways to weigh few held-out
 rows less decisively: the mean of the maximiser over Bayesian-bootstrap replicates of the rows
 (``bootstrap_stacking_weights``, ``auto``'s) and the posterior mean of the mixture weights under a
-Dirichlet prior (``posterior_stacking_weights``; compared in docs/cli.md).
+Dirichlet prior (``posterior_stacking_weights``; compared in docs/fit_evidence.md).
 
 ``StackedModel`` answers the model contract of ``zonal.models.contract``: ``predict`` gives the
 mixture moments (mean sum_k w_k m_k, variance sum_k w_k (v_k + m_k^2) - mean^2),

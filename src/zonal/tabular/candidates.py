@@ -130,7 +130,7 @@ def stops_early(name: str, target: Target) -> bool:
     patience ended it on noise: ``svgp-points`` on banana's splits 3 and 7 (239 watching rows,
     a 15 s share) stopped after 11-13 s at test log likelihoods per row of -0.2532 and -0.2275,
     and ran to the end of the share, keeping its best validated state, to -0.2496 and -0.2184
-    (docs/cli.md, session 36: adopted by a rule declared before its run; on the 9 development
+    (docs/fit_evidence.md, session 36: adopted by a rule declared before its run; on the 9 development
     classification tables the mean test log likelihood rose 0.0013 nats a row and the accuracy
     0.0008, most on the tables of thousands of rows)."""
     return not (name in START_MODELS and target.is_classification)
@@ -210,7 +210,7 @@ def network_options(name: str, candidates: Sequence[str], target: Target) -> dic
     """``network_early_stopping=False`` for ``auto``'s activated DGP in a regression where no
     exact GP is among the ``candidates`` (more than ``EXACT_MAX_ROWS`` training rows): there the
     activated DGP carries the fit alone, and its network's first phase runs to the end of its
-    time share instead of stopping on a plateau (docs/cli.md, session 32: on puma32h split 0 the
+    time share instead of stopping on a plateau (docs/fit_evidence.md, session 32: on puma32h split 0 the
     network's validation loss sat at 0.060 for 560 steps, then fell to 0.037; the patience had
     ended it on the plateau, test MSE 0.059 against 0.035 without it). Nothing otherwise."""
     if name != "adgp" or target.is_classification or "exact" in candidates:
@@ -227,7 +227,7 @@ def screened_start(
     ``SCREEN_ROWS`` training rows; as they are otherwise, when no candidate learns scales,
     ``ard=False`` turns them off, or the screen fails.
 
-    The rules of docs/cli.md (session 30, before and after on the development suite): on the
+    The rules of docs/fit_evidence.md (session 30, before and after on the development suite): on the
     10 regression tables whose candidates train on more than ``SCREEN_ROWS`` rows the screen
     lowered the test MSE (geometric mean 0.981 of before, TLL +0.006) and raised it on the 10
     others (1.150: servo, cpu-performance and yacht, of 135-249 such rows, where the screen
@@ -253,7 +253,7 @@ def small_table_options(
     """``options`` with ``hyperpriors`` and ``ard_by_bic`` on (unless given: ``hyperpriors=False``
     or ``ard`` keep theirs) when ``auto``'s candidates include the exact GP and train on at most
     ``SMALL_TABLE_ROWS`` rows: its input scales fitted by maximum likelihood to a few dozen rows
-    overfit (docs/cli.md, sessions 39-40: on 10-40 rows half of ``auto``'s units below a test log
+    overfit (docs/fit_evidence.md, sessions 39-40: on 10-40 rows half of ``auto``'s units below a test log
     likelihood of -5 had chosen that exact GP); the other candidates and the stack are as
     above that size (``recipe_options`` gives the two options to the exact GP alone)."""
     if "exact" not in names or len(split.x_train) > SMALL_TABLE_ROWS:

@@ -41,7 +41,7 @@
    rows, within the budget; ``zonal.tabular.candidates.screened_start``), else at 1. On at most
    128 training rows its exact GP is fitted by type-II MAP (``zonal.models.Hyperpriors``) and
    learns input scales only where the Bayesian information criterion prefers them
-   (``zonal.tabular.candidates.small_table_options``; session 40, docs/cli.md).
+   (``zonal.tabular.candidates.small_table_options``; session 40, docs/fit_evidence.md).
 
 ``predict_table`` / ``predict_data`` answer new rows: the predictive mean, variance and interval in
 the target's units (regression), or one probability column per class (``prob_<label>``) and the

@@ -20,7 +20,7 @@ BATCH_SIZE = 1024
 DEFAULT_BUDGET = 45.0
 #: default wall-clock budget of a regression of at least ``BATCH_SIZE`` rows, seconds (fewer rows:
 #: ``default_budget``); the RBF-ARD SVGP's 1000 Adam steps took 29-35 s on such tables of the
-#: development suite (docs/cli.md, session 31)
+#: development suite (docs/fit_evidence.md, session 31)
 REGRESSION_BUDGET = 30.0
 #: the budget's default name (``default_budget``)
 AUTO_BUDGET = "auto"

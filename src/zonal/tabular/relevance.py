@@ -1,6 +1,6 @@
 """Where ``auto`` starts the input scales of its regression candidates: a relevance screen
 (``zonal.tabular.candidates.screened_start``: for a regression of more than ``SCREEN_ROWS``
-training rows, by the rules of docs/cli.md; classifiers and smaller tables start at 1).
+training rows, by the rules of docs/fit_evidence.md; classifiers and smaller tables start at 1).
 
 The zonal models read the lifted point [s * x, b] / r (``zonal.geometry.SphereEmbedding``, b = 1)
 and learn the scales s with their other hyperparameters, from a start. At s = 1 for every column

@@ -117,13 +117,13 @@ def mixture_members(fit: Fit) -> list[tuple[dict[str, Any], ZonalModel, float]]:
 #: a constant fitted to tables. Where a few validation rows decide the weights, the replicates'
 #: mean keeps weight on every candidate that wins some of them: on the development suite's
 #: small tables (8-33 scoring rows) the plain weights put 0.85-1.0 on a candidate that the test
-#: rows did not favour (docs/cli.md)
+#: rows did not favour (docs/fit_evidence.md)
 STACKING_DRAWS = 200
 #: the Dirichlet concentration of the posterior-mean weights of classifier stacks: the uniform
 #: prior on the simplex, not a constant fitted to tables. Adopted by its rule on the 6 held-out
 #: two-class tables (mean test TLL -0.357 -> -0.310, accuracy level; an activated DGP that won
 #: every scoring row of wisconsin's split 0 had taken weight 1 and scored -1.05); regression
-#: stacks keep the bootstrap weights (the posterior failed there: docs/cli.md)
+#: stacks keep the bootstrap weights (the posterior failed there: docs/fit_evidence.md)
 CLASSIFIER_CONCENTRATION = 1.0
 
 

@@ -38,14 +38,14 @@ def auto_candidates(
     maximise the validation log density, ``zonal.models.stacking``). Classification (no SGPR):
     the harmonic ``svgp`` with ARD (C latent GPs), ``svgp-points`` (since session 27: the
     tables where ``auto`` stayed behind the RBF-ARD SVGP lacked a model that holds its kernel;
-    in the exact GP's place for regression it was tried and not adopted, docs/cli.md), then
+    in the exact GP's place for regression it was tried and not adopted, docs/fit_evidence.md), then
     ``adgp`` for N up to
     ``AUTO_DEEP_MAX_ROWS``, stacked the same way (a mixture of their class probabilities). The
     harmonic SVGP replaced ``svgp-activated`` there in session 21: on split 0 of segment, yeast
     and vehicle (120 s each, ARD) it classified better (accuracy / test log likelihood 0.965 /
     -0.110, 0.626 / -0.999, 0.835 / -0.362 against 0.948 / -0.214, 0.626 / -1.020, 0.706 /
     -0.670 with 128 activated features; 512 of them were no better), and the suite's nine
-    classification tables confirmed it under ``auto`` (docs/cli.md).
+    classification tables confirmed it under ``auto`` (docs/fit_evidence.md).
     """
     deep = ["adgp"] if num_rows <= AUTO_DEEP_MAX_ROWS else []
     if likelihood != "gaussian":

@@ -2,7 +2,7 @@
 (``zonal.models.ExactZonalGP``), L-BFGS on the exact marginal likelihood (type-II maximum
 likelihood; with ``hyperpriors: True`` in the spec, type-II MAP under the log-normal priors of
 ``zonal.models.hyperpriors``: ``auto``'s exact GP on at most 128 training rows, by session 40's
-declared check, ``zonal.tabular.candidates.small_table_options``; docs/cli.md). Every training
+declared check, ``zonal.tabular.candidates.small_table_options``; docs/fit_evidence.md). Every training
 row is its own inducing point: O(N^3) time per evaluation, for tables of a few thousand rows,
 where it carries neither the harmonic features' truncation nor a variational gap. Gaussian
 only.
@@ -25,7 +25,7 @@ the larger Bayesian information criterion log p(y | theta_hat) - (k / 2) log N (
 the D input scales cost (D / 2) log N nats (``zonal fit --ard-by-bic``): on a few dozen rows, D
 scales fitted by maximum likelihood or MAP overfit. ``auto`` sets it, with MAP, for its exact GP
 on at most 128 training rows (``zonal.tabular.candidates.small_table_options``; adopted in
-session 40 by a rule declared before its run, docs/cli.md).
+session 40 by a rule declared before its run, docs/fit_evidence.md).
 
 ``exact_fits_budget`` is ``auto``'s size rule for it: the exact GP is a candidate when its fit is
 predicted to fit in its share of the budget: ``EXACT_EVALUATIONS`` evaluations of log p(y) and
@@ -58,7 +58,7 @@ from zonal.tabular.recipes.parts import (
     fit_each_kernel,
     input_embedding,
 )
-from zonal.tabular.recipes.registry import Fit, Recipe, register
+from zonal.tabular.recipes.registry import Fit, Recipe, TrainingInterrupted, register
 
 #: L-BFGS evaluations of log p(y) that an exact GP's fit is given room for by ``auto``: with
 #: strong Wolfe line searches, 20-40 evaluations bring log p(y) / N within 1e-3 of its plateau
@@ -145,7 +145,8 @@ def choose_input_scales(
     ``ard``. When the first fit leaves no time (past ``control``'s deadline), the fit with scales
     is not trained and the first is kept, with a warning: a fit stopped at its start would lose
     by the clock, not by the criterion. A fit that fails (``ValueError``) leaves the other; both
-    failing raise the first error."""
+    failing raise the first error. Ctrl-C during the fit with scales raises
+    ``TrainingInterrupted`` carrying the fit without them."""
     plain = {key: value for key, value in spec.items() if key != "ard_by_bic"}
     fits: dict[bool, Fit] = {}
     failures: list[ValueError] = []
@@ -163,6 +164,10 @@ def choose_input_scales(
             fits[ard] = train_exact({**plain, "ard": ard}, x, y, share)
         except ValueError as error:
             failures.append(error)
+        except KeyboardInterrupt as interrupt:  # in the fit with scales: the one without is kept
+            if not fits:
+                raise
+            raise TrainingInterrupted(fits[False]) from interrupt
     if not fits:
         raise failures[0]
     count = len(y)

@@ -8,7 +8,7 @@ Titsias, 2009; skipped when N x M exceeds ``OPTIMAL_Q_MAX_ENTRIES``) and are tra
 the three phases of ``SCHEDULE``: the full learning rate for 60% of the steps, then 1/5 of it for
 25% and 1/25 for the last 15%, each phase within its fraction of the time left. A classifier's
 q(u) moves by natural-gradient steps instead (``CLASSIFIER_NATURAL_STEP`` times the phase's
-factor) while Adam moves its hyperparameters alone (docs/cli.md, session 34: 9 classification
+factor) while Adam moves its hyperparameters alone (docs/fit_evidence.md, session 34: 9 classification
 tables, test log likelihood +0.0010 nats a row on average).
 """
 
@@ -39,7 +39,7 @@ from zonal.tabular.recipes.registry import Fit, Recipe, TrainingInterrupted, reg
 
 #: a classifier's q(u) moves by natural-gradient steps of this size (times the phase's factor of
 #: ``SCHEDULE``) while Adam moves its hyperparameters alone (``fit_svgp(natural_gradient=...)``;
-#: Salimbeni, Eleftheriadis & Hensman 2018; the rule of docs/cli.md, session 34)
+#: Salimbeni, Eleftheriadis & Hensman 2018; the rule of docs/fit_evidence.md, session 34)
 CLASSIFIER_NATURAL_STEP = 0.3
 #: the largest N x M (x outputs) for which q(u) is set to its optimum (Kuf is held in memory)
 OPTIMAL_Q_MAX_ENTRIES = 20_000_000
