@@ -103,6 +103,32 @@ def test_a_first_fit_that_spends_the_time_keeps_it_and_warns(monkeypatch):
     assert fit.spec["ard"] is False and calls == [False]
 
 
+def test_the_fit_with_scales_starts_at_the_screens_scales_and_the_fit_without_has_none(
+    monkeypatch,
+):
+    """Under ``auto`` above 500 rows the relevance screen's start (``initial_input_scales``)
+    reaches the exact GP's fit with scales and not the one without (which has no scales)."""
+    start = [0.5, 2.0, 1.0]
+    options = recipe_options("exact", {"ard_by_bic": True, "initial_input_scales": start}, True,
+                             ["sgpr", "exact", "adgp"])  # fmt: skip
+    assert options["ard"] is False and options["initial_input_scales"] == start
+    spec = resolve_spec(3, model="exact", kernel="chordal-se", **options)
+    with pytest.raises(ValueError, match="give them with ard"):
+        resolve_spec(3, model="exact", initial_input_scales=start)
+    specs: list[dict] = []
+
+    def fitted(spec, x, y, control):
+        specs.append(dict(spec))
+        return Fit(None, dict(spec), 0.0, {"chordal-se": 0.0})
+
+    monkeypatch.setattr(exact_recipe, "train_exact", fitted)
+    x = torch.randn(30, 3, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    exact_recipe.choose_input_scales(spec, x, torch.zeros(30, dtype=torch.float64),
+                                     TrainingControl())  # fmt: skip
+    assert [s["ard"] for s in specs] == [False, True]
+    assert "initial_input_scales" not in specs[0] and specs[1]["initial_input_scales"] == start
+
+
 def test_ctrl_c_in_the_fit_with_scales_keeps_the_fit_without_them(monkeypatch):
     def fitted(spec, x, y, control):
         if spec["ard"]:

@@ -41,8 +41,8 @@ validation metrics (log likelihood, and MSE or accuracy) are printed and saved.
                    maximise their log density (on fewer scoring rows than the K - 1 free
                    weights: the posterior mean, as for classifiers), rounded to twentieths
                    (one candidate alone when the weights say so); on at most 128 training
-                   rows the exact GP
-                   is fitted by MAP (--hyperpriors), its input scales kept by BIC (--ard-by-bic);
+                   rows the exact GP is fitted by MAP (--hyperpriors), its input scales kept
+                   by BIC (--ard-by-bic);
   classification:  svgp (harmonic, ARD), svgp-points (256 learned inducing points, chordal
                    squared-exponential kernel, ARD), then adgp for up to 20000 training rows;
                    then stacks them: class probabilities sum_k w_k p_k(c | x), the weights the
@@ -53,10 +53,11 @@ score, choose and stack them.
 --budget auto (the default) is, for a regression of N rows, 30 s x sqrt(min(N, 1024) / 1024) (11.5 s
 at 150 rows, 30 s from 1024: steps cost less on fewer rows); for classification 45 s per latent
 function, one for two classes and C for C classes (each step costs about C times one function's).
-Each candidate may use the time left divided by the candidates left. The SVGP candidates, the exact
-GP and adgp learn one scale per input column in the sphere embedding (ARD; adgp in its first layer), and so
-does sgpr when an SVGP alone follows it (by the bound of 1024 rows, then one pass); before adgp,
-sgpr skips the scales to leave the time to the deep model; --no-ard turns ARD off.
+Each candidate may use the time left divided by the candidates left. The SVGP candidates, the
+exact GP and adgp learn one scale per input column in the sphere embedding (ARD; adgp in its first
+layer), and so does sgpr when an SVGP alone follows it (by the bound of 1024 rows, then one
+pass); before adgp, sgpr skips the scales to leave the time to the deep model; --no-ard turns ARD
+off.
 
 A progress bar (objective, validation log likelihood, budget left) is shown on a terminal unless
 --quiet. Ctrl-C keeps the best model so far as a complete checkpoint (exit code 130).

@@ -279,8 +279,8 @@ def recipe_options(
     chosen["ard"] = (
         bool(ard) if not automatic else ard is not False and auto_uses_ard(name, candidates)
     )
-    if not chosen["ard"]:  # a start of scales the recipe does not learn
-        chosen.pop("initial_input_scales", None)
+    if not chosen["ard"] and not (name == "exact" and chosen.get("ard_by_bic")):
+        chosen.pop("initial_input_scales", None)  # a start of scales the recipe does not learn
     if automatic:
         if chosen.get("kernel") not in (None, "auto", *recipe.kernels):
             chosen.pop("kernel")
@@ -289,8 +289,7 @@ def recipe_options(
         if name == "exact":  # every training row is its inducing point
             chosen.pop("num_inducing", None)
             if chosen.get("ard_by_bic") and ard is None:  # the BIC decides the scales
-                chosen["ard"] = False
-                chosen.pop("initial_input_scales", None)
+                chosen["ard"] = False  # its fit with scales starts at initial_input_scales
         else:
             for option in EXACT_ONLY_OPTIONS:
                 chosen.pop(option, None)

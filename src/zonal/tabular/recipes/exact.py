@@ -146,8 +146,13 @@ def choose_input_scales(
     is not trained and the first is kept, with a warning: a fit stopped at its start would lose
     by the clock, not by the criterion. A fit that fails (``ValueError``) leaves the other; both
     failing raise the first error. Ctrl-C during the fit with scales raises
-    ``TrainingInterrupted`` carrying the fit without them."""
+    ``TrainingInterrupted`` carrying the fit without them. The scales start at the spec's
+    ``initial_input_scales`` when given (``auto``'s relevance screen above 500 rows)."""
     plain = {key: value for key, value in spec.items() if key != "ard_by_bic"}
+    specs = {  # the fit with scales starts at the spec's initial_input_scales, when given
+        False: {key: value for key, value in plain.items() if key != "initial_input_scales"},
+        True: {**plain, "ard": True},
+    }
     fits: dict[bool, Fit] = {}
     failures: list[ValueError] = []
     for position, ard in enumerate((False, True)):
@@ -161,7 +166,7 @@ def choose_input_scales(
             break
         share = dataclasses.replace(control, deadline=control.share_deadline(1 / (2 - position)))
         try:
-            fits[ard] = train_exact({**plain, "ard": ard}, x, y, share)
+            fits[ard] = train_exact(specs[ard], x, y, share)
         except ValueError as error:
             failures.append(error)
         except KeyboardInterrupt as interrupt:  # in the fit with scales: the one without is kept

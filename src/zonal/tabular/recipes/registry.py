@@ -155,11 +155,12 @@ def resolve_spec(
     ``initial_noise`` and ``initial_outputscale`` (positive; in the spec only when given) start
     an SVGP's Gaussian noise variance and kernel variance elsewhere than at ``INITIAL_NOISE`` and
     1: ``auto`` starts its SVGPs where its SGPR ended (``zonal.tabular.candidates.start_options``).
-    ``initial_input_scales`` (D positive numbers, with ``ard`` only; in the spec only when given)
-    start the learned input scales elsewhere than at 1: ``auto`` starts them at its relevance
-    screen's (``zonal.tabular.relevance``). ``network_early_stopping=False`` (the activated
-    DGP only; in the spec only when False) runs the first phase of its network stage to the end
-    of its time share: ``auto`` sets it where no exact GP is offered
+    ``initial_input_scales`` (D positive numbers, with ``ard`` or ``ard_by_bic`` only; in the
+    spec only when given) start the learned input scales elsewhere than at 1: ``auto`` starts
+    them at its relevance screen's (``zonal.tabular.relevance``).
+    ``network_early_stopping=False`` (the activated DGP only; in the spec only when False) runs
+    the first phase of its network stage to the end of its time share: ``auto`` sets it where no
+    exact GP is offered
     (``zonal.tabular.candidates.network_options``). ``hyperpriors=True`` (the exact GP only:
     refused for another recipe; in the spec only then) fits it by type-II MAP under
     ``zonal.models.Hyperpriors.default`` instead of type-II maximum likelihood
@@ -217,7 +218,7 @@ def resolve_spec(
                 f"{name} is a positive start of a Gaussian {' or '.join(START_MODELS)}; got "
                 f"{value!r} for {model} with a {likelihood} likelihood"
             )
-    scales = _check_input_scales(initial_input_scales, input_dim, ard)
+    scales = _check_input_scales(initial_input_scales, input_dim, ard or ard_by_bic)
     if not network_early_stopping and model != "adgp":
         raise ValueError(f"network_early_stopping is for adgp's network stage, not {model}")
     if hyperpriors and model != "exact":
@@ -267,13 +268,14 @@ def _resolve_num_classes(likelihood: str, num_classes: int | None) -> int:
 
 
 def _check_input_scales(
-    scales: Sequence[float] | None, input_dim: int, ard: bool
+    scales: Sequence[float] | None, input_dim: int, learned: bool
 ) -> list[float] | None:
-    """``initial_input_scales`` as a list of D floats, checked: given with ``ard`` only, one
-    positive finite number per input column."""
+    """``initial_input_scales`` as a list of D floats, checked: given with learned scales only
+    (``learned``: ``ard``, or ``ard_by_bic``, whose fit with scales starts there), one positive
+    finite number per input column."""
     if scales is None:
         return None
-    if not ard:
+    if not learned:
         raise ValueError("initial_input_scales start learned input scales: give them with ard")
     values = [float(value) for value in scales]
     if len(values) != input_dim:
