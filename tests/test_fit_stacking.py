@@ -27,7 +27,7 @@ from zonal.tabular.predict import predict_data
 from zonal.tabular.recipes import AUTO_REFINEMENT_GAP, AUTO_REFINEMENT_SHARE, auto_refinement
 from zonal.tabular.saved import ModelFileError, load_model, save_model
 from zonal.tabular.split import Split
-from zonal.tabular.stacking import CLASSIFIER_CONCENTRATION, STACKING_DRAWS
+from zonal.tabular.stacking import STACKING_DRAWS
 from zonal.tabular.tables import TableError
 from zonal.tabular.targets import REGRESSION
 
@@ -358,53 +358,3 @@ def test_validation_weights_round_the_bootstrap_plain_or_posterior_weights():
         assert weights is not None and weights[1] == 0, name
         torch.testing.assert_close(weights, quantize_weights(expected[name]), msg=name)
     assert stacking.validation_weights(torch.full((3, 2), torch.nan, dtype=torch.float64)) is None
-
-
-@pytest.mark.parametrize(
-    "rows, candidates, classification, expected",
-    [(1, 3, False, CLASSIFIER_CONCENTRATION), (2, 4, False, CLASSIFIER_CONCENTRATION),
-     (2, 3, False, None), (1, 2, False, None), (40, 3, True, CLASSIFIER_CONCENTRATION)],
-)  # fmt: skip
-def test_a_regression_stack_takes_the_posterior_weights_below_as_many_rows_as_free_weights(
-    rows, candidates, classification, expected
-):
-    assert stacking.stacking_concentration(rows, candidates, classification) == expected
-
-
-def test_the_posterior_weights_of_one_row_are_its_closed_form():
-    """On one row of densities p_k, the posterior mean of the weights under the uniform
-    Dirichlet prior is E[w_j sum_k w_k p_k] / E[sum_k w_k p_k] = (p_j + S) / ((K + 1) S), S =
-    sum_k p_k (the Dirichlet(1) moments E w_k = 1/K, E w_j w_k = (1 + [j = k]) / (K (K + 1))): no
-    candidate takes more than 2 / (K + 1). Gibbs sampling within 0.01."""
-    log_densities = torch.tensor([[0.3, -4.0, -1.2]], dtype=torch.float64)  # [1, K]
-    densities = log_densities.exp()[0]
-    closed = (densities + densities.sum()) / (4 * densities.sum())  # [K]
-    sampled = posterior_stacking_weights(log_densities, concentration=CLASSIFIER_CONCENTRATION)
-    torch.testing.assert_close(sampled, closed, atol=0.01, rtol=0)
-
-
-def test_auto_stacks_a_regression_of_one_scoring_row_by_the_posterior_weights(monkeypatch):
-    """20 rows: 2 validation rows, one watching and one scoring three candidates, so the weights
-    are the rounded posterior mean of that row's densities (not the bootstrap's, which gives the
-    whole weight to the candidate that scores the row best), none above 2 / (K + 1) = 1/2."""
-    recorded = {}
-    stack_fits = fitting.stack_fits
-
-    def recording(fits, scores, split, target, **options):
-        recorded["names"] = list(fits)
-        recorded["log_densities"] = torch.stack(
-            [fits[name].model.log_predictive_density(split.x_valid, split.y_valid)
-             for name in fits], dim=1,
-        )  # fmt: skip
-        return stack_fits(fits, scores, split, target, **options)
-
-    monkeypatch.setattr(fitting, "stack_fits", recording)
-    force_refinement(monkeypatch)
-    x, y = regression_rows(num_rows=20)
-    fitted = fit_data(x, y, feature_columns=["a", "b"], **SMALL)
-    names, log_densities = recorded["names"], recorded["log_densities"]  # [1, 3]
-    assert names == ["sgpr", "adgp", "svgp"] and log_densities.shape == (1, 3)
-    weights = torch.tensor([fitted.scores[name]["weight"] for name in names], dtype=torch.float64)
-    posterior = posterior_stacking_weights(log_densities, concentration=CLASSIFIER_CONCENTRATION)
-    torch.testing.assert_close(weights, quantize_weights(posterior))
-    assert weights.max() <= 0.5

@@ -674,3 +674,15 @@ def test_the_joint_posterior_at_many_points_samples_like_its_components(componen
     mean, variance = single_layer.predict(x)
     empirical = samples.squeeze(-1).mean(dim=(0, 1))  # [q]
     torch.testing.assert_close(empirical, mean, atol=6 * variance.sqrt().max() / 16, rtol=0)
+
+
+def test_the_posterior_weights_of_one_row_are_its_closed_form():
+    """On one row of densities p_k, the posterior mean of the weights under the uniform
+    Dirichlet prior is E[w_j sum_k w_k p_k] / E[sum_k w_k p_k] = (p_j + S) / ((K + 1) S), S =
+    sum_k p_k (the Dirichlet(1) moments E w_k = 1/K, E w_j w_k = (1 + [j = k]) / (K (K + 1))): no
+    candidate takes more than 2 / (K + 1). Gibbs sampling within 0.01."""
+    log_densities = torch.tensor([[0.3, -4.0, -1.2]], dtype=torch.float64)  # [1, K]
+    densities = log_densities.exp()[0]
+    closed = (densities + densities.sum()) / (4 * densities.sum())  # [K]
+    sampled = posterior_stacking_weights(log_densities, concentration=1.0)
+    torch.testing.assert_close(sampled, closed, atol=0.01, rtol=0)

@@ -38,11 +38,9 @@ validation metrics (log likelihood, and MSE or accuracy) are printed and saved.
                    (harmonic, ARD) within a fifth of the budget; then stacks them: the model
                    is the mixture sum_k w_k p_k(y | x) whose weights are the mean, over 200
                    Bayesian-bootstrap replicates of the scoring rows, of the weights that
-                   maximise their log density (on fewer scoring rows than the K - 1 free
-                   weights: the posterior mean, as for classifiers), rounded to twentieths
-                   (one candidate alone when the weights say so); on at most 128 training
-                   rows the exact GP is fitted by MAP (--hyperpriors), its input scales kept
-                   by BIC (--ard-by-bic);
+                   maximise their log density, rounded to twentieths (one candidate alone
+                   when the weights say so); on at most 128 training rows the exact GP is
+                   fitted by MAP (--hyperpriors), its input scales kept by BIC (--ard-by-bic);
   classification:  svgp (harmonic, ARD), svgp-points (256 learned inducing points, chordal
                    squared-exponential kernel, ARD), then adgp for up to 20000 training rows;
                    then stacks them: class probabilities sum_k w_k p_k(c | x), the weights the

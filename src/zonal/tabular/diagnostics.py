@@ -33,11 +33,7 @@ from zonal.tabular.candidates import auto_uses_ard, start_options, train_candida
 from zonal.tabular.metrics import class_probabilities, row_log_densities
 from zonal.tabular.recipes import AUTO_REFINEMENT_SHARE, EXACT_ONLY_OPTIONS, Fit
 from zonal.tabular.split import Split, validation_roles
-from zonal.tabular.stacking import (
-    condition_on_all_rows,
-    stacking_concentration,
-    validation_weights,
-)
+from zonal.tabular.stacking import condition_on_all_rows, validation_weights
 from zonal.tabular.targets import Target
 
 #: the name of the counterfactual SGPR with input scales
@@ -251,8 +247,7 @@ class FitDiagnostics:
             weights: torch.Tensor | None = torch.ones(1, dtype=torch.float64, device=y_test.device)
         elif self.validation_log_density:
             densities = torch.stack([self.validation_log_density[m] for m in members], 1)
-            concentration = stacking_concentration(*densities.shape, classification=False)
-            weights = validation_weights(densities, seed=self.seed, concentration=concentration)
+            weights = validation_weights(densities, seed=self.seed)  # [K] or None
         else:
             weights = None
         if weights is None:

@@ -48,10 +48,9 @@ def stack_fits(
     validation rows (``seed``; ``validation_weights``); for classifiers the posterior mean of the
     mixture weights under the Dirichlet(``CLASSIFIER_CONCENTRATION``) prior instead
     (``posterior_stacking_weights``), which keeps weight on every candidate when a few scoring
-    rows cannot tell an overconfident one from the others, and so for a regression whose
-    scoring rows are fewer than its K - 1 free weights (``stacking_concentration``); rounded to
-    multiples of 1 / ``WEIGHT_RESOLUTION``. Returns (the fit, the scores with each candidate's
-    ``weight``): the single candidate when the weights pick one, else a ``StackedModel`` of the candidates of
+    rows cannot tell an overconfident one from the others; rounded to multiples of 1 /
+    ``WEIGHT_RESOLUTION``. Returns (the fit, the scores with each candidate's ``weight``): the
+    single candidate when the weights pick one, else a ``StackedModel`` of the candidates of
     positive weight (a stacked exact GP enters as its kernels, each weighted by the product of
     the two weights and rounded again: ``mixture_members``; spec ``{"model": "stacked",
     "components": [specs], "weights": [w]}``; its objective is the weighted mean of theirs, a
@@ -69,7 +68,7 @@ def stack_fits(
         ],
         dim=1,
     )  # [n_valid, K]
-    concentration = stacking_concentration(*log_densities.shape, target.is_classification)
+    concentration = CLASSIFIER_CONCENTRATION if target.is_classification else None
     found = validation_weights(log_densities, seed=seed, concentration=concentration)
     if found is None:
         return fits[fallback], scores
@@ -124,31 +123,8 @@ STACKING_DRAWS = 200
 #: prior on the simplex, not a constant fitted to tables. Adopted by its rule on the 6 held-out
 #: two-class tables (mean test TLL -0.357 -> -0.310, accuracy level; an activated DGP that won
 #: every scoring row of wisconsin's split 0 had taken weight 1 and scored -1.05); regression
-#: stacks keep the bootstrap weights (the posterior failed there: docs/fit_evidence.md) unless
-#: their scoring rows are fewer than their free weights (``stacking_concentration``)
+#: stacks keep the bootstrap weights (the posterior failed there: docs/fit_evidence.md)
 CLASSIFIER_CONCENTRATION = 1.0
-
-
-def stacking_concentration(
-    num_rows: int, num_candidates: int, classification: bool
-) -> float | None:
-    """The Dirichlet concentration of ``auto``'s stacking weights for K = ``num_candidates``
-    candidates scored on ``num_rows`` rows, or None for the Bayesian bootstrap's weights:
-    ``CLASSIFIER_CONCENTRATION`` for classifiers, and for a regression whose scoring rows are
-    fewer than its K - 1 free weights. The mixture's log density depends on the weights only
-    through the n rows' densities, a linear map of the (K - 1)-dimensional simplex into R^n that
-    can be one-to-one only when n >= K - 1: with fewer rows some direction of the weights changes
-    no row's density, so the rows cannot determine them, and every Bayesian-bootstrap replicate
-    of one row is that row, so the bootstrap's weights are those of the candidate that happens
-    to score it best (on 10-20 training rows, one scoring row of three candidates, an
-    overconfident activated DGP: test log likelihoods of -150 a row). The posterior mean under
-    the uniform prior keeps weight on each candidate in proportion to its evidence (at most
-    2 / (K + 1) on one row). Judged by a rule declared before its run (docs/fit_evidence.md,
-    session 41); the same posterior on fewer rows than candidates also (2 of 3 at 40 training
-    rows) raised yacht's test MSE there and was not adopted."""
-    if classification or num_rows < num_candidates - 1:
-        return CLASSIFIER_CONCENTRATION
-    return None
 
 
 def validation_weights(
