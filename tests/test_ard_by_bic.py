@@ -13,7 +13,7 @@ import torch
 from zonal.cli import main
 from zonal.models.training import TrainingControl
 from zonal.tabular import fitting
-from zonal.tabular.candidates import recipe_options, small_table_options
+from zonal.tabular.candidates import recipe_options, screened_start, small_table_options
 from zonal.tabular.diagnostics import FitDiagnostics
 from zonal.tabular.fitting import fit_data
 from zonal.tabular.recipes import exact as exact_recipe
@@ -22,6 +22,7 @@ from zonal.tabular.recipes.exact import train_exact
 from zonal.tabular.recipes.registry import Fit, TrainingInterrupted
 from zonal.tabular.saved import load_model
 from zonal.tabular.split import Split
+from zonal.tabular.targets import REGRESSION
 
 
 def relevant_first_input(rows: int, dims: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -106,11 +107,16 @@ def test_a_first_fit_that_spends_the_time_keeps_it_and_warns(monkeypatch):
 def test_the_fit_with_scales_starts_at_the_screens_scales_and_the_fit_without_has_none(
     monkeypatch,
 ):
-    """Under ``auto`` above 500 rows the relevance screen's start (``initial_input_scales``)
-    reaches the exact GP's fit with scales and not the one without (which has no scales)."""
-    start = [0.5, 2.0, 1.0]
-    options = recipe_options("exact", {"ard_by_bic": True, "initial_input_scales": start}, True,
-                             ["sgpr", "exact", "adgp"])  # fmt: skip
+    """Under ``auto`` with ``ard_by_bic`` given on more than 500 rows the relevance screen's
+    start (``initial_input_scales``, ``screened_start``) reaches the exact GP's fit with scales
+    and not the one without (which has no scales)."""
+    names = ["sgpr", "exact", "adgp"]
+    x, y = relevant_first_input(600, 3, seed=3)
+    split = Split(x, y, x[:0], y[:0])
+    screened = screened_start(names, split, REGRESSION, 0, {"ard_by_bic": True})
+    start = screened["initial_input_scales"]
+    assert len(start) == 3 and start[0] > max(start[1:])  # the relevant input leads
+    options = recipe_options("exact", screened, True, names)
     assert options["ard"] is False and options["initial_input_scales"] == start
     spec = resolve_spec(3, model="exact", kernel="chordal-se", **options)
     with pytest.raises(ValueError, match="give them with ard"):

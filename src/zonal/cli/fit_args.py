@@ -52,10 +52,10 @@ score, choose and stack them.
 at 150 rows, 30 s from 1024: steps cost less on fewer rows); for classification 45 s per latent
 function, one for two classes and C for C classes (each step costs about C times one function's).
 Each candidate may use the time left divided by the candidates left. The SVGP candidates, the
-exact GP and adgp learn one scale per input column in the sphere embedding (ARD; adgp in its first
-layer), and so does sgpr when an SVGP alone follows it (by the bound of 1024 rows, then one
-pass); before adgp, sgpr skips the scales to leave the time to the deep model; --no-ard turns ARD
-off.
+exact GP (by BIC on at most 128 training rows) and adgp learn one scale per input column in the
+sphere embedding (ARD; adgp in its first layer), and so does sgpr when an SVGP alone follows it
+(by the bound of 1024 rows, then one pass); before adgp, sgpr skips the scales to leave the time
+to the deep model; --no-ard turns ARD off.
 
 A progress bar (objective, validation log likelihood, budget left) is shown on a terminal unless
 --quiet. Ctrl-C keeps the best model so far as a complete checkpoint (exit code 130).

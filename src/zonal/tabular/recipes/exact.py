@@ -147,7 +147,8 @@ def choose_input_scales(
     by the clock, not by the criterion. A fit that fails (``ValueError``) leaves the other; both
     failing raise the first error. Ctrl-C during the fit with scales raises
     ``TrainingInterrupted`` carrying the fit without them. The scales start at the spec's
-    ``initial_input_scales`` when given (``auto``'s relevance screen above 500 rows)."""
+    ``initial_input_scales`` when given (``auto``'s relevance screen, with ``--ard-by-bic`` given
+    above 500 rows)."""
     plain = {key: value for key, value in spec.items() if key != "ard_by_bic"}
     specs = {  # the fit with scales starts at the spec's initial_input_scales, when given
         False: {key: value for key, value in plain.items() if key != "initial_input_scales"},

@@ -276,7 +276,9 @@ def _check_input_scales(
     if scales is None:
         return None
     if not learned:
-        raise ValueError("initial_input_scales start learned input scales: give them with ard")
+        raise ValueError(
+            "initial_input_scales start learned input scales: give them with ard or ard_by_bic"
+        )
     values = [float(value) for value in scales]
     if len(values) != input_dim:
         raise ValueError(
@@ -307,7 +309,8 @@ def train(
     the training seconds. ``control`` sets the deadline, the validation score that keeps the best
     state, and the progress bar (default: none of them). Ctrl-C raises ``TrainingInterrupted``
     with the best model so far (except during SGPR's statistics pass or L-BFGS, where it is a
-    plain ``KeyboardInterrupt``)."""
+    plain ``KeyboardInterrupt``, unless the exact GP's ``ard_by_bic`` fit without input scales is
+    done: it is then the fit kept, ``exact.choose_input_scales``)."""
     started = time.perf_counter()
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(spec["seed"])
