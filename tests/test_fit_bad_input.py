@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from zonal.cli import main
-from zonal.tabular import DataWarning, TableError
+from zonal.tabular import DataWarning, TableError, fitting
 from zonal.tabular.sklearn import ZonalClassifier, ZonalRegressor
 
 TINY = ["--model", "svgp-activated", "--num-inducing", "8", "--steps", "5", "--quiet"]
@@ -122,3 +122,36 @@ def test_a_column_that_counts_the_rows_gets_a_note(tmp_path, capsys):
         ZonalRegressor(**TINY_OPTIONS).fit(shuffled, y)
     with pytest.warns(DataWarning, match=r"'x0' count the rows"):
         ZonalRegressor(**TINY_OPTIONS).fit(np.column_stack([np.arange(40.0), a]), y)
+
+
+class TrainingReachedError(Exception):
+    """Raised in place of training: the notes before it are what a test looks at."""
+
+
+@pytest.mark.parametrize(
+    "rows, classes, noted",
+    [(20, False, True), (10, False, True), (40, False, False), (20, True, False)],
+)
+def test_auto_notes_a_regression_whose_candidates_one_validation_row_scores(
+    rows, classes, noted, monkeypatch
+):
+    """10-20 rows: 1 validation row scores auto's 3 regression candidates (fewer than their 2
+    free stacking weights), and the note says so before anything trains, naming the exact GP's
+    flags; 40 rows (2 scoring rows) and a classifier (posterior weights) have no such note."""
+
+    def never(*args, **kwargs):
+        raise TrainingReachedError
+
+    monkeypatch.setattr(fitting, "train_candidates", never)
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(rows, 3))
+    y = np.where(x[:, 0] > 0, "up", "down") if classes else x[:, 0] + 0.1 * rng.normal(size=rows)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(TrainingReachedError):
+            fitting.fit_data(x, y, feature_columns=list("abc"), source="t.csv")
+    notes = [str(w.message) for w in caught if issubclass(w.category, DataWarning)]
+    expected = ("t.csv: 1 validation row scores the 3 candidates of --model auto (sgpr, exact, "
+                "adgp): too few to weigh them, so the choice rests on that row; --model exact "
+                "--hyperpriors --ard-by-bic")  # fmt: skip
+    assert any(note.startswith(expected) for note in notes) is noted

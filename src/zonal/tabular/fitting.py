@@ -69,6 +69,7 @@ from zonal.tabular.checks import (
     check_magnitudes,
     check_regression_target,
     constant_columns,
+    warn_about_few_scoring_rows,
     warn_about_inputs,
     warn_about_row_numbers,
 )
@@ -255,6 +256,9 @@ def fit_data(
         auto_candidates(len(train_rows), x.shape[1], target.likelihood,
                         exact=auto_offers_exact(split.x_train, target))  # fmt: skip
     if model == "auto":
+        if not target.is_classification:  # classifier stacks take the posterior weights
+            num_scoring = len(validation_roles(split, True)[1].y_valid)
+            warn_about_few_scoring_rows(num_scoring, names, source)
         options = small_table_options(
             names, split, screened_start(names, split, target, seed, options)
         )
