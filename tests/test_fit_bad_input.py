@@ -132,12 +132,12 @@ class TrainingReachedError(Exception):
     "rows, classes, noted",
     [(20, False, True), (10, False, True), (40, False, False), (20, True, False)],
 )
-def test_auto_notes_a_regression_whose_candidates_one_validation_row_would_score(
+def test_auto_notes_a_regression_whose_candidates_one_validation_row_scores(
     rows, classes, noted, monkeypatch
 ):
-    """10-20 rows: 1 validation row would score auto's 3 regression candidates (fewer than their
-    2 free stacking weights), and the note says so before anything trains; 40 rows (2 scoring
-    rows) and a classifier (posterior weights) have no such note."""
+    """10-20 rows: 1 validation row scores auto's 3 regression candidates (fewer than their 2
+    free stacking weights), and the note says so before anything trains, naming the exact GP's
+    flags; 40 rows (2 scoring rows) and a classifier (posterior weights) have no such note."""
 
     def never(*args, **kwargs):
         raise TrainingReachedError
@@ -151,29 +151,7 @@ def test_auto_notes_a_regression_whose_candidates_one_validation_row_would_score
         with pytest.raises(TrainingReachedError):
             fitting.fit_data(x, y, feature_columns=list("abc"), source="t.csv")
     notes = [str(w.message) for w in caught if issubclass(w.category, DataWarning)]
-    expected = ("t.csv: 1 validation row would score the 3 candidates of --model auto (sgpr, "
-                "exact, adgp): too few to weigh them, so it fits the exact GP alone")  # fmt: skip
+    expected = ("t.csv: 1 validation row scores the 3 candidates of --model auto (sgpr, exact, "
+                "adgp): too few to weigh them, so the choice rests on that row; --model exact "
+                "--hyperpriors --ard-by-bic")  # fmt: skip
     assert any(note.startswith(expected) for note in notes) is noted
-
-
-@pytest.mark.parametrize("rows, alone", [(20, True), (40, False)])
-def test_auto_trains_the_exact_gp_alone_where_one_validation_row_would_weigh_the_candidates(
-    rows, alone, monkeypatch
-):
-    """Where the scoring rows are fewer than the candidates' free stacking weights (20 rows: 1 of
-    2 validation rows scores 3 candidates) ``auto`` trains the exact GP alone; on 40 rows (2
-    scoring rows, as many as the free weights) it trains its candidates as before."""
-    trained: list[list[str]] = []
-
-    def recording(names, *args, **kwargs):
-        trained.append(list(names))
-        raise TrainingReachedError
-
-    monkeypatch.setattr(fitting, "train_candidates", recording)
-    rng = np.random.default_rng(1)
-    x = rng.normal(size=(rows, 3))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DataWarning)
-        with pytest.raises(TrainingReachedError):
-            fitting.fit_data(x, x[:, 0], feature_columns=list("abc"))
-    assert trained == [["exact"] if alone else ["sgpr", "exact", "adgp"]]

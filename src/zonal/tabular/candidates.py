@@ -262,21 +262,6 @@ def small_table_options(
     return {**small, **{key: value for key, value in options.items() if value is not None}}
 
 
-def weighable_candidates(names: list[str], num_scoring: int) -> list[str]:
-    """``auto``'s regression candidates ``names`` as they are, or the exact GP alone where its
-    ``num_scoring`` scoring rows (at least one) are fewer than the K - 1 free stacking weights of
-    the K candidates: the rows' mixture density depends on the weights only through the n row
-    densities, a linear map of the (K - 1)-dimensional simplex that can be one-to-one only when
-    n >= K - 1, so fewer rows cannot weigh the candidates (on one row the bootstrap's weights are
-    those of the candidate that happens to score it best), and the exact GP is the candidate
-    whose choices (kernel families by leave-one-out densities, input scales by BIC,
-    hyperparameters by MAP: ``small_table_options``) are made on all the training rows. Judged
-    by a rule declared before its run (docs/fit_evidence.md, session 41)."""
-    if "exact" in names and 0 < num_scoring < len(names) - 1:
-        return ["exact"]
-    return names
-
-
 def recipe_options(
     name: str, options: dict[str, Any], automatic: bool, candidates: Sequence[str] = ()
 ) -> dict[str, Any]:

@@ -64,7 +64,6 @@ from zonal.tabular.candidates import (
     small_table_options,
     train_candidates,
     train_refinement,
-    weighable_candidates,
 )
 from zonal.tabular.checks import (
     check_magnitudes,
@@ -260,7 +259,6 @@ def fit_data(
         if not target.is_classification:  # classifier stacks take the posterior weights
             num_scoring = len(validation_roles(split, True)[1].y_valid)
             warn_about_few_scoring_rows(num_scoring, names, source)
-            names = weighable_candidates(names, num_scoring)
         options = small_table_options(
             names, split, screened_start(names, split, target, seed, options)
         )
