@@ -76,11 +76,11 @@ def warn_about_few_scoring_rows(num_scoring: int, candidates: Sequence[str], sou
     """A ``DataWarning`` note when ``auto``'s regression ``candidates`` are scored on fewer
     validation rows than their K - 1 free stacking weights (``num_scoring``; tables of about 24
     rows or fewer at the default validation share): the rows cannot determine the weights, so
-    the choice among the candidates rests on one row. The note names the alternative the
-    evidence supports there: the exact GP alone by MAP with input scales by BIC (docs/
-    fit_evidence.md, sessions 40-41: on 10 and 20 rows of 17 tables, seeds 0-5, ``auto``'s own
-    exact GP alone had mean test log likelihoods -3.8 and -2.1 against its stack's -17.8 and
-    -6.9, test MSE 1.00 and 0.75 of the stack's; on seeds 6-8 at 10 rows, 1.14)."""
+    the choice among the candidates rests on one row. The note names the alternative that is
+    better calibrated there: the exact GP alone by MAP with input scales by BIC
+    (docs/fit_evidence.md, sessions 40-41: on 10 and 20 rows of 17 tables, seeds 18-20, mean
+    test log likelihoods -2.8 and -1.6 against ``auto``'s -25.5 and -4.0, test MSE 1.09 and 0.82
+    of ``auto``'s; on seeds 6-8 at 10 rows 1.14: as ``auto``'s rule it was not adopted)."""
     if num_scoring == 0 or num_scoring >= len(candidates) - 1:  # none: no stack to weigh
         return
     where = source or "the data"
