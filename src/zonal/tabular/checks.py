@@ -1,7 +1,8 @@
 """Checks of a table's target and inputs shared by the in-memory fit (``zonal.tabular.fitting``)
 and the streamed fit (``zonal.tabular.streamed``): a regression target of one value and values
 too large for float64's squares are named errors; more input columns than rows, input columns
-of one value and input columns that count the rows (IDs) are ``DataWarning`` notes."""
+of one value, input columns that count the rows (IDs) and, under ``auto``, a regression whose
+candidates too few validation rows would weigh are ``DataWarning`` notes."""
 
 from __future__ import annotations
 
