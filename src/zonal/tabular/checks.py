@@ -88,11 +88,10 @@ def warn_about_few_scoring_rows(num_scoring: int, candidates: Sequence[str], sou
     rows = f"{num_scoring} validation row{'s' if num_scoring != 1 else ''}"
     warnings.warn(
         f"{where}: {rows} score{'s' if num_scoring == 1 else ''} the {len(candidates)} "
-        f"candidates of --model auto "
-        f"({', '.join(candidates)}): too few to weigh them, so the choice rests on "
-        f"{'that row' if num_scoring == 1 else 'those rows'}; --model exact --hyperpriors "
-        "--ard-by-bic fits one model by criteria over all the training rows instead (better "
-        "calibrated on tables this small, its error sometimes larger)",
+        f"candidates of --model auto ({', '.join(candidates)}): too few to weigh them, so the "
+        f"choice rests on {'that row' if num_scoring == 1 else 'those rows'}; --model exact "
+        "--hyperpriors --ard-by-bic fits one model by criteria over all the training rows "
+        "instead (better calibrated on tables this small, its error sometimes larger)",
         DataWarning,
         stacklevel=3,
     )

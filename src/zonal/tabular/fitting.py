@@ -255,10 +255,10 @@ def fit_data(
     names = [model] if model != "auto" else \
         auto_candidates(len(train_rows), x.shape[1], target.likelihood,
                         exact=auto_offers_exact(split.x_train, target))  # fmt: skip
+    scoring = validation_roles(split, model == "auto")[1]  # the rows that score the fits
     if model == "auto":
         if not target.is_classification:  # classifier stacks take the posterior weights
-            num_scoring = len(validation_roles(split, True)[1].y_valid)
-            warn_about_few_scoring_rows(num_scoring, names, source)
+            warn_about_few_scoring_rows(len(scoring.y_valid), names, source)
         options = small_table_options(
             names, split, screened_start(names, split, target, seed, options)
         )
@@ -272,7 +272,6 @@ def fit_data(
                                         seconds, progress, seed, options)  # fmt: skip
     chosen = max(fits, key=lambda name: selection_key(scores[name]))
     fit = fits[chosen]
-    scoring = validation_roles(split, model == "auto")[1]  # the rows that scored the fits
     stackable = len(scoring.y_valid) > 0 and len(fits) > 1
     if model == "auto" and stackable and not interrupted:
         try:
