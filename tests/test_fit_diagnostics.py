@@ -334,3 +334,31 @@ def test_gap_rows_finds_the_row_that_carries_each_splits_gap(fit_rules, capsys):
         printed
     )
     assert "level" not in printed
+
+
+# --------------------------------------------------------------------------- stack_ceiling.py
+
+
+def test_stack_ceiling_against_closed_forms(benchmark_module):
+    """Two candidates give the true class probability 0.8 (``a``) and 0.6 (``b``) on every test
+    row and score the scoring rows equally: the likelihood is flat in the weights, so ``auto``'s
+    posterior-mean weights are the uniform prior's mean, 1/2 each, and its TLL is log 0.7; the
+    in-sample optimum puts all weight on ``a`` (log 0.8); adding test rows, on which ``a`` is
+    better, moves the weights towards it (strictly between); the baseline is its rows' mean."""
+    stack_ceiling = benchmark_module("stack_ceiling")
+    targets = [0, 1] * 20  # [40]
+    probabilities = {"a": [[0.8, 0.2], [0.2, 0.8]] * 20, "b": [[0.6, 0.4], [0.4, 0.6]] * 20}
+    models = {name: {"probabilities": rows, "validation_log_density": [math.log(0.7)] * 12}
+              for name, rows in probabilities.items()}  # fmt: skip
+    zonal = {"table": "t", "task": "classification", "split": 3, "method": "zonal",
+             "diagnostics": {"models": models, "test_targets": targets}}  # fmt: skip
+    svgp = {"table": "t", "task": "classification", "split": 3, "method": "svgp",
+            "test_rows": {"log_density": [-0.3] * 40}}  # fmt: skip
+    found = stack_ceiling.table_scores([zonal, svgp])["t"]
+    assert found["auto"] == pytest.approx(math.log(0.7), abs=1e-12)
+    assert found["optimum"] == pytest.approx(math.log(0.8), abs=1e-6)
+    assert found["a alone"] == pytest.approx(math.log(0.8)) and found["b alone"] == pytest.approx(
+        math.log(0.6)
+    )
+    assert math.log(0.7) + 1e-3 < found["+half"] < math.log(0.8)
+    assert found["baseline"] == pytest.approx(-0.3) and found["splits"] == 1
