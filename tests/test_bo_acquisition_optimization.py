@@ -12,7 +12,11 @@ import sys
 
 import pytest
 import torch
-from botorch.acquisition import AcquisitionFunction, qLogExpectedImprovement
+from botorch.acquisition import (
+    AcquisitionFunction,
+    LogExpectedImprovement,
+    qLogExpectedImprovement,
+)
 from botorch.optim import optimize_acqf
 from botorch.sampling import SobolQMCNormalSampler
 from torch import nn
@@ -30,7 +34,7 @@ from zonal.bo import (
     sobol_sphere,
     sphere_objective,
 )
-from zonal.bo.acquisition_optimization import acquisition_device, perturb
+from zonal.bo.acquisition_optimization import acquisition_device, acquisition_dtype, perturb
 from zonal.geometry import geodesic_distance
 
 
@@ -160,6 +164,25 @@ def test_the_acquisitions_device_is_where_its_parameters_are():
     assert candidate.device == acquisition_device(function)
     function.register_parameter("scale", nn.Parameter(torch.ones(1, device="meta")))
     assert acquisition_device(function) == torch.device("meta")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_the_candidates_dtype_is_the_acquisitions(dtype):
+    """Without ``dtype`` the candidates take the acquisition's (its model's) dtype, as its
+    device: a float32 GP's log EI is optimised in float32 (it failed on a float64 design); the
+    box-parametrised baseline does the same; an acquisition without tensors gets float64."""
+    generator = torch.Generator().manual_seed(3)
+    x = torch.nn.functional.normalize(torch.randn(12, 3, generator=generator), dim=-1).to(dtype)
+    gp = fit_exact_gp(exact_sphere_gp(x, x[:, :1].sin()))
+    acquisition = LogExpectedImprovement(gp, x[:, :1].sin().max())
+    assert acquisition_dtype(acquisition) == dtype
+    candidate, value = optimize_acqf_sphere(acquisition, 3, q=1, num_restarts=2, raw_samples=16)
+    assert candidate.dtype == value.dtype == dtype
+    assert float((candidate.double().norm(dim=-1) - 1).abs().max()) <= 10 * torch.finfo(dtype).eps
+    ambient, _ = optimize_acqf_normalised(acquisition, 3, q=1, num_restarts=2, raw_samples=16)
+    assert ambient.dtype == dtype
+    function, _, _ = quadratic(3)
+    assert acquisition_dtype(function) == torch.float64
 
 
 class NaNBelowEquator(AcquisitionFunction):

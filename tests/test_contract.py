@@ -283,6 +283,29 @@ def test_a_zonal_kernel_in_botorchs_exact_gp():
     assert bool(((candidate >= 0.2) & (candidate <= 1)).all()) and torch.isfinite(value)
 
 
+@pytest.mark.parametrize("shape", [(2, 3, 1), (3, 1), (2, 3), (3,)])
+def test_a_noise_tensor_broadcasts_over_the_t_batches(fitted, shape):
+    """``posterior(X [2, 3, D], observation_noise=noise)`` adds the noise to the diagonal of each
+    (component's) covariance, BoTorch's [*b, q, 1] and zonal's [*b, q] broadcast over the
+    t-batches ([3, 1] failed); a shape that cannot broadcast is named."""
+    _, model = fitted
+    x, _ = training_data(6, seed=5)
+    X = x.reshape(2, 3, -1)  # [2, 3, D]
+    noise = torch.linspace(0.1, 0.6, math.prod(shape), dtype=x.dtype).reshape(shape)
+    with torch.no_grad():
+        plain = model.posterior(X).distribution.covariance_matrix
+        noisy = model.posterior(X, observation_noise=noise).distribution.covariance_matrix
+    per_point = (noise.squeeze(-1) if shape[-1] == 1 else noise).expand(2, 3)  # [2, 3]
+    if model._is_ensemble:
+        per_point = per_point.unsqueeze(-2)  # [2, 1, 3] against [2, S, 3]
+    added = noisy - plain  # [2, (S,) 3, 3]
+    torch.testing.assert_close(
+        added, torch.diag_embed(per_point.expand(added.shape[:-1])), atol=1e-10, rtol=0
+    )
+    with pytest.raises(ValueError, match=r"shape \(4, 1\) does not broadcast"):
+        model.posterior(X, observation_noise=torch.ones(4, 1, dtype=x.dtype))
+
+
 def test_observation_noise_needs_a_gaussian_likelihood():
     from gpytorch.likelihoods import BernoulliLikelihood
 

@@ -198,6 +198,39 @@ def test_botorch_qlogei_runs_through_the_model_and_factors_once(monkeypatch):
     assert len(calls) == 1
 
 
+@pytest.mark.parametrize("setting", ["noise", "outputscale", "constant"])
+def test_a_hyperparameter_set_after_predicting_moves_the_posterior(setting):
+    """GPyTorch's setters write through ``.data`` (no version bump): the factor kept in
+    evaluation mode is computed again, so the posterior is the dense closed form at the new
+    value (it stayed at the old one)."""
+    model = make_model()
+    test = torch.randn(5, 3, generator=torch.Generator().manual_seed(6), dtype=torch.float64)
+    before = model.latent_distribution(test).mean.detach().clone()
+    if setting == "noise":
+        model.likelihood.noise = 1.0
+    elif setting == "outputscale":
+        model.kernel.outputscale = 5.0
+    else:
+        model.constant.data.fill_(-1.0)
+    distribution = model.latent_distribution(test)
+    mean, cov = dense_posterior(model, test.numpy())
+    assert not np.allclose(before.numpy(), mean, atol=1e-6)  # the change matters
+    np.testing.assert_allclose(distribution.mean.detach().numpy(), mean, atol=1e-9, rtol=0)
+    np.testing.assert_allclose(
+        distribution.covariance_matrix.detach().numpy(), cov, atol=1e-9, rtol=0
+    )
+
+
+def test_calling_the_model_gives_its_latent_posterior():
+    """``model(X)`` in evaluation mode is q(f(X)), as GPyTorch's exact GPs answer it (BoTorch's
+    ``qLowerBoundMaxValueEntropy`` with pending points calls the model so)."""
+    model = make_model()
+    test = torch.randn(2, 4, 3, generator=torch.Generator().manual_seed(7), dtype=torch.float64)
+    called, latent = model(test), model.latent_distribution(test)
+    torch.testing.assert_close(called.mean, latent.mean, rtol=0, atol=0)
+    torch.testing.assert_close(called.covariance_matrix, latent.covariance_matrix, rtol=0, atol=0)
+
+
 @pytest.mark.parametrize("problem", ["rows", "finite"])
 def test_bad_training_data_is_named(problem):
     kernel = ScaleKernel(ArcCosineKernel(3, order=1, homogeneous=True)).double()

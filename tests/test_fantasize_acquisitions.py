@@ -19,7 +19,10 @@ from botorch.acquisition import PosteriorMean, qLogNoisyExpectedImprovement
 from botorch.acquisition.active_learning import qNegIntegratedPosteriorVariance
 from botorch.acquisition.joint_entropy_search import qJointEntropySearch
 from botorch.acquisition.knowledge_gradient import qKnowledgeGradient
-from botorch.acquisition.max_value_entropy_search import qMaxValueEntropy
+from botorch.acquisition.max_value_entropy_search import (
+    qLowerBoundMaxValueEntropy,
+    qMaxValueEntropy,
+)
 from botorch.models import SingleTaskVariationalGP
 from botorch.models.transforms import Normalize, Standardize
 from botorch.optim import optimize_acqf
@@ -138,6 +141,20 @@ def max_value_entropy(model):
     assert bool(math.isfinite(value)) and candidate.shape == (1, INPUT_DIM)
 
 
+def gibbon_with_pending(model):
+    """GIBBON with pending points calls the model for one normal over the candidates and the
+    pending points (``model(X)``: the latent posterior; it failed on the exact GP, the SGPR and
+    the moment-matched view, which had no ``forward``)."""
+    model = gaussian_view(model)
+    acquisition = qLowerBoundMaxValueEntropy(
+        model, candidate_set=candidates(64, 26), X_pending=candidates(2, 25)
+    )
+    values = acquisition(candidates(3, 29).unsqueeze(1))  # [3, 1, d] -> [3]
+    assert values.shape == (3,) and torch.isfinite(values).all()
+    candidate, value = optimize_acqf(acquisition, BOUNDS, q=1, **OPTIMISE)
+    assert bool(math.isfinite(value)) and candidate.shape == (1, INPUT_DIM)
+
+
 def joint_entropy_search(model):
     model = gaussian_view(model)
     inputs, outputs = optimal_samples(model, candidates(64, 26), 4)
@@ -218,13 +235,14 @@ CAPABILITIES = {
     "fantasize": fantasize,
     "qKG + optimize_acqf": knowledge_gradient,
     "qMES (X_pending)": max_value_entropy,
+    "GIBBON (X_pending)": gibbon_with_pending,
     "qJES": joint_entropy_search,
     "qNIPV": integrated_variance,
     "qLogNEI + X_pending": noisy_ei_with_pending,
     "Normalize + Standardize": None,
 }
 #: cells where a mixture model goes through ``MomentMatchedModel``
-MOMENT_MATCHED = {"qMES (X_pending)", "qJES"}
+MOMENT_MATCHED = {"qMES (X_pending)", "GIBBON (X_pending)", "qJES"}
 ENSEMBLES = {"DGP", "ActivatedDGP", "ResidualDGP", "StackedModel"}
 
 

@@ -1,5 +1,7 @@
 """The layout of the fitting layer (``zonal.tabular``), the scale code (``zonal.scale``) and the
-command line (``zonal.cli``): every module imports first in a fresh interpreter (no import cycles),
+command line (``zonal.cli``): every module of theirs, and of ``zonal.models``, ``zonal.sampling``
+and ``zonal.bo`` (the models import the sampling package, which registers zonal with BoTorch's
+pathwise dispatchers), imports first in a fresh interpreter (no import cycles),
 the fit options cost no torch, and the old module paths still import for one release, with a
 ``DeprecationWarning`` that names the new path (issue 27)."""
 
@@ -12,7 +14,10 @@ import sys
 
 import pytest
 
+import zonal.bo
 import zonal.cli
+import zonal.models
+import zonal.sampling
 import zonal.scale
 import zonal.tabular
 
@@ -32,7 +37,7 @@ MOVED = {
 
 def _modules() -> list[str]:
     names = []
-    for package in (zonal.tabular, zonal.scale, zonal.cli):
+    for package in (zonal.tabular, zonal.scale, zonal.cli, zonal.models, zonal.sampling, zonal.bo):
         names.append(package.__name__)
         prefix = f"{package.__name__}."
         names += [info.name for info in pkgutil.walk_packages(package.__path__, prefix)]

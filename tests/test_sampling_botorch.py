@@ -8,6 +8,8 @@ BoTorch's exact-GP paths have the same distribution where SGPR is exact; and
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 import warnings
 
 import pytest
@@ -209,3 +211,25 @@ def test_pathwise_thompson_sampling_of_a_two_output_model_through_an_objective()
     paths = acquisition.samples  # BoTorch's MatheronPathModel: [b, q, 1, m] outputs
     outputs = paths(probe.unsqueeze(-2)).squeeze(-2)  # [4, 1, 2]
     torch.testing.assert_close(values, (outputs @ weights).sum(-1))
+
+
+def test_importing_the_models_alone_registers_zonal_with_botorch():
+    """A user who imports only ``zonal.models`` (never ``zonal.sampling``) gets BoTorch's
+    pathwise draws of a zonal model (``get_optimal_samples``, as joint entropy search builds
+    them): a fresh interpreter, so no other test's import registers it first."""
+    code = (
+        "import torch\n"
+        "from botorch.acquisition.utils import get_optimal_samples\n"
+        "from gpytorch.kernels import ScaleKernel\n"
+        "from zonal.kernels import ArcCosineKernel\n"
+        "from zonal.models import ExactZonalGP\n"
+        "x = torch.rand(20, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(0))\n"
+        "kernel = ScaleKernel(ArcCosineKernel(3, homogeneous=True)).double()\n"
+        "model = ExactZonalGP(kernel, x, torch.sin(3 * x[:, 0]), noise=0.05).eval()\n"
+        "bounds = torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=torch.float64)\n"
+        "optima, values = get_optimal_samples(model, bounds, num_optima=3)\n"
+        "print(tuple(optima.shape), tuple(values.shape))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "(3, 2) (3, 1)"

@@ -88,6 +88,17 @@ def acquisition_device(acq_function: AcquisitionFunction) -> torch.device:
     return torch.device("cpu")
 
 
+def acquisition_dtype(acq_function: AcquisitionFunction) -> torch.dtype:
+    """The dtype of the acquisition's first floating-point parameter or buffer (its model's),
+    float64 if it has none: the dtype of ``optimize_acqf_sphere``'s candidates when none is
+    given, so that a float32 model gets float32 candidates (as BoTorch's ``optimize_acqf``
+    follows its bounds)."""
+    for tensor in (*acq_function.parameters(), *acq_function.buffers()):
+        if tensor.is_floating_point():
+            return tensor.dtype
+    return torch.float64
+
+
 @torch.no_grad()
 def evaluate_in_chunks(acq_function: AcquisitionFunction, X: torch.Tensor) -> torch.Tensor:
     """a(X) [B] for q-batches X [B, q, d], ``RAW_CHUNK`` at a time."""
@@ -109,7 +120,7 @@ def optimize_acqf_sphere(
     perturbation_scales: tuple[float, float] = (1e-3, 0.3),
     optimizer: str = "riemannian",
     seed: int = 0,
-    dtype: torch.dtype = torch.float64,
+    dtype: torch.dtype | None = None,
     device: torch.device | str | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Maximise ``acq_function`` over q-batches of points on S^{d-1} (module docstring).
@@ -131,7 +142,8 @@ def optimize_acqf_sphere(
         perturbation_scales: smallest and largest geodesic radius of the perturbations.
         optimizer: ``"riemannian"`` (zonal's steepest ascent) or ``"geoopt"`` (Riemannian Adam).
         seed: seed of the Sobol scrambling, the perturbations and the restart choice.
-        dtype: dtype of the candidates (float64 by default).
+        dtype: dtype of the candidates; by default the acquisition's (``acquisition_dtype``:
+            float64 where it holds no floating-point tensor).
         device: device of the candidates; by default the acquisition's (``acquisition_device``).
     """
     ambient_dim = check_ambient_dim(ambient_dim)
@@ -143,6 +155,7 @@ def optimize_acqf_sphere(
     if isinstance(acq_function, OneShotAcquisitionFunction):  # the q candidates and the points
         q = acq_function.get_augmented_q_batch_size(q)  # of the fantasies' inner problems
     device = acquisition_device(acq_function) if device is None else torch.device(device)
+    dtype = acquisition_dtype(acq_function) if dtype is None else dtype
     if batch_initial_conditions is not None:
         start = batch_initial_conditions.to(dtype=dtype, device=device)
         if start.dim() != 3 or start.shape[-2:] != (q, ambient_dim):
@@ -192,6 +205,7 @@ def optimize_acqf_sphere(
 __all__ = [
     "OPTIMIZERS",
     "acquisition_device",
+    "acquisition_dtype",
     "optimize_acqf_sphere",
     "perturb",
     "raw_candidates",

@@ -14,7 +14,7 @@ from botorch.optim import optimize_acqf
 from torch import nn
 
 from zonal._validation import check_ambient_dim
-from zonal.bo.acquisition_optimization import acquisition_device
+from zonal.bo.acquisition_optimization import acquisition_device, acquisition_dtype
 
 #: smallest norm divided by (the box's corner points are far from it; x = 0 has no direction)
 SMALLEST_NORM = 1e-12
@@ -40,11 +40,13 @@ def optimize_acqf_normalised(
     raw_samples: int,
     options: dict | None = None,
     *,
-    dtype: torch.dtype = torch.float64,
+    dtype: torch.dtype | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(candidates [q, d] on the sphere, a at them []): ``optimize_acqf`` on the box [-1, 1]^d
-    of a(x / ||x||), the result normalised (on the acquisition's device, ``dtype``)."""
+    of a(x / ||x||), the result normalised (on the acquisition's device, in ``dtype``: by
+    default the acquisition's, ``acquisition_dtype``)."""
     ambient_dim = check_ambient_dim(ambient_dim)
+    dtype = acquisition_dtype(acq_function) if dtype is None else dtype
     ones = torch.ones(ambient_dim, dtype=dtype, device=acquisition_device(acq_function))
     bounds = torch.stack([-ones, ones])  # [2, d]
     candidate, value = optimize_acqf(

@@ -79,3 +79,7 @@ __all__ = [
     "train_network",
     "two_stage_fit",
 ]
+
+# Any zonal model's import registers zonal with BoTorch's pathwise dispatchers
+# (``draw_matheron_paths``, ``get_optimal_samples``): ``zonal.sampling.botorch_registration``.
+import zonal.sampling  # noqa: F401

@@ -16,7 +16,9 @@ call the model's own ``_conditioned(X, Y, noise, per_component)``:
 The returned model has the batch shape [*F, *b] (``batch_shape``): ``posterior(X')`` broadcasts X'
 [*b', q', D] against it, as BoTorch's look-ahead acquisitions (``qKnowledgeGradient``,
 ``qMaxValueEntropy`` with pending points, ``qJointEntropySearch``,
-``qNegIntegratedPosteriorVariance``) expect. The hyperparameters are never refitted.
+``qNegIntegratedPosteriorVariance``) expect; a deep or stacked model (a Gaussian mixture) takes
+the knowledge gradient through ``zonal.bo.KnowledgeGradient`` and the entropy searches through
+``MomentMatchedModel`` (docs/conditioning.md). The hyperparameters are never refitted.
 """
 
 from __future__ import annotations

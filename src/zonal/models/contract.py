@@ -26,6 +26,7 @@ from typing import Any
 import gpytorch
 import torch
 from botorch.acquisition.objective import PosteriorTransform
+from botorch.exceptions.errors import UnsupportedError
 from botorch.models.model import FantasizeMixin, Model
 from botorch.models.transforms.input import InputTransform
 from botorch.models.transforms.outcome import OutcomeTransform
@@ -56,6 +57,23 @@ def _cuda_devices(X: torch.Tensor) -> list[torch.device]:
     return [X.device] if X.device.type == "cuda" else []
 
 
+def _point_noise(noise: torch.Tensor, points: torch.Size) -> torch.Tensor:
+    """An observation-noise tensor as variances [*b', q'] that broadcast to the points' shape
+    [*b, q]: BoTorch's [*b, q, 1] (read first: also [q, 1], broadcast over the t-batches) or
+    zonal's [*b, q]; a named error when neither reading broadcasts."""
+    readings = [noise.squeeze(-1)] if noise.dim() >= 1 and noise.shape[-1] == 1 else []
+    for reading in (*readings, noise):
+        try:
+            if torch.broadcast_shapes(reading.shape, points) == points:
+                return reading
+        except RuntimeError:
+            continue
+    raise ValueError(
+        f"observation_noise of shape {tuple(noise.shape)} does not broadcast to the points' "
+        f"shape {tuple(points)} ([*b, q]): give it as [*b, q, 1] or [*b, q]"
+    )
+
+
 class ZonalModel(Model, FantasizeMixin):
     """Base of every zonal model: ``posterior``, ``predict`` and ``log_predictive_density``.
 
@@ -77,6 +95,20 @@ class ZonalModel(Model, FantasizeMixin):
         """q(f(X)) for inputs X [*b, q, D]: batch [*b] ([*b, S] for a mixture), event [q]
         (or [q, P] for a multitask normal)."""
         raise NotImplementedError
+
+    def forward(self, X: torch.Tensor) -> MultivariateNormal:
+        """``model(X)``: q(f(X)) for X [*b, q, D] in the model's input space (after any input
+        transform, as GPyTorch's models take X when called in evaluation mode; BoTorch's
+        ``qLowerBoundMaxValueEntropy`` with pending points calls the model so). A mixture model
+        (deep or stacked) has no single normal to give: it raises ``UnsupportedError``."""
+        if self._is_ensemble:
+            raise UnsupportedError(
+                f"{type(self).__name__}'s posterior is a Gaussian mixture, so calling it for one "
+                "normal (as qLowerBoundMaxValueEntropy does with pending points) is not "
+                "supported: wrap it in zonal.models.MomentMatchedModel or use "
+                "zonal.bo.lookahead_acquisition"
+            )
+        return self.latent_distribution(self.check_inputs(X))
 
     # ------------------------------------------------------------------ BoTorch
     @property
@@ -218,8 +250,11 @@ class ZonalModel(Model, FantasizeMixin):
             noise = noise.to(distribution.mean)
             if isinstance(distribution, MultitaskMultivariateNormal):
                 noise = noise.reshape(*noise.shape[:-2], -1)  # [*b, q * P], interleaved
-            elif noise.dim() == distribution.mean.dim() - self._is_ensemble + 1:  # [*b, q, 1]
-                noise = noise.squeeze(-1)
+            else:
+                points = distribution.mean.shape  # [*b, q] ([*b, S, q] for a mixture)
+                if self._is_ensemble:
+                    points = points[:-2] + points[-1:]
+                noise = _point_noise(noise, points)  # [*b', q'] broadcasting to [*b, q]
             if self._is_ensemble:
                 noise = noise.unsqueeze(-2 if noise.dim() > 0 else 0)
             covariance = distribution.lazy_covariance_matrix.add_diagonal(noise)

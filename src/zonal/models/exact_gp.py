@@ -93,7 +93,7 @@ class ExactZonalGP(ZonalModel):
         self.constant = torch.nn.Parameter(torch.zeros((), dtype=x.dtype, device=x.device))
         self.register_buffer("train_x", x.clone())
         self.register_buffer("train_y", y.clone())
-        self._cache: tuple[tuple[int, ...], torch.Tensor, torch.Tensor] | None = None
+        self._cache: tuple[list[torch.Tensor], torch.Tensor, torch.Tensor] | None = None
 
     # ------------------------------------------------------------------ data and training
     @property
@@ -137,16 +137,18 @@ class ExactZonalGP(ZonalModel):
     def _cached_factor(self) -> tuple[torch.Tensor, torch.Tensor]:
         """``_train_factor``: in training mode computed afresh (gradients reach the parameters);
         in evaluation mode kept without a graph (as GPyTorch's exact GPs keep theirs) and
-        computed again only when a parameter or buffer has changed (their identities and
-        version counters), so that BoTorch's acquisition optimisation factors K_y once."""
+        computed again only when a parameter or buffer has changed, so that BoTorch's
+        acquisition optimisation factors K_y once. A change is told by the tensors' values
+        against a copy kept with the factor: GPyTorch's setters (``likelihood.noise = ...``,
+        ``outputscale = ...``) write through ``.data``, which leaves identities and version
+        counters as they were."""
         if self.training:
             return self._train_factor()
-        tensors = (*self.parameters(), *self.buffers())
-        key = tuple(id(t) for t in tensors) + tuple(t._version for t in tensors)
-        if self._cache is None or self._cache[0] != key:
+        tensors = [t.detach() for t in (*self.parameters(), *self.buffers())]
+        if self._cache is None or not _same_values(self._cache[0], tensors):
             with torch.no_grad():
                 factor, weights = self._train_factor()
-            self._cache = (key, factor, weights)
+            self._cache = ([t.clone() for t in tensors], factor, weights)
         return self._cache[1], self._cache[2]
 
     def marginal_log_likelihood(self) -> torch.Tensor:
@@ -331,6 +333,14 @@ class ExactZonalGP(ZonalModel):
                 setattr(self, name, torch.empty_like(value, device=getattr(self, name).device))
         self._cache = None
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
+
+def _same_values(kept: list[torch.Tensor], tensors: list[torch.Tensor]) -> bool:
+    """Whether ``tensors`` hold the values (and shapes, dtypes, devices) of ``kept``."""
+    return len(kept) == len(tensors) and all(
+        a.shape == b.shape and a.dtype == b.dtype and a.device == b.device and torch.equal(a, b)
+        for a, b in zip(kept, tensors, strict=True)
+    )
 
 
 __all__ = ["ExactZonalGP"]
