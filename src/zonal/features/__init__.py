@@ -1,9 +1,10 @@
-"""Inducing features and their covariances Kuu, Kuf (one owner per concept: they live only here).
+r"""Inducing features and their covariances :math:`K_{uu}`, :math:`K_{uf}` (one owner per concept:
+they live only here).
 
 What a feature set keeps is public: ``ActivatedFeatures.kept_levels(kernel)`` /
 ``kept_coefficients(kernel)``; ``SphericalHarmonicFeatures`` and ``SparseSphericalHarmonicFeatures``
 have ``levels`` (degree of each feature), ``kept_levels`` (the degrees used), ``spectrum(kernel)``
-(lambda of each feature) and ``basis(x)`` (the features' functions at unit vectors).
+(:math:`\lambda` of each feature) and ``basis(x)`` (the features' functions at unit vectors).
 """
 
 from zonal.features.activated import ACTIVATIONS, ActivatedFeatures, activation_coefficients

@@ -1,23 +1,34 @@
-"""Activated inducing features: the posterior mean becomes a neural-network layer (seed 000 sec. 4.3).
+r"""Activated inducing features: the posterior mean becomes a neural-network layer
+(seed 000 sec. 4.3).
 
-g_m(x) = sigma(w_m . x) with w_m on the sphere expands as sigma(w . x) = sum_n sigma_n Z_n(w . x)
-(eq. 12, sigma_n the Funk-Hecke coefficients of the activation). Truncating it at level N-tilde and
-keeping only the levels K where the kernel's eigenvalue lambda_n is non-zero (elsewhere g would not
-be in the RKHS) gives, with u_m = <f, g~_m>_H (eq. 13),
+:math:`g_m(x) = \sigma(w_m \cdot x)` with :math:`w_m` on the sphere expands as
+:math:`\sigma(w \cdot x) = \sum_n \sigma_n Z_n(w \cdot x)` (eq. 12, :math:`\sigma_n` the Funk-Hecke
+coefficients of the activation). Truncating it at level :math:`\tilde N` and keeping only the levels
+:math:`\mathcal{K}` where the kernel's eigenvalue :math:`\lambda_n` is non-zero (elsewhere :math:`g`
+would not be in the RKHS) gives, with :math:`u_m = \langle f, \tilde g_m \rangle_\mathcal{H}`
+(eq. 13),
 
-    Kuf[m, i] = g~_m(x_i) = sum_{n in K} sigma_n Z_n(w_m . x_i)                  (eq. 14)
-    Kuu[m, m'] = <g~_m, g~_m'>_H = sum_{n in K} sigma_n^2 / lambda_n Z_n(w_m . w_m')   (eq. 15)
+.. math::
 
-The kept set K is part of the features, fixed when they are built (``zonal.features.levels``), so
-Kuu, Kuf and the ELBO are continuous in the kernel's hyperparameters: with ``kernel=`` K holds the
-levels whose eigenvalue exceeds 1e-9 times the largest for that kernel; without, K is every level
-0..N~. Levels whose eigenvalue is exactly zero at a call (structural zeros: the arc-cosine kernel's
-odd levels, a truncated spectrum) are always left out, which is the projection of g~ onto the RKHS.
-A level in K whose eigenvalue underflows makes Kuu infinite: ``NonFiniteCovarianceError``.
+    K_{uf}[m, i] &= \tilde g_m(x_i) = \sum_{n \in \mathcal{K}} \sigma_n Z_n(w_m \cdot x_i)
+    \qquad \text{(eq. 14)} \\
+    K_{uu}[m, m'] &= \langle \tilde g_m, \tilde g_{m'} \rangle_\mathcal{H}
+    = \sum_{n \in \mathcal{K}} \frac{\sigma_n^2}{\lambda_n} Z_n(w_m \cdot w_{m'})
+    \qquad \text{(eq. 15)}
 
-Activations: ``"relu"`` (closed-form sigma_n, seed 000 C.19-C.20), ``"softplus"`` (rescaled,
-t -> log(1 + exp(beta t)) / beta with beta = 5, seed 000 footnote 1), or any callable on [-1, 1]
-(sigma_n by Funk-Hecke quadrature; give its kinks).
+The kept set :math:`\mathcal{K}` is part of the features, fixed when they are built
+(``zonal.features.levels``), so :math:`K_{uu}`, :math:`K_{uf}` and the ELBO are continuous in the
+kernel's hyperparameters: with ``kernel=`` :math:`\mathcal{K}` holds the levels whose eigenvalue
+exceeds 1e-9 times the largest for that kernel; without, :math:`\mathcal{K}` is every level
+:math:`0, \dots, \tilde N`. Levels whose eigenvalue is exactly zero at a call (structural zeros: the
+arc-cosine kernel's odd levels, a truncated spectrum) are always left out, which is the projection
+of :math:`\tilde g` onto the RKHS. A level in :math:`\mathcal{K}` whose eigenvalue underflows makes
+:math:`K_{uu}` infinite: ``NonFiniteCovarianceError``.
+
+Activations: ``"relu"`` (closed-form :math:`\sigma_n`, seed 000 C.19-C.20), ``"softplus"``
+(rescaled, :math:`t \mapsto \log(1 + \exp(\beta t)) / \beta` with :math:`\beta = 5`, seed 000
+footnote 1), or any callable on :math:`[-1, 1]` (:math:`\sigma_n` by Funk-Hecke quadrature; give its
+kinks).
 """
 
 from __future__ import annotations
@@ -67,7 +78,8 @@ def activation_coefficients(
     truncation_level: int,
     kinks: Sequence[float] = (),
 ) -> torch.Tensor:
-    """sigma_0..sigma_N~ of an activation on S^{d-1} (eq. 12): [N~ + 1], float64."""
+    r""":math:`\sigma_0, \dots, \sigma_{\tilde N}` of an activation on :math:`\mathbb{S}^{d-1}`
+    (eq. 12): [N~ + 1], float64."""
     if activation == "relu":
         return relu_coefficients(ambient_dim, truncation_level)
     if isinstance(activation, str):
@@ -83,25 +95,28 @@ def activation_coefficients(
 
 
 class ActivatedFeatures(InducingFeatures):
-    """M activated features sigma(w_m . x), truncated at ``truncation_level`` (N-tilde).
+    r""":math:`M` activated features :math:`\sigma(w_m \cdot x)`, truncated at ``truncation_level``
+    (:math:`\tilde N`).
 
     Args:
-        ambient_dim: d.
-        num_inducing: M (the hidden width of the equivalent network layer).
-        activation: ``"relu"``, ``"softplus"`` or a callable on [-1, 1].
-        truncation_level: N-tilde (seed 000 uses 10 to 25; seed 001 recommends 20 for Softplus).
+        ambient_dim: :math:`d`.
+        num_inducing: :math:`M` (the hidden width of the equivalent network layer).
+        activation: ``"relu"``, ``"softplus"`` or a callable on :math:`[-1, 1]`.
+        truncation_level: :math:`\tilde N` (seed 000 uses 10 to 25; seed 001 recommends 20 for
+            Softplus).
         weights: initial directions [M, d] (normalised); random unit vectors from ``seed`` otherwise.
         learn_weights: make the directions trainable (default True).
         kinks: points where a callable activation is not smooth (for its quadrature).
         kernel: if given, the levels whose eigenvalue for it is below 1e-9 times the largest are
             left out for good (recommended for fast-decaying spectra: RBF, heat, polynomial decay
-            with a large beta); otherwise every level 0..N~ is used where the eigenvalue is not
-            exactly zero. The kernel is only read here, not stored.
+            with a large :math:`\beta`); otherwise every level :math:`0, \dots, \tilde N` is used
+            where the eigenvalue is not exactly zero. The kernel is only read here, not stored.
 
     Attributes:
-        coefficients: sigma_0..sigma_N~ [N~ + 1].
+        coefficients: :math:`\sigma_0, \dots, \sigma_{\tilde N}` [N~ + 1].
         level_mask: BoolTensor [N~ + 1], the levels the features were built to use (the kept set
-            K before the exact zeros of the kernel at hand are removed; see ``kept_levels``).
+            :math:`\mathcal{K}` before the exact zeros of the kernel at hand are removed; see
+            ``kept_levels``).
     """
 
     coefficients: torch.Tensor  # buffers
@@ -159,7 +174,7 @@ class ActivatedFeatures(InducingFeatures):
 
     @property
     def weights(self) -> torch.Tensor:
-        """Unit directions w_m [M, d]."""
+        """Unit directions :math:`w_m` [M, d]."""
         return self.raw_weights / self.raw_weights.norm(dim=-1, keepdim=True)
 
     def _kernel_terms(self, kernel: Kernel) -> tuple[torch.Tensor, torch.Tensor]:
@@ -169,7 +184,8 @@ class ActivatedFeatures(InducingFeatures):
         return eigenvalues, self.level_mask & nonzero.any(0).to(self.level_mask.device)
 
     def kept_levels(self, kernel: Kernel) -> torch.Tensor:
-        """The levels K of the sums in eqs. 14-15 for ``kernel``: BoolTensor [N~ + 1].
+        r"""The levels :math:`\mathcal{K}` of the sums in eqs. 14-15 for ``kernel``: BoolTensor
+        [N~ + 1].
 
         ``level_mask`` (fixed when the features were built) minus the levels whose eigenvalue is
         exactly zero for every member of the kernel's batch.
@@ -177,20 +193,22 @@ class ActivatedFeatures(InducingFeatures):
         return self._kernel_terms(kernel)[1]
 
     def kept_coefficients(self, kernel: Kernel) -> torch.Tensor:
-        """sigma_n on the kept levels K and 0 elsewhere, detached: [N~ + 1]. The activation of the
-        equivalent network layer is t -> sum_n kept_coefficients[n] Z_n(t)."""
+        r""":math:`\sigma_n` on the kept levels :math:`\mathcal{K}` and 0 elsewhere, detached:
+        [N~ + 1]. The activation of the equivalent network layer is
+        :math:`t \mapsto \sum_n \mathtt{kept\_coefficients}[n]\, Z_n(t)`."""
         return torch.where(self.kept_levels(kernel), self.coefficients, 0.0).detach()
 
     def truncated_activation(self, kernel: Kernel, cosines: torch.Tensor) -> torch.Tensor:
-        """g~(t) = sum_{n in K} sigma_n Z_n(t) at cosines t [*b, M, N] (eq. 14)."""
+        r""":math:`\tilde g(t) = \sum_{n \in \mathcal{K}} \sigma_n Z_n(t)` at cosines :math:`t`
+        [*b, M, N] (eq. 14)."""
         kept = self.kept_levels(kernel).to(cosines.device)  # [N~ + 1]
         coefficients = torch.where(kept, self.coefficients.to(cosines.dtype), 0.0)  # [N~ + 1]
         return mercer_sum(cosines, coefficients.unsqueeze(-2).unsqueeze(-2), self.ambient_dim)
 
     def kuu(self, kernel: Kernel, weights: torch.Tensor | None = None) -> torch.Tensor:
-        """sum_{n in K} sigma_n^2 / lambda_n Z_n(w_m . w_m') [*b, M, M] (eq. 15), at the features'
-        own directions or at ``weights`` [M, d] (unit rows, e.g. an equivalent network layer's,
-        differentiably).
+        r""":math:`\sum_{n \in \mathcal{K}} \frac{\sigma_n^2}{\lambda_n} Z_n(w_m \cdot w_{m'})`
+        [*b, M, M] (eq. 15), at the features' own directions or at ``weights`` [M, d] (unit rows,
+        e.g. an equivalent network layer's, differentiably).
 
         Raises ``NonFiniteCovarianceError`` where a kept level's eigenvalue is zero or underflows.
         """
@@ -214,7 +232,8 @@ class ActivatedFeatures(InducingFeatures):
         return mercer_sum(cosines, ratio.unsqueeze(-2).unsqueeze(-2), self.ambient_dim)
 
     def kuf(self, kernel: Kernel, x: torch.Tensor) -> torch.Tensor:
-        """g~_m(x_i) (times ||x_i|| for a homogeneous kernel): [*b, M, N] (eq. 14)."""
+        r""":math:`\tilde g_m(x_i)` (times :math:`\|x_i\|` for a homogeneous kernel): [*b, M, N]
+        (eq. 14)."""
         unit, radius = unit_and_radius(kernel, x)
         cosines = (unit @ self.weights.to(unit.dtype).T).clamp(-1, 1)  # [*b, N, M]
         values = self.truncated_activation(kernel, cosines.transpose(-1, -2))  # [*b, M, N]

@@ -1,10 +1,13 @@
-"""The inducing-feature interface: Kuu and Kuf, defined once per (feature, kernel) pair.
+r"""The inducing-feature interface: :math:`K_{uu}` and :math:`K_{uf}`, defined once per (feature,
+kernel) pair.
 
 Inter-domain inducing variables follow the RKHS convention of docs/conventions.md (seed 000 eq. 13,
-seed 002 eq. 16): u_m = <f, g_m>_H, so that Kuf[m, i] = g_m(x_i) by the reproducing property and
-Kuu[m, m'] = <g_m, g_m'>_H. A homogeneous kernel (``kernel.homogeneous``) is the 1-homogeneous
-extension f(x) = ||x|| g(x / ||x||) of a GP g on the sphere (seed 000 eq. 7), so its Kuf picks up
-the factor ||x||: Kuf[m, i] = ||x_i|| g_m(x_i / ||x_i||).
+seed 002 eq. 16): :math:`u_m = \langle f, g_m \rangle_\mathcal{H}`, so that
+:math:`K_{uf}[m, i] = g_m(x_i)` by the reproducing property and
+:math:`K_{uu}[m, m'] = \langle g_m, g_{m'} \rangle_\mathcal{H}`. A homogeneous kernel
+(``kernel.homogeneous``) is the 1-homogeneous extension :math:`f(x) = \|x\|\, g(x / \|x\|)` of a GP
+:math:`g` on the sphere (seed 000 eq. 7), so its :math:`K_{uf}` picks up the factor :math:`\|x\|`:
+:math:`K_{uf}[m, i] = \|x_i\|\, g_m(x_i / \|x_i\|)`.
 """
 
 from __future__ import annotations
@@ -20,8 +23,8 @@ from zonal._validation import check_finite, check_unit_vectors
 
 
 class NonFiniteCovarianceError(ValueError):
-    """Kuu holds an infinite or NaN entry: a level the features use has a zero (or underflowing)
-    eigenvalue for this kernel, so its 1 / lambda_n is infinite."""
+    r""":math:`K_{uu}` holds an infinite or NaN entry: a level the features use has a zero (or
+    underflowing) eigenvalue for this kernel, so its :math:`1 / \lambda_n` is infinite."""
 
 
 class InducingFeatures(nn.Module, ABC):
@@ -30,15 +33,16 @@ class InducingFeatures(nn.Module, ABC):
     @property
     @abstractmethod
     def num_inducing(self) -> int:
-        """M, the number of inducing variables."""
+        """:math:`M`, the number of inducing variables."""
 
     @abstractmethod
     def kuu(self, kernel: Kernel) -> torch.Tensor | DiagLinearOperator:
-        """Cov(u, u) [*b, M, M]: a ``DiagLinearOperator`` where it is diagonal, else dense."""
+        r""":math:`\operatorname{Cov}(u, u)` [*b, M, M]: a ``DiagLinearOperator`` where it is
+        diagonal, else dense."""
 
     @abstractmethod
     def kuf(self, kernel: Kernel, x: torch.Tensor) -> torch.Tensor:
-        """Cov(u, f(x)) [*b, M, N] for inputs x [*b, N, d]."""
+        r""":math:`\operatorname{Cov}(u, f(x))` [*b, M, N] for inputs :math:`x` [*b, N, d]."""
 
     def __len__(self) -> int:
         return self.num_inducing
@@ -61,7 +65,8 @@ def base_zonal_kernel(kernel: Kernel) -> tuple[Kernel, torch.Tensor | None]:
 
 
 def kernel_eigenvalues(kernel: Kernel, max_degree: int) -> torch.Tensor:
-    """lambda_0..lambda_L of a zonal kernel, times the outputscale of a ScaleKernel: [*b, L + 1]."""
+    r""":math:`\lambda_0, \dots, \lambda_L` of a zonal kernel, times the outputscale of a
+    ScaleKernel: [*b, L + 1]."""
     zonal, outputscale = base_zonal_kernel(kernel)
     eigenvalues = zonal.eigenvalues(max_degree)  # [*b, L + 1]
     if outputscale is not None:

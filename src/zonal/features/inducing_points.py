@@ -1,4 +1,5 @@
-"""Inducing points u = f(z) (the baseline; seed 000 sec. 3.1): Kuu = k(Z, Z), Kuf = k(Z, X)."""
+"""Inducing points :math:`u = f(z)` (the baseline; seed 000 sec. 3.1): :math:`K_{uu} = k(Z, Z)`,
+:math:`K_{uf} = k(Z, X)`."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from zonal.features.base import InducingFeatures
 
 
 class InducingPoints(InducingFeatures):
-    """Inducing inputs Z [M, d] (learnable by default), for any GPyTorch kernel."""
+    """Inducing inputs :math:`Z` [M, d] (learnable by default), for any GPyTorch kernel."""
 
     def __init__(self, points: torch.Tensor, *, learn_points: bool = True) -> None:
         super().__init__()
@@ -28,9 +29,9 @@ class InducingPoints(InducingFeatures):
         return int(self.points.shape[-2])
 
     def kuu(self, kernel: Kernel) -> torch.Tensor:
-        """k(Z, Z) [*b, M, M]."""
+        """:math:`k(Z, Z)` [*b, M, M]."""
         return kernel(self.points).to_dense()
 
     def kuf(self, kernel: Kernel, x: torch.Tensor) -> torch.Tensor:
-        """k(Z, X) [*b, M, N]."""
+        """:math:`k(Z, X)` [*b, M, N]."""
         return kernel(self.points, x).to_dense()

@@ -1,19 +1,26 @@
-"""Phase-truncated sparse spherical-harmonic features (seed 002 sec. 5.2).
+r"""Phase-truncated sparse spherical-harmonic features (seed 002 sec. 5.2).
 
-Per degree n keep at most m-hat directions v_{n,1..m} on the sphere (learnable "phases"). At every
-evaluation they are orthogonalised within the level: with L L^T = G, G_ij = Z_n(v_i . v_j),
+Per degree :math:`n` keep at most :math:`\hat m` directions :math:`v_{n,1}, \dots, v_{n,m}` on the
+sphere (learnable "phases"). At every evaluation they are orthogonalised within the level: with
+:math:`L L^\top = G`, :math:`G_{ij} = Z_n(v_i \cdot v_j)`,
 
-    psi_{n,j}(x) = sum_i (L^{-1})_{j,i} Z_n(v_i . x)
+.. math::
 
-are L2-orthonormal harmonics of degree n (<Z_n(v_i . ), Z_n(v_j . )> = Z_n(v_i . v_j)). As
-elements of the degree-n eigenspace they keep the diagonal structure of VISH:
+    \psi_{n,j}(x) = \sum_i (L^{-1})_{j,i} Z_n(v_i \cdot x)
 
-    Kuf[(n, j), i] = psi_{n,j}(x_i),      Kuu = diag(1 / lambda_n),
+are :math:`L^2`-orthonormal harmonics of degree :math:`n`
+(:math:`\langle Z_n(v_i \cdot\,), Z_n(v_j \cdot\,) \rangle = Z_n(v_i \cdot v_j)`). As elements of
+the degree-:math:`n` eigenspace they keep the diagonal structure of VISH:
 
-so the frequency truncation can go much higher for the same M. The only cubic cost is the
-Cholesky of each level's m x m Gram matrix (m <= m-hat). Built with ``kernel=``, levels whose
-eigenvalue is zero for it get no directions (``zonal.features.levels``); built without, such a
-level makes Kuu infinite and ``kuu`` raises ``NonFiniteCovarianceError``.
+.. math::
+
+    K_{uf}[(n, j), i] = \psi_{n,j}(x_i), \qquad K_{uu} = \operatorname{diag}(1 / \lambda_n),
+
+so the frequency truncation can go much higher for the same :math:`M`. The only cubic cost is the
+Cholesky of each level's :math:`m \times m` Gram matrix (:math:`m \le \hat m`). Built with
+``kernel=``, levels whose eigenvalue is zero for it get no directions (``zonal.features.levels``);
+built without, such a level makes :math:`K_{uu}` infinite and ``kuu`` raises
+``NonFiniteCovarianceError``.
 """
 
 from __future__ import annotations
@@ -40,13 +47,14 @@ from zonal.linalg import cholesky
 
 
 class SparseSphericalHarmonicFeatures(InducingFeatures):
-    """At most ``max_phases`` learnable directions per degree 0..max_degree.
+    r"""At most ``max_phases`` learnable directions per degree 0..max_degree.
 
     Args:
-        ambient_dim: d.
-        max_degree: frequency truncation l-hat.
-        max_phases: phase truncation m-hat; a level keeps min(m-hat, N_n^d) directions. Levels with
-            N_n^d <= m-hat are complete (their span is the full eigenspace).
+        ambient_dim: :math:`d`.
+        max_degree: frequency truncation :math:`\hat l`.
+        max_phases: phase truncation :math:`\hat m`; a level keeps :math:`\min(\hat m, N_n^d)`
+            directions. Levels with :math:`N_n^d \le \hat m` are complete (their span is the full
+            eigenspace).
         kernel: if given, levels whose eigenvalue is zero for it get no directions, and the
             frequency truncation becomes the last kept level. The kernel is only read here.
         learn_phases: make the directions trainable (default True).
@@ -123,7 +131,7 @@ class SparseSphericalHarmonicFeatures(InducingFeatures):
 
     @property
     def directions(self) -> torch.Tensor:
-        """Unit directions v [M, d], grouped by degree."""
+        """Unit directions :math:`v` [M, d], grouped by degree."""
         return self.raw_directions / self.raw_directions.norm(dim=-1, keepdim=True)
 
     def _inverse_factors(self, directions: torch.Tensor) -> list[torch.Tensor]:
@@ -143,32 +151,36 @@ class SparseSphericalHarmonicFeatures(InducingFeatures):
         return factors
 
     def spectrum(self, kernel: Kernel) -> torch.Tensor:
-        """lambda_{n(m)} of each feature, the reciprocal of Kuu's diagonal: [*b, M]."""
+        r""":math:`\lambda_{n(m)}` of each feature, the reciprocal of :math:`K_{uu}`'s diagonal:
+        [*b, M]."""
         eigenvalues = kernel_eigenvalues(kernel, self.max_degree)  # [*b, L + 1]
         return eigenvalues[..., self.levels.to(eigenvalues.device)]
 
     def basis(self, x: torch.Tensor) -> torch.Tensor:
-        """The orthonormalised harmonics psi_m at unit vectors x [..., N, d]: [..., N, M]."""
+        r"""The orthonormalised harmonics :math:`\psi_m` at unit vectors :math:`x` [..., N, d]:
+        [..., N, M]."""
         check_unit_vectors(x, self.ambient_dim)
         return apply_level_factors(self.zonal_basis(x), self.basis_factors())
 
     def zonal_basis(self, x: torch.Tensor, **options: torch.Tensor | None) -> torch.Tensor:
-        """Z_{n(m)}(v_m . x) at unit vectors x [..., N, d] (not checked), in x's dtype:
-        [..., N, M]. ``basis(x)`` is this times ``basis_factors``; ``options`` (``row_scale``,
-        ``out``) as for ``zonal.features.zonal_basis.zonal_columns``."""
+        r""":math:`Z_{n(m)}(v_m \cdot x)` at unit vectors :math:`x` [..., N, d] (not checked), in
+        x's dtype: [..., N, M]. ``basis(x)`` is this times ``basis_factors``; ``options``
+        (``row_scale``, ``out``) as for ``zonal.features.zonal_basis.zonal_columns``."""
         return zonal_columns(x, self.directions, self.level_sizes, self.ambient_dim, **options)
 
     def basis_factors(self) -> list[torch.Tensor]:
-        """F_n = L_n^{-1} [m_n, m_n] of each level with directions, ascending: psi = Z F^T."""
+        r""":math:`F_n = L_n^{-1}` [m_n, m_n] of each level with directions, ascending:
+        :math:`\psi = Z F^\top`."""
         directions = self.directions  # [M, d]
         return [factor for factor in self._inverse_factors(directions) if len(factor)]
 
     def kuu(self, kernel: Kernel) -> DiagLinearOperator:
-        """diag(1 / lambda_{n(m)}) [*b, M, M]; ``NonFiniteCovarianceError`` at a zero eigenvalue."""
+        r""":math:`\operatorname{diag}(1 / \lambda_{n(m)})` [*b, M, M]; ``NonFiniteCovarianceError``
+        at a zero eigenvalue."""
         return inverse_spectrum(self.spectrum(kernel), self.levels)
 
     def kuf(self, kernel: Kernel, x: torch.Tensor) -> torch.Tensor:
-        """psi_m(x_i) (times ||x_i|| for a homogeneous kernel): [*b, M, N]."""
+        r""":math:`\psi_m(x_i)` (times :math:`\|x_i\|` for a homogeneous kernel): [*b, M, N]."""
         unit, radius = unit_and_radius(kernel, x)
         return scale_by_radius(self.basis(unit).mT, radius)
 

@@ -1,13 +1,16 @@
-"""Spherical-harmonic inducing features (VISH; seed 000 sec. 3.3, seed 002 sec. 5.1, seed 001 ch. 3).
+r"""Spherical-harmonic inducing features (VISH; seed 000 sec. 3.3, seed 002 sec. 5.1,
+seed 001 ch. 3).
 
-u_{n,j} = <f, phi_{n,j}>_H gives (seed 002 eqs. 17-18)
+:math:`u_{n,j} = \langle f, \phi_{n,j} \rangle_\mathcal{H}` gives (seed 002 eqs. 17-18)
 
-    Kuf[(n, j), i] = phi_{n,j}(x_i),      Kuu = diag(1 / lambda_n),
+.. math::
 
-so Kuu is diagonal and no M^3 operation is ever needed. Levels whose eigenvalue is zero (odd levels
->= 3 of the first-order arc-cosine kernel) carry no RKHS mass: built with ``kernel=`` the features
-leave them out (``zonal.features.levels``); built without, such a level makes Kuu infinite and
-``kuu`` raises ``NonFiniteCovarianceError``.
+    K_{uf}[(n, j), i] = \phi_{n,j}(x_i), \qquad K_{uu} = \operatorname{diag}(1 / \lambda_n),
+
+so :math:`K_{uu}` is diagonal and no :math:`M^3` operation is ever needed. Levels whose eigenvalue
+is zero (odd levels >= 3 of the first-order arc-cosine kernel) carry no RKHS mass: built with
+``kernel=`` the features leave them out (``zonal.features.levels``); built without, such a level
+makes :math:`K_{uu}` infinite and ``kuu`` raises ``NonFiniteCovarianceError``.
 """
 
 from __future__ import annotations
@@ -33,12 +36,12 @@ MAX_DEGREE = 400  # beyond any budget that fits in memory for d >= 3
 
 
 def max_degree_for_budget(ambient_dim: int, num_inducing: int, kernel: Kernel | None = None) -> int:
-    """Largest L such that the levels 0..L fit in ``num_inducing`` features.
+    r"""Largest :math:`L` such that the levels :math:`0, \dots, L` fit in ``num_inducing`` features.
 
-    With a ``kernel``, levels whose eigenvalue is zero (``nonzero_levels``) cost nothing, so L can
-    exceed the complete-levels degree (by at most a factor two for the arc-cosine kernel's odd
-    levels), and L is the last *kept* level: a trailing zero level is never returned, so no
-    fundamental system is built for a level that is then dropped.
+    With a ``kernel``, levels whose eigenvalue is zero (``nonzero_levels``) cost nothing, so
+    :math:`L` can exceed the complete-levels degree (by at most a factor two for the arc-cosine
+    kernel's odd levels), and :math:`L` is the last *kept* level: a trailing zero level is never
+    returned, so no fundamental system is built for a level that is then dropped.
     """
     d = check_ambient_dim(ambient_dim)
 
@@ -72,12 +75,15 @@ def max_degree_for_budget(ambient_dim: int, num_inducing: int, kernel: Kernel | 
 
 
 class SphericalHarmonicFeatures(InducingFeatures):
-    """All spherical harmonics of degrees 0..max_degree (minus zero-eigenvalue levels of ``kernel``).
+    r"""All spherical harmonics of degrees 0..max_degree (minus zero-eigenvalue levels of
+    ``kernel``).
 
     Args:
-        ambient_dim: d; inputs live on S^{d-1} (or in R^d with a homogeneous kernel).
-        max_degree: highest degree; or give ``num_inducing`` instead, a budget M, and get the largest
-            complete set of levels that fits (a budget smaller than one level is an error).
+        ambient_dim: :math:`d`; inputs live on :math:`\mathbb{S}^{d-1}` (or in :math:`\mathbb{R}^d`
+            with a homogeneous kernel).
+        max_degree: highest degree; or give ``num_inducing`` instead, a budget :math:`M`, and get
+            the largest complete set of levels that fits (a budget smaller than one level is an
+            error).
         kernel: if given, levels whose eigenvalue is zero for it are left out (and do not count
             towards the budget); the highest degree is then the last kept level. The kernel is
             only read here, not stored.
@@ -133,33 +139,37 @@ class SphericalHarmonicFeatures(InducingFeatures):
         return int(self.columns.numel())
 
     def spectrum(self, kernel: Kernel) -> torch.Tensor:
-        """lambda_{n(m)} of each feature, the reciprocal of Kuu's diagonal: [*b, M]."""
+        r""":math:`\lambda_{n(m)}` of each feature, the reciprocal of :math:`K_{uu}`'s diagonal:
+        [*b, M]."""
         eigenvalues = kernel_eigenvalues(kernel, self.max_degree)  # [*b, L + 1]
         return eigenvalues[..., self.levels.to(eigenvalues.device)]
 
     def basis(self, x: torch.Tensor) -> torch.Tensor:
-        """The orthonormal harmonics phi_m at unit vectors x [..., N, d]: [..., N, M]."""
+        r"""The orthonormal harmonics :math:`\phi_m` at unit vectors :math:`x` [..., N, d]:
+        [..., N, M]."""
         check_unit_vectors(x, self.ambient_dim)
         zonal = self.zonal_basis(x.to(self.harmonics.points.dtype))  # [..., N, M]
         return apply_level_factors(zonal, self.basis_factors())
 
     def zonal_basis(self, x: torch.Tensor, **options: torch.Tensor | None) -> torch.Tensor:
-        """Z_{n(m)}(eta_m . x) at unit vectors x [..., N, d] (not checked), in x's dtype:
-        [..., N, M]. ``basis(x)`` is this times ``basis_factors``; ``options`` (``row_scale``,
-        ``out``) as for ``zonal.features.zonal_basis.zonal_columns``."""
+        r""":math:`Z_{n(m)}(\eta_m \cdot x)` at unit vectors :math:`x` [..., N, d] (not checked), in
+        x's dtype: [..., N, M]. ``basis(x)`` is this times ``basis_factors``; ``options``
+        (``row_scale``, ``out``) as for ``zonal.features.zonal_basis.zonal_columns``."""
         directions = self.harmonics.points[self.columns]  # [M, d]
         return zonal_columns(x, directions, self.level_sizes, self.ambient_dim, **options)
 
     def basis_factors(self) -> list[torch.Tensor]:
-        """F_n = L_n^{-1} [N_n, N_n] of each kept level, ascending: phi = Z blockdiag(F_n)^T."""
+        r""":math:`F_n = L_n^{-1}` [N_n, N_n] of each kept level, ascending:
+        :math:`\phi = Z \operatorname{blockdiag}(F_n)^\top`."""
         return [self.harmonics.inverse_cholesky(n) for n in self.kept_levels]
 
     def kuu(self, kernel: Kernel) -> DiagLinearOperator:
-        """diag(1 / lambda_{n(m)}) [*b, M, M]; ``NonFiniteCovarianceError`` at a zero eigenvalue."""
+        r""":math:`\operatorname{diag}(1 / \lambda_{n(m)})` [*b, M, M]; ``NonFiniteCovarianceError``
+        at a zero eigenvalue."""
         return inverse_spectrum(self.spectrum(kernel), self.levels)
 
     def kuf(self, kernel: Kernel, x: torch.Tensor) -> torch.Tensor:
-        """phi_m(x_i) (times ||x_i|| for a homogeneous kernel): [*b, M, N]."""
+        r""":math:`\phi_m(x_i)` (times :math:`\|x_i\|` for a homogeneous kernel): [*b, M, N]."""
         unit, radius = unit_and_radius(kernel, x)
         return scale_by_radius(self.basis(unit).mT, radius)
 

@@ -1,17 +1,24 @@
-"""The factored form of the harmonic features: zonal functions, then one small matrix per level.
+r"""The factored form of the harmonic features: zonal functions, then one small matrix per level.
 
 Both harmonic feature sets (complete levels, ``SphericalHarmonicFeatures``; phase-truncated,
 ``SparseSphericalHarmonicFeatures``) are orthonormalised zonal functions of the same shape
-(seed 001 theorems 3-4, seed 002 sec. 5.2): with directions eta_m grouped by degree and, per
-degree n, the inverse Cholesky factor F_n = L_n^{-1} of G_n = Z_n(eta_i . eta_j),
+(seed 001 theorems 3-4, seed 002 sec. 5.2): with directions :math:`\eta_m` grouped by degree and,
+per degree :math:`n`, the inverse Cholesky factor :math:`F_n = L_n^{-1}` of
+:math:`G_n = Z_n(\eta_i \cdot \eta_j)`,
 
-    phi(x) = Z(x) F^T,   Z(x)_m = Z_{n(m)}(eta_m . x) [M],   F = blockdiag(F_n) [M, M].
+.. math::
 
-Evaluating Z is one matrix product (the cosines eta_m . x) and one fused Gegenbauer recurrence;
-applying F costs sum_n N_n^2 per row, as much as half of a Gram product phi^T phi. Because F is
-linear, sums over rows can be taken in the zonal basis and transformed once:
+    \phi(x) = Z(x) F^\top, \qquad Z(x)_m = Z_{n(m)}(\eta_m \cdot x) \ [M], \qquad
+    F = \operatorname{blockdiag}(F_n) \ [M, M].
 
-    sum_i phi(x_i) phi(x_i)^T = F (sum_i Z(x_i) Z(x_i)^T) F^T,
+Evaluating :math:`Z` is one matrix product (the cosines :math:`\eta_m \cdot x`) and one fused
+Gegenbauer recurrence; applying :math:`F` costs :math:`\sum_n N_n^2` per row, as much as half of a
+Gram product :math:`\phi^\top \phi`. Because :math:`F` is linear, sums over rows can be taken in the
+zonal basis and transformed once:
+
+.. math::
+
+    \sum_i \phi(x_i) \phi(x_i)^\top = F \Big(\sum_i Z(x_i) Z(x_i)^\top\Big) F^\top,
 
 which is what the SGPR's statistics pass does (``zonal.models.sgpr_statistics``).
 """

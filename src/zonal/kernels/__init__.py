@@ -1,8 +1,9 @@
-"""Zonal kernels on S^{d-1} as GPyTorch kernels: shape functions, exact spectra, Mercer sums.
+r"""Zonal kernels on :math:`\mathbb{S}^{d-1}` as GPyTorch kernels: shape functions, exact spectra,
+Mercer sums.
 
-Every kernel here is a ``ZonalKernel``: k(x, x') = s(x . x') for unit vectors x, x' in R^d, with the
-eigenvalue sequence ``eigenvalues(max_degree)`` of its Mercer / addition-theorem expansion
-k = sum_n lambda_n Z_n(x . x') (seed 000 eq. 10).
+Every kernel here is a ``ZonalKernel``: :math:`k(x, x') = s(x \cdot x')` for unit vectors
+:math:`x, x' \in \mathbb{R}^d`, with the eigenvalue sequence ``eigenvalues(max_degree)`` of its
+Mercer / addition-theorem expansion :math:`k = \sum_n \lambda_n Z_n(x \cdot x')` (seed 000 eq. 10).
 
 Large Gram matrices are filled by compiled elementwise functions; ``ZONAL_COMPILE=0`` or
 ``compile_settings(enabled=False)`` keeps them in eager PyTorch (``zonal.kernels.compile``).

@@ -1,30 +1,42 @@
-"""Arc-cosine kernels of orders 0, 1, 2 (Cho and Saul 2009; seed 000 eq. 7, appendix C).
+r"""Arc-cosine kernels of orders 0, 1, 2 (Cho and Saul 2009; seed 000 eq. 7, appendix C).
 
-Cho and Saul: for w ~ N(0, I_d) and the activation relu^m (the step function for m = 0),
+Cho and Saul: for :math:`w \sim \mathcal{N}(0, I_d)` and the activation
+:math:`\operatorname{relu}^m` (the step function for :math:`m = 0`),
 
-    2 E_w[relu(w . x)^m relu(w . x')^m] = (1 / pi) ||x||^m ||x'||^m J_m(theta),
-    J_0 = pi - theta,  J_1 = sin theta + (pi - theta) cos theta,
-    J_2 = 3 sin theta cos theta + (pi - theta) (1 + 2 cos^2 theta),
+.. math::
 
-with theta the angle between x and x'. zonal uses the shape normalised to s_m(1) = 1:
+    2\, \mathbb{E}_w\big[\operatorname{relu}(w \cdot x)^m \operatorname{relu}(w \cdot x')^m\big]
+    &= \frac{1}{\pi} \|x\|^m \|x'\|^m J_m(\theta), \\
+    J_0 = \pi - \theta, \qquad J_1 &= \sin\theta + (\pi - \theta) \cos\theta, \\
+    J_2 &= 3 \sin\theta \cos\theta + (\pi - \theta) (1 + 2 \cos^2\theta),
 
-    s_m(t) = J_m(arccos t) / J_m(0),  J_m(0) = pi, pi, 3 pi.
+with :math:`\theta` the angle between :math:`x` and :math:`x'`. zonal uses the shape normalised to
+:math:`s_m(1) = 1`:
 
-Eigenvalues (exact): write w = r u with u uniform on S^{d-1} and E[r^{2m}] = 1, d, d (d + 2), and
-expand the activation by Funk-Hecke, a_m(u . x) = sum_n c_n Z_n(u . x). The reproducing property
-E_u[Z_n(u . x) Z_k(u . x')] = delta_nk Z_n(x . x') leaves
+.. math::
 
-    lambda_n = 2 E[r^{2m}] c_n^2 / (J_m(0) / pi) = 2 c_n^2,  2 d c_n^2,  2 d (d + 2) c_n^2 / 3.
+    s_m(t) = J_m(\arccos t) / J_m(0), \qquad J_m(0) = \pi,\ \pi,\ 3 \pi.
 
-For m = 1 the c_n are the closed-form ReLU coefficients of seed 000 eqs. C.19-C.20
-(``zonal.harmonics.arccos_eigenvalues``); for m = 0, 2 they come from Funk-Hecke quadrature split at
-the kink t = 0, which is exact for these piecewise polynomials.
+Eigenvalues (exact): write :math:`w = r u` with :math:`u` uniform on :math:`\mathbb{S}^{d-1}` and
+:math:`\mathbb{E}[r^{2m}] = 1,\ d,\ d (d + 2)`, and expand the activation by Funk-Hecke,
+:math:`a_m(u \cdot x) = \sum_n c_n Z_n(u \cdot x)`. The reproducing property
+:math:`\mathbb{E}_u[Z_n(u \cdot x) Z_k(u \cdot x')] = \delta_{nk} Z_n(x \cdot x')` leaves
 
-Numerics: dJ_1/dt = J_0, dJ_2/dt = 4 J_1 and dJ_0/dt = 1 / sqrt(1 - t^2) are used as the backward
-pass, so gradients are finite and exact for orders 1 and 2 at t = +-1 (where the naive autograd of
-sqrt(1 - t^2) and arccos(t) gives inf - inf = NaN). Order 0 has an infinite slope at t = +-1
+.. math::
+
+    \lambda_n = 2\, \mathbb{E}[r^{2m}]\, c_n^2 / (J_m(0) / \pi)
+    = 2 c_n^2,\ \ 2 d c_n^2,\ \ 2 d (d + 2) c_n^2 / 3.
+
+For :math:`m = 1` the :math:`c_n` are the closed-form ReLU coefficients of seed 000 eqs. C.19-C.20
+(``zonal.harmonics.arccos_eigenvalues``); for :math:`m = 0, 2` they come from Funk-Hecke quadrature
+split at the kink :math:`t = 0`, which is exact for these piecewise polynomials.
+
+Numerics: :math:`dJ_1/dt = J_0`, :math:`dJ_2/dt = 4 J_1` and :math:`dJ_0/dt = 1 / \sqrt{1 - t^2}`
+are used as the backward pass, so gradients are finite and exact for orders 1 and 2 at
+:math:`t = \pm 1` (where the naive autograd of :math:`\sqrt{1 - t^2}` and :math:`\arccos(t)` gives
+:math:`\infty - \infty = \mathrm{NaN}`). Order 0 has an infinite slope at :math:`t = \pm 1`
 (the kernel is not differentiable at coincident or antipodal points); its derivative there is taken
-as 0, a supergradient of the cone theta -> -|theta|.
+as 0, a supergradient of the cone :math:`\theta \mapsto -\lvert\theta\rvert`.
 """
 
 from __future__ import annotations
@@ -173,11 +185,14 @@ class _ArcCosShape(torch.autograd.Function):
 
 
 def arccos_shape(t: torch.Tensor, order: int = 1) -> torch.Tensor:
-    """Normalised arc-cosine shape s_m(t) = J_m(arccos t) / J_m(0), t clamped to [-1, 1].
+    r"""Normalised arc-cosine shape :math:`s_m(t) = J_m(\arccos t) / J_m(0)`, :math:`t` clamped to
+    :math:`[-1, 1]`.
 
-    s_0 = 1 - theta / pi;  s_1 = (sqrt(1 - t^2) + t (pi - arccos t)) / pi (seed 000 eq. 7);
-    s_2 = (3 t sqrt(1 - t^2) + (pi - arccos t)(1 + 2 t^2)) / (3 pi). Gradients are finite at t = +-1;
-    a t outside [-1, 1] (rounding) is evaluated and differentiated at the clamped value.
+    :math:`s_0 = 1 - \theta / \pi`;
+    :math:`s_1 = (\sqrt{1 - t^2} + t (\pi - \arccos t)) / \pi` (seed 000 eq. 7);
+    :math:`s_2 = (3 t \sqrt{1 - t^2} + (\pi - \arccos t)(1 + 2 t^2)) / (3 \pi)`. Gradients are
+    finite at :math:`t = \pm 1`; a :math:`t` outside :math:`[-1, 1]` (rounding) is evaluated and
+    differentiated at the clamped value.
     """
     order = check_order(order)
     return _ArcCosShape.apply(t, order)
@@ -192,7 +207,8 @@ def _activation(order: int) -> Callable[[torch.Tensor], torch.Tensor]:
 def arccos_kernel_eigenvalues(
     ambient_dim: int, max_degree: int, order: int = 1, dtype: torch.dtype = torch.float64
 ) -> torch.Tensor:
-    """Eigenvalues lambda_0..lambda_L [L + 1] of s_order on S^{d-1} (see the module docstring)."""
+    r"""Eigenvalues :math:`\lambda_0, \dots, \lambda_L` [L + 1] of :math:`s_\text{order}` on
+    :math:`\mathbb{S}^{d-1}` (see the module docstring)."""
     order = check_order(order)
     if order == 1:
         return arccos_eigenvalues(ambient_dim, max_degree, dtype=dtype)
@@ -209,13 +225,15 @@ def arccos_kernel_eigenvalues(
 
 
 class ArcCosineKernel(ZonalKernel):
-    """Arc-cosine kernel of order 0, 1 or 2: k(x, x') = s_order(x . x') (normalised, s(1) = 1).
+    r"""Arc-cosine kernel of order 0, 1 or 2: :math:`k(x, x') = s_\text{order}(x \cdot x')`
+    (normalised, :math:`s(1) = 1`).
 
-    With ``homogeneous=True`` it takes raw vectors and returns ||x|| ||x'|| s_order(cos theta);
-    for order 1 that is exactly Cho and Saul's kernel (1/pi) ||x|| ||x'|| J_1(theta) (seed 000
-    eq. 7). (For orders 0 and 2 Cho and Saul's kernel is m-homogeneous, ||x||^m ||x'||^m; zonal keeps
-    the 1-homogeneous extension that the sphere embedding undoes.) Scale with
-    ``gpytorch.kernels.ScaleKernel``. Eigenvalues are exact (module docstring).
+    With ``homogeneous=True`` it takes raw vectors and returns
+    :math:`\|x\| \|x'\|\, s_\text{order}(\cos\theta)`; for order 1 that is exactly Cho and Saul's
+    kernel :math:`(1/\pi) \|x\| \|x'\| J_1(\theta)` (seed 000 eq. 7). (For orders 0 and 2 Cho and
+    Saul's kernel is :math:`m`-homogeneous, :math:`\|x\|^m \|x'\|^m`; zonal keeps the 1-homogeneous
+    extension that the sphere embedding undoes.) Scale with ``gpytorch.kernels.ScaleKernel``.
+    Eigenvalues are exact (module docstring).
     """
 
     def __init__(self, ambient_dim: int, order: int = 1, **kwargs: Any) -> None:

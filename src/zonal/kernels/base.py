@@ -1,19 +1,24 @@
-"""``ZonalKernel``: a GPyTorch kernel k(x, x') = s(x . x') on S^{d-1} with its eigenvalue sequence.
+r"""``ZonalKernel``: a GPyTorch kernel :math:`k(x, x') = s(x \cdot x')` on :math:`\mathbb{S}^{d-1}`
+with its eigenvalue sequence.
 
-A zonal kernel is fixed by its shape function s: [-1, 1] -> R, or equally by its eigenvalues
-lambda_n, one per harmonic level (seed 000 eqs. 8-10):
+A zonal kernel is fixed by its shape function :math:`s: [-1, 1] \to \mathbb{R}`, or equally by its
+eigenvalues :math:`\lambda_n`, one per harmonic level (seed 000 eqs. 8-10):
 
-    s(t) = sum_{n>=0} lambda_n Z_n(t),   Z_n(t) = (n + alpha) / alpha C_n^alpha(t),  alpha = (d-2)/2,
-    lambda_n = omega_d / C_n^alpha(1) int_{-1}^1 s(t) C_n^alpha(t) (1 - t^2)^{(d-3)/2} dt   (eq. 9).
+.. math::
+
+    s(t) &= \sum_{n \ge 0} \lambda_n Z_n(t), \qquad
+    Z_n(t) = \frac{n + \alpha}{\alpha} C_n^\alpha(t), \qquad \alpha = \frac{d - 2}{2}, \\
+    \lambda_n &= \frac{\omega_d}{C_n^\alpha(1)} \int_{-1}^{1} s(t)\, C_n^\alpha(t)\,
+    (1 - t^2)^{(d-3)/2} \, dt \qquad \text{(eq. 9)}.
 
 Subclasses supply the closed form ``shape(t)`` where one exists, and/or ``_compute_eigenvalues``;
 by default the eigenvalues come from ``zonal.harmonics.funk_hecke`` applied to the shape and stay
 differentiable in the hyperparameters. The kernel is evaluated by the closed form when it has one,
 and otherwise by the truncated Mercer sum up to ``max_degree`` (``zonal.kernels.mercer``).
 
-With ``homogeneous=True`` the kernel takes raw vectors in R^d and is extended 1-homogeneously,
-k(x, x') = ||x|| ||x'|| s(x . x' / (||x|| ||x'||)) (seed 000 eq. 7, seed 002 eq. 11); otherwise its
-inputs must be unit vectors and are checked.
+With ``homogeneous=True`` the kernel takes raw vectors in :math:`\mathbb{R}^d` and is extended
+1-homogeneously, :math:`k(x, x') = \|x\| \|x'\|\, s\big(x \cdot x' / (\|x\| \|x'\|)\big)` (seed 000
+eq. 7, seed 002 eq. 11); otherwise its inputs must be unit vectors and are checked.
 
 Evaluation: when no gradient is needed (no input or hyperparameter requires one, or under
 ``torch.no_grad``) a Gram matrix is filled tile by tile in cache (``zonal.kernels.tiles``), by a
@@ -54,21 +59,23 @@ class _UnitInputs(NamedTuple):
 
 
 class ZonalKernel(Kernel):
-    """Base class of the zonal kernels: shape function, eigenvalues, Gram matrices.
+    r"""Base class of the zonal kernels: shape function, eigenvalues, Gram matrices.
 
     Args:
-        ambient_dim: d, the inputs live on S^{d-1} subset R^d.
-        max_degree: truncation L of the Mercer sum, used when the kernel is evaluated by its
+        ambient_dim: :math:`d`, the inputs live on :math:`\mathbb{S}^{d-1} \subset \mathbb{R}^d`.
+        max_degree: truncation :math:`L` of the Mercer sum, used when the kernel is evaluated by its
             eigenvalues (kernels without a closed form, or ``evaluation="mercer"``).
-        homogeneous: take raw vectors and multiply by ||x|| ||x'|| (1-homogeneous extension).
+        homogeneous: take raw vectors and multiply by :math:`\|x\| \|x'\|` (1-homogeneous
+            extension).
         evaluation: ``"auto"`` (closed form if there is one), ``"closed_form"`` or ``"mercer"``.
-        num_nodes: quadrature nodes per piece for Funk-Hecke eigenvalues (default max(4 L, 500)).
+        num_nodes: quadrature nodes per piece for Funk-Hecke eigenvalues (default
+            :math:`\max(4 L, 500)`).
         dtype: dtype of the hyperparameters (float64 by default).
         **kwargs: passed to ``gpytorch.kernels.Kernel`` (``batch_shape``, ``active_dims``, ...).
 
-    Shapes: hyperparameters are [*batch_shape, 1, 1]; ``shape(t)`` maps cosines t [..., N, M] to
-    kernel values [..., N, M] (broadcasting batch dimensions); ``eigenvalues(L)`` returns
-    [*batch_shape, L + 1].
+    Shapes: hyperparameters are [*batch_shape, 1, 1]; ``shape(t)`` maps cosines :math:`t`
+    [..., N, M] to kernel values [..., N, M] (broadcasting batch dimensions); ``eigenvalues(L)``
+    returns [*batch_shape, L + 1].
     """
 
     has_lengthscale = False
@@ -118,7 +125,7 @@ class ZonalKernel(Kernel):
         return type(self).shape is not ZonalKernel.shape
 
     def shape(self, t: torch.Tensor) -> torch.Tensor:
-        """The shape function s(t) in closed form, t [..., N, M] -> [..., N, M]."""
+        """The shape function :math:`s(t)` in closed form, :math:`t` [..., N, M] -> [..., N, M]."""
         raise NotImplementedError(f"{type(self).__name__} has no closed-form shape function")
 
     def _compute_eigenvalues(self, max_degree: int) -> torch.Tensor:
@@ -191,7 +198,8 @@ class ZonalKernel(Kernel):
         return tuple(tensor.detach().clone() for tensor in tensors)
 
     def eigenvalues(self, max_degree: int | None = None) -> torch.Tensor:
-        """lambda_0..lambda_L on S^{d-1}, shape [*batch_shape, L + 1] (L defaults to max_degree).
+        r""":math:`\lambda_0, \dots, \lambda_L` on :math:`\mathbb{S}^{d-1}`, shape
+        [*batch_shape, L + 1] (:math:`L` defaults to max_degree).
 
         Cached per truncation; an entry is reused only while every parameter and buffer holds the
         value it had when the entry was made, on the same device, and the settings
@@ -251,18 +259,19 @@ class ZonalKernel(Kernel):
         return self.has_closed_form and self.evaluation != "mercer"
 
     def mercer(self, t: torch.Tensor, max_degree: int | None = None) -> torch.Tensor:
-        """Truncated Mercer sum sum_{n<=L} lambda_n Z_n(t) at cosines t [..., N, M] (eq. 10)."""
+        r"""Truncated Mercer sum :math:`\sum_{n \le L} \lambda_n Z_n(t)` at cosines :math:`t`
+        [..., N, M] (eq. 10)."""
         eigenvalues = self.eigenvalues(max_degree).to(dtype=t.dtype, device=t.device)
         # eigenvalues [*batch_shape, L + 1] -> coefficients [*batch_shape, 1, 1, L + 1]
         coeffs = eigenvalues.unsqueeze(-2).unsqueeze(-2)
         return mercer_sum(t, coeffs, self.ambient_dim)
 
     def evaluate_cosines(self, t: torch.Tensor) -> torch.Tensor:
-        """Kernel values at cosines t [..., N, M] (closed form or truncated Mercer sum)."""
+        """Kernel values at cosines :math:`t` [..., N, M] (closed form or truncated Mercer sum)."""
         return self.shape(t) if self.uses_closed_form else self.mercer(t)
 
     def closed_form_map(self, dtype: torch.dtype, device: torch.device) -> CosineMap:
-        """The shape s(t) as a ``CosineMap`` for evaluation without autograd.
+        """The shape :math:`s(t)` as a ``CosineMap`` for evaluation without autograd.
 
         The default wraps ``shape`` (kept eager); subclasses return a module-level function of the
         cosines and their hyperparameters, which large Gram matrices run compiled.
@@ -270,10 +279,11 @@ class ZonalKernel(Kernel):
         return CosineMap(self.shape, compilable=False)
 
     def cosine_map(self, dtype: torch.dtype, device: torch.device) -> CosineMap:
-        """t [..., N, M] -> kernel values without autograd, for ``tiles.gram_no_grad``.
+        r""":math:`t` [..., N, M] -> kernel values without autograd, for ``tiles.gram_no_grad``.
 
         The closed form (``closed_form_map``) or Clenshaw's sum of the truncated Mercer series with
-        Gegenbauer coefficients lambda_n (n + alpha) / alpha, computed once here (seed 000 eq. 10).
+        Gegenbauer coefficients :math:`\lambda_n (n + \alpha) / \alpha`, computed once here
+        (seed 000 eq. 10).
         """
         if self.uses_closed_form:
             return self.closed_form_map(dtype, device)
@@ -351,7 +361,7 @@ class ZonalKernel(Kernel):
         last_dim_is_batch: bool = False,
         **params: Any,
     ) -> torch.Tensor:
-        """K(x1, x2) [*B, N, M], or its diagonal [*B, N] with ``diag=True``.
+        """:math:`K(x_1, x_2)` [*B, N, M], or its diagonal [*B, N] with ``diag=True``.
 
         B broadcasts the inputs' batch shapes and the kernel's ``batch_shape``. Without a graph to
         build (no gradient needed) the matrix is assembled tile by tile (``tiles.gram_no_grad``).

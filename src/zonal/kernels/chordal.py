@@ -1,20 +1,27 @@
-"""Euclidean Matérn and squared-exponential kernels restricted to S^{d-1} (seed 000 sec. 4.2, 5.3).
+r"""Euclidean Matérn and squared-exponential kernels restricted to :math:`\mathbb{S}^{d-1}`
+(seed 000 sec. 4.2, 5.3).
 
-On the sphere the chordal distance is a function of the cosine, ||x - x'||^2 = 2 (1 - x . x'), so a
-stationary kernel of R^d restricted to S^{d-1} is zonal with shape s(t) = m(r), r = sqrt(2 (1 - t)):
+On the sphere the chordal distance is a function of the cosine,
+:math:`\|x - x'\|^2 = 2 (1 - x \cdot x')`, so a stationary kernel of :math:`\mathbb{R}^d` restricted
+to :math:`\mathbb{S}^{d-1}` is zonal with shape :math:`s(t) = m(r)`, :math:`r = \sqrt{2 (1 - t)}`:
 
-    nu = 1/2:  m(r) = exp(-r / rho)
-    nu = 3/2:  m(r) = (1 + sqrt(3) r / rho) exp(-sqrt(3) r / rho)
-    nu = 5/2:  m(r) = (1 + sqrt(5) r / rho + 5 r^2 / (3 rho^2)) exp(-sqrt(5) r / rho)
-    SE:        m(r) = exp(-r^2 / (2 rho^2)) = exp(-(1 - t) / rho^2)
+.. math::
 
-with rho the GPyTorch ``lengthscale``. (Seed 000 sec. 5.3 prints the Matérn-5/2 shape with t in
-place of r; with t it would not even be maximal at t = 1. The chordal distance is what is meant.)
-Positive definite on the sphere because they are on R^d. Eigenvalues by Funk-Hecke quadrature.
+    \nu = 1/2: \quad & m(r) = \exp(-r / \rho) \\
+    \nu = 3/2: \quad & m(r) = (1 + \sqrt{3}\, r / \rho) \exp(-\sqrt{3}\, r / \rho) \\
+    \nu = 5/2: \quad & m(r) = \big(1 + \sqrt{5}\, r / \rho + 5 r^2 / (3 \rho^2)\big)
+    \exp(-\sqrt{5}\, r / \rho) \\
+    \text{SE}: \quad & m(r) = \exp\big(-r^2 / (2 \rho^2)\big) = \exp\big(-(1 - t) / \rho^2\big)
 
-Numerics: r = sqrt(2 (1 - t)) has an infinite slope at t = 1; it is computed with a masked square root
-so that gradients stay finite (the t-derivative at exactly t = 1 is taken as 0; for nu = 3/2, 5/2
-the true one-sided value is finite, but every tangential derivative at coincident points is 0).
+with :math:`\rho` the GPyTorch ``lengthscale``. (Seed 000 sec. 5.3 prints the Matérn-5/2 shape with
+:math:`t` in place of :math:`r`; with :math:`t` it would not even be maximal at :math:`t = 1`. The
+chordal distance is what is meant.) Positive definite on the sphere because they are on
+:math:`\mathbb{R}^d`. Eigenvalues by Funk-Hecke quadrature.
+
+Numerics: :math:`r = \sqrt{2 (1 - t)}` has an infinite slope at :math:`t = 1`; it is computed with a
+masked square root so that gradients stay finite (the :math:`t`-derivative at exactly :math:`t = 1`
+is taken as 0; for :math:`\nu = 3/2, 5/2` the true one-sided value is finite, but every tangential
+derivative at coincident points is 0).
 """
 
 from __future__ import annotations
@@ -31,7 +38,8 @@ SUPPORTED_NU = (0.5, 1.5, 2.5)
 
 
 def chordal_distance(t: torch.Tensor) -> torch.Tensor:
-    """r = sqrt(2 (1 - t)) = ||x - x'|| for unit vectors, with a finite gradient at t = 1."""
+    r""":math:`r = \sqrt{2 (1 - t)} = \|x - x'\|` for unit vectors, with a finite gradient at
+    :math:`t = 1`."""
     gap = (1 - t).clamp_min(0)  # 1 - t in [0, 2]
     positive = gap > 0
     safe = torch.where(positive, gap, torch.ones_like(gap))
@@ -71,9 +79,11 @@ def _check_nu(nu: object) -> float:
 
 
 class ChordalMaternKernel(ZonalKernel):
-    """Matérn-nu (nu = 1/2, 3/2, 5/2) of R^d restricted to S^{d-1}: s(t) = m_nu(sqrt(2 (1 - t))).
+    r"""Matérn-:math:`\nu` (:math:`\nu = 1/2, 3/2, 5/2`) of :math:`\mathbb{R}^d` restricted to
+    :math:`\mathbb{S}^{d-1}`: :math:`s(t) = m_\nu\big(\sqrt{2 (1 - t)}\big)`.
 
-    k(x, x) = 1; scale with ``gpytorch.kernels.ScaleKernel``. ``lengthscale`` is rho.
+    :math:`k(x, x) = 1`; scale with ``gpytorch.kernels.ScaleKernel``. ``lengthscale`` is
+    :math:`\rho`.
     """
 
     has_lengthscale = True
@@ -103,10 +113,12 @@ class ChordalMaternKernel(ZonalKernel):
 
 
 class ChordalRBFKernel(ZonalKernel):
-    """Squared exponential of R^d restricted to S^{d-1}: s(t) = exp(-(1 - t) / rho^2).
+    r"""Squared exponential of :math:`\mathbb{R}^d` restricted to :math:`\mathbb{S}^{d-1}`:
+    :math:`s(t) = \exp(-(1 - t) / \rho^2)`.
 
-    Its eigenvalues have the closed form exp(-1/rho^2) Gamma(d/2) (2 rho^2)^alpha I_{n+alpha}(1/rho^2)
-    (modified Bessel I; used as the test oracle), computed here by Funk-Hecke quadrature.
+    Its eigenvalues have the closed form
+    :math:`\exp(-1/\rho^2)\, \Gamma(d/2)\, (2 \rho^2)^\alpha I_{n+\alpha}(1/\rho^2)` (modified
+    Bessel :math:`I`; used as the test oracle), computed here by Funk-Hecke quadrature.
     """
 
     has_lengthscale = True

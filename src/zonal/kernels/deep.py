@@ -1,23 +1,29 @@
-"""Deep arc-cosine kernels and the ReLU neural tangent kernel (seed 002 eq. 3, seed 000 sec. 4.2).
+r"""Deep arc-cosine kernels and the ReLU neural tangent kernel (seed 002 eq. 3, seed 000 sec. 4.2).
 
-Deep arc-cosine (Cho and Saul 2009, sec. 2.2): an infinitely wide ReLU network with L hidden layers
-and no biases has the correlation kernel obtained by composing the normalised shape L times,
+Deep arc-cosine (Cho and Saul 2009, sec. 2.2): an infinitely wide ReLU network with :math:`L` hidden
+layers and no biases has the correlation kernel obtained by composing the normalised shape
+:math:`L` times,
 
-    s^(L) = s_m o s_m o ... o s_m  (L times),  s^(L)(1) = 1,
+.. math::
 
-which is seed 002 eq. 3 (that equation counts layers so that L layers give L - 1 compositions;
-here ``depth`` is the number of compositions, i.e. of hidden ReLU layers, as in BoTorch's
-``InfiniteWidthBNNKernel``).
+    s^{(L)} = s_m \circ s_m \circ \dots \circ s_m \quad (L \text{ times}), \qquad s^{(L)}(1) = 1,
 
-ReLU NTK (Jacot et al. 2018; Bietti and Mairal 2019) of a network with ``depth`` = L hidden ReLU
-layers and no biases, on unit inputs, normalised so that k(x, x) = 1:
+which is seed 002 eq. 3 (that equation counts layers so that :math:`L` layers give :math:`L - 1`
+compositions; here ``depth`` is the number of compositions, i.e. of hidden ReLU layers, as in
+BoTorch's ``InfiniteWidthBNNKernel``).
 
-    Sigma_0 = t,  Theta_0 = t,
-    Sigma_h = s_1(Sigma_{h-1}),  Theta_h = Theta_{h-1} s_0(Sigma_{h-1}) + Sigma_h   (h = 1..L),
-    k(t) = Theta_L(t) / (L + 1)                                           (Theta_L(1) = L + 1).
+ReLU NTK (Jacot et al. 2018; Bietti and Mairal 2019) of a network with ``depth`` = :math:`L` hidden
+ReLU layers and no biases, on unit inputs, normalised so that :math:`k(x, x) = 1`:
 
-L = 1 is the two-layer network of Bietti and Mairal, Theta_1 = t s_0(t) + s_1(t). The eigenvalues of
-both kernels come from Funk-Hecke quadrature (``zonal.harmonics.funk_hecke``).
+.. math::
+
+    \Sigma_0 &= t, \qquad \Theta_0 = t, \\
+    \Sigma_h &= s_1(\Sigma_{h-1}), \qquad
+    \Theta_h = \Theta_{h-1}\, s_0(\Sigma_{h-1}) + \Sigma_h \qquad (h = 1, \dots, L), \\
+    k(t) &= \Theta_L(t) / (L + 1) \qquad (\Theta_L(1) = L + 1).
+
+:math:`L = 1` is the two-layer network of Bietti and Mairal, :math:`\Theta_1 = t\, s_0(t) + s_1(t)`.
+The eigenvalues of both kernels come from Funk-Hecke quadrature (``zonal.harmonics.funk_hecke``).
 """
 
 from __future__ import annotations
@@ -40,7 +46,8 @@ def _check_depth(depth: object) -> int:
 
 
 def deep_arccos_shape(t: torch.Tensor, depth: int, order: int = 1) -> torch.Tensor:
-    """s_order composed ``depth`` times, t [...] -> [...] (seed 002 eq. 3)."""
+    r""":math:`s_\text{order}` composed ``depth`` times, :math:`t` [...] -> [...]
+    (seed 002 eq. 3)."""
     depth, order = _check_depth(depth), check_order(order)
     value = t
     for _ in range(depth):
@@ -61,7 +68,8 @@ def relu_ntk_layer(state: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.Tens
 
 
 def relu_ntk_shape(t: torch.Tensor, depth: int) -> torch.Tensor:
-    """Normalised ReLU NTK Theta_L(t) / (L + 1) with L = ``depth`` hidden layers (module docstring)."""
+    r"""Normalised ReLU NTK :math:`\Theta_L(t) / (L + 1)` with :math:`L` = ``depth`` hidden layers
+    (module docstring)."""
     depth = _check_depth(depth)
     sigma = t.clamp(-1, 1)  # Sigma_0
     theta = sigma  # Theta_0
@@ -73,12 +81,13 @@ def relu_ntk_shape(t: torch.Tensor, depth: int) -> torch.Tensor:
 
 
 class DeepArcCosineKernel(ZonalKernel):
-    """k(x, x') = s^(L)(x . x'): the arc-cosine shape of ``order`` composed ``depth`` times.
+    r""":math:`k(x, x') = s^{(L)}(x \cdot x')`: the arc-cosine shape of ``order`` composed ``depth``
+    times.
 
     ``depth = 1`` is ``ArcCosineKernel(order)``. For order 1 and ``homogeneous=True`` this equals
     BoTorch's ``InfiniteWidthBNNKernel(depth)`` with ``bias_var = 0``, up to the constant
-    (w / D) (w / 2)^depth where w = ``weight_var`` and D = ``ambient_dim`` (see the tests).
-    Eigenvalues by Funk-Hecke quadrature.
+    :math:`(w / D) (w / 2)^\text{depth}` where :math:`w` = ``weight_var`` and :math:`D` =
+    ``ambient_dim`` (see the tests). Eigenvalues by Funk-Hecke quadrature.
     """
 
     def __init__(self, ambient_dim: int, depth: int = 2, order: int = 1, **kwargs: Any) -> None:
@@ -97,10 +106,12 @@ class DeepArcCosineKernel(ZonalKernel):
 
 
 class ReLUNTKernel(ZonalKernel):
-    """The ReLU neural tangent kernel with ``depth`` hidden layers, normalised to k(x, x) = 1.
+    r"""The ReLU neural tangent kernel with ``depth`` hidden layers, normalised to
+    :math:`k(x, x) = 1`.
 
     Recursion in the module docstring; eigenvalues by Funk-Hecke quadrature. Like the order-0
-    arc-cosine kernel it behaves as 1 - c sqrt(1 - t) at t = 1 (eigenvalues decay as n^{-d}).
+    arc-cosine kernel it behaves as :math:`1 - c \sqrt{1 - t}` at :math:`t = 1` (eigenvalues decay
+    as :math:`n^{-d}`).
     """
 
     def __init__(self, ambient_dim: int, depth: int = 1, **kwargs: Any) -> None:

@@ -1,17 +1,23 @@
-"""Intrinsic Matérn and heat kernels of S^{d-1} (Borovitskiy et al. 2020; seed 004 sec. 2.4 eq. 2.24).
+r"""Intrinsic Matérn and heat kernels of :math:`\mathbb{S}^{d-1}` (Borovitskiy et al. 2020; seed 004
+sec. 2.4 eq. 2.24).
 
-The Laplace-Beltrami operator of S^{d-1} has the eigenvalue n (n + d - 2) on the harmonics of
-degree n, so eq. 2.24 (with the sphere's own dimension d - 1 in the exponent) is a zonal kernel
+The Laplace-Beltrami operator of :math:`\mathbb{S}^{d-1}` has the eigenvalue :math:`n (n + d - 2)`
+on the harmonics of degree :math:`n`, so eq. 2.24 (with the sphere's own dimension :math:`d - 1` in
+the exponent) is a zonal kernel
 
-    k(x, x') = sum_{n=0}^{L} lambda_n Z_n(x . x'),   lambda_n = Phi(n) / C,
-    Matérn:  Phi(n) = (2 nu / kappa^2 + n (n + d - 2))^{-nu - (d - 1)/2},
-    heat:    Phi(n) = exp(-kappa^2 / 2 * n (n + d - 2)),
-    C = sum_{n=0}^{L} N_n^d Phi(n),
+.. math::
 
-where kappa is the GPyTorch ``lengthscale`` and C normalises the truncated kernel to unit prior
-variance: k(x, x) = sum_n lambda_n Z_n(1) = sum_n lambda_n N_n^d = 1. The kernel is defined by the
-truncated sum (truncation ``max_degree`` = L), so it is exactly positive definite; there is no closed
-form. Computed in log space (the normalisation is a log-sum-exp).
+    k(x, x') &= \sum_{n=0}^{L} \lambda_n Z_n(x \cdot x'), \qquad \lambda_n = \Phi(n) / C, \\
+    \text{Matérn:} \quad \Phi(n)
+    &= \big(2 \nu / \kappa^2 + n (n + d - 2)\big)^{-\nu - (d - 1)/2}, \\
+    \text{heat:} \quad \Phi(n) &= \exp\big(-\kappa^2 / 2 \cdot n (n + d - 2)\big), \\
+    C &= \sum_{n=0}^{L} N_n^d \Phi(n),
+
+where :math:`\kappa` is the GPyTorch ``lengthscale`` and :math:`C` normalises the truncated kernel
+to unit prior variance: :math:`k(x, x) = \sum_n \lambda_n Z_n(1) = \sum_n \lambda_n N_n^d = 1`. The
+kernel is defined by the truncated sum (truncation ``max_degree`` = :math:`L`), so it is exactly
+positive definite; there is no closed form. Computed in log space (the normalisation is a
+log-sum-exp).
 """
 
 from __future__ import annotations
@@ -28,7 +34,8 @@ from zonal.kernels.base import ZonalKernel
 def laplace_beltrami_eigenvalues(
     ambient_dim: int, max_degree: int, dtype: torch.dtype = torch.float64
 ) -> torch.Tensor:
-    """n (n + d - 2) for n = 0..L: the (negated) Laplace-Beltrami spectrum of S^{d-1}, [L + 1]."""
+    r""":math:`n (n + d - 2)` for :math:`n = 0, \dots, L`: the (negated) Laplace-Beltrami spectrum
+    of :math:`\mathbb{S}^{d-1}`, [L + 1]."""
     n = torch.arange(max_degree + 1, dtype=dtype)
     return n * (n + ambient_dim - 2)
 
@@ -64,12 +71,13 @@ class _IntrinsicKernel(ZonalKernel):
 
 
 class IntrinsicMaternKernel(_IntrinsicKernel):
-    """Matérn-nu kernel of the sphere S^{d-1} (seed 004 eq. 2.24), unit prior variance.
+    r"""Matérn-:math:`\nu` kernel of the sphere :math:`\mathbb{S}^{d-1}` (seed 004 eq. 2.24), unit
+    prior variance.
 
     Args:
-        ambient_dim: d.
-        nu: smoothness, any nu > 0 (fixed).
-        max_degree: truncation L of the defining sum (default 30).
+        ambient_dim: :math:`d`.
+        nu: smoothness, any :math:`\nu > 0` (fixed).
+        max_degree: truncation :math:`L` of the defining sum (default 30).
     """
 
     def __init__(self, ambient_dim: int, nu: float = 1.5, **kwargs: Any) -> None:
@@ -87,10 +95,11 @@ class IntrinsicMaternKernel(_IntrinsicKernel):
 
 
 class IntrinsicHeatKernel(_IntrinsicKernel):
-    """Heat (intrinsic squared-exponential, nu -> inf) kernel of S^{d-1}, unit prior variance.
+    r"""Heat (intrinsic squared-exponential, :math:`\nu \to \infty`) kernel of
+    :math:`\mathbb{S}^{d-1}`, unit prior variance.
 
-    Phi(n) = exp(-kappa^2 / 2 * n (n + d - 2)) (seed 004 eq. 2.24): the heat semigroup at time
-    kappa^2 / 2. ``max_degree`` is the truncation L (default 30).
+    :math:`\Phi(n) = \exp\big(-\kappa^2 / 2 \cdot n (n + d - 2)\big)` (seed 004 eq. 2.24): the heat
+    semigroup at time :math:`\kappa^2 / 2`. ``max_degree`` is the truncation :math:`L` (default 30).
     """
 
     def _log_spectrum(self, laplacian: torch.Tensor, kappa: torch.Tensor) -> torch.Tensor:

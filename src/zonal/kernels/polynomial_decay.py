@@ -1,26 +1,33 @@
-"""The continuous-depth kernel: eigenvalues decaying polynomially with a learnable rate (seed 002).
+r"""The continuous-depth kernel: eigenvalues decaying polynomially with a learnable rate (seed 002).
 
-Seed 002 eq. 15 defines k(x, x') = sum_l (l + alpha)/alpha l^{-beta} C_l^alpha(x . x'), beta > 0: the
-decay rate beta stands in for depth (smaller beta ~ deeper ReLU NTK, seed 002 fig. 1). zonal's
-version, truncated at L = ``max_degree`` and with a variance sigma^2:
+Seed 002 eq. 15 defines
+:math:`k(x, x') = \sum_l \frac{l + \alpha}{\alpha} l^{-\beta} C_l^\alpha(x \cdot x')`,
+:math:`\beta > 0`: the decay rate :math:`\beta` stands in for depth (smaller :math:`\beta` ~ deeper
+ReLU NTK, seed 002 fig. 1). zonal's version, truncated at :math:`L` = ``max_degree`` and with a
+variance :math:`\sigma^2`:
 
-    lambda_l = sigma^2 l^{-beta}   (l = 1..L),
-    lambda_0 = sigma^2              (the constant level; 0 with include_constant=False),
-    k(x, x') = sum_{l=0}^{L} lambda_l Z_l(x . x').
+.. math::
 
-lambda_0: l^{-beta} is undefined at l = 0 (eq. 15 leaves it open). zonal gives the constant level
-the weight of level 1, lambda_0 = lambda_1 = sigma^2, independent of beta, so that beta only shapes
-the non-constant levels (seed 002 fig. 1 plots every level relative to l = 1); drop it with
-``include_constant=False`` (then constants are outside the RKHS, use a mean function instead).
+    \lambda_l &= \sigma^2 l^{-\beta} \qquad (l = 1, \dots, L), \\
+    \lambda_0 &= \sigma^2 \qquad \text{(the constant level; 0 with include_constant=False)}, \\
+    k(x, x') &= \sum_{l=0}^{L} \lambda_l Z_l(x \cdot x').
 
-Prior variance: k(x, x) = sigma^2 (1 + sum_{l=1}^{L} N_l^d l^{-beta}); the untruncated sum is finite
-only for beta > d - 1 (N_l^d grows as l^{d-2}), so L is part of the model.
+:math:`\lambda_0`: :math:`l^{-\beta}` is undefined at :math:`l = 0` (eq. 15 leaves it open). zonal
+gives the constant level the weight of level 1, :math:`\lambda_0 = \lambda_1 = \sigma^2`,
+independent of :math:`\beta`, so that :math:`\beta` only shapes the non-constant levels (seed 002
+fig. 1 plots every level relative to :math:`l = 1`); drop it with ``include_constant=False`` (then
+constants are outside the RKHS, use a mean function instead).
+
+Prior variance: :math:`k(x, x) = \sigma^2 \big(1 + \sum_{l=1}^{L} N_l^d l^{-\beta}\big)`; the
+untruncated sum is finite only for :math:`\beta > d - 1` (:math:`N_l^d` grows as :math:`l^{d-2}`),
+so :math:`L` is part of the model.
 
 Scale: like every zonal kernel it is meant to be wrapped in ``gpytorch.kernels.ScaleKernel``, whose
-``outputscale`` multiplies every lambda_l. A learnable sigma^2 beside it would only ever enter as the
-product outputscale * sigma^2: a flat direction of every objective (both parameters drift along it,
-and the Hessian is singular). So sigma^2 is a fixed buffer by default; ``learn_variance=True`` makes
-it a parameter, for use without ``ScaleKernel``.
+``outputscale`` multiplies every :math:`\lambda_l`. A learnable :math:`\sigma^2` beside it would
+only ever enter as the product :math:`\mathrm{outputscale} \cdot \sigma^2`: a flat direction of
+every objective (both parameters drift along it, and the Hessian is singular). So :math:`\sigma^2`
+is a fixed buffer by default; ``learn_variance=True`` makes it a parameter, for use without
+``ScaleKernel``.
 """
 
 from __future__ import annotations
@@ -41,16 +48,17 @@ def _positive_tensor(value: object, name: str, like: torch.Tensor) -> torch.Tens
 
 
 class PolynomialDecayKernel(ZonalKernel):
-    """Continuous-depth zonal kernel, lambda_l = sigma^2 l^{-beta} (seed 002 eq. 15).
+    r"""Continuous-depth zonal kernel, :math:`\lambda_l = \sigma^2 l^{-\beta}` (seed 002 eq. 15).
 
     Args:
-        ambient_dim: d.
-        max_degree: truncation L (default 20).
-        beta: decay rate, > 0 (learnable; default d, the decay of the ReLU NTK).
-        variance: sigma^2 > 0 (fixed unless ``learn_variance``).
-        learn_variance: make sigma^2 a parameter; leave False under a ``ScaleKernel`` (module
-            docstring).
-        include_constant: lambda_0 = sigma^2 (True) or 0 (False); see the module docstring.
+        ambient_dim: :math:`d`.
+        max_degree: truncation :math:`L` (default 20).
+        beta: decay rate, > 0 (learnable; default :math:`d`, the decay of the ReLU NTK).
+        variance: :math:`\sigma^2 > 0` (fixed unless ``learn_variance``).
+        learn_variance: make :math:`\sigma^2` a parameter; leave False under a ``ScaleKernel``
+            (module docstring).
+        include_constant: :math:`\lambda_0 = \sigma^2` (True) or 0 (False); see the module
+            docstring.
     """
 
     def __init__(
@@ -84,7 +92,7 @@ class PolynomialDecayKernel(ZonalKernel):
 
     @property
     def beta(self) -> torch.Tensor:
-        """The decay rate beta > 0, [*batch_shape, 1]."""
+        r"""The decay rate :math:`\beta > 0`, [*batch_shape, 1]."""
         return self.raw_beta_constraint.transform(self.raw_beta)
 
     @beta.setter
@@ -94,7 +102,7 @@ class PolynomialDecayKernel(ZonalKernel):
 
     @property
     def variance(self) -> torch.Tensor:
-        """sigma^2 > 0, [*batch_shape, 1]."""
+        r""":math:`\sigma^2 > 0`, [*batch_shape, 1]."""
         if self.learn_variance:
             return self.raw_variance_constraint.transform(self.raw_variance)
         return self.fixed_variance

@@ -1,13 +1,17 @@
-"""A zonal kernel given by its spectrum: one learnable eigenvalue per harmonic level.
+r"""A zonal kernel given by its spectrum: one learnable eigenvalue per harmonic level.
 
-    k(x, x') = sum_{n=0}^{L} lambda_n Z_n(x . x'),   lambda_n >= 0   (seed 000 eq. 10),
+.. math::
 
-with L = len(eigenvalues) - 1. Any such sum is positive semi-definite (Schoenberg), and every zonal
-kernel truncated at level L is one. The eigenvalues are stored through GPyTorch's ``Positive``
-constraint when learnable (they must then be > 0), or as a fixed buffer (zeros allowed).
+    k(x, x') = \sum_{n=0}^{L} \lambda_n Z_n(x \cdot x'), \qquad \lambda_n \ge 0
+    \qquad \text{(seed 000 eq. 10)},
+
+with :math:`L = \operatorname{len}(\mathrm{eigenvalues}) - 1`. Any such sum is positive
+semi-definite (Schoenberg), and every zonal kernel truncated at level :math:`L` is one. The
+eigenvalues are stored through GPyTorch's ``Positive`` constraint when learnable (they must then
+be > 0), or as a fixed buffer (zeros allowed).
 
 A learnable spectrum carries its own scale: do not wrap it in ``gpytorch.kernels.ScaleKernel``,
-whose outputscale times all lambda_n would be a flat direction of every objective.
+whose outputscale times all :math:`\lambda_n` would be a flat direction of every objective.
 """
 
 from __future__ import annotations
@@ -40,10 +44,11 @@ def _check_spectrum(values: torch.Tensor, strictly_positive: bool) -> None:
 
 
 class SpectralZonalKernel(ZonalKernel):
-    """Zonal kernel with eigenvalues lambda_0..lambda_L [*batch_shape, L + 1] given per level.
+    r"""Zonal kernel with eigenvalues :math:`\lambda_0, \dots, \lambda_L` [*batch_shape, L + 1]
+    given per level.
 
     Args:
-        ambient_dim: d.
+        ambient_dim: :math:`d`.
         eigenvalues: initial (or fixed) spectrum, shape [L + 1] or [*batch_shape, L + 1].
         learn_eigenvalues: learn them (positive, via ``Positive``) or keep them fixed.
         **kwargs: passed to ``ZonalKernel``/``Kernel`` (``batch_shape``, ...); ``max_degree`` is
@@ -75,7 +80,7 @@ class SpectralZonalKernel(ZonalKernel):
 
     @property
     def spectrum(self) -> torch.Tensor:
-        """The eigenvalues lambda_0..lambda_L [*batch_shape, L + 1]."""
+        r"""The eigenvalues :math:`\lambda_0, \dots, \lambda_L` [*batch_shape, L + 1]."""
         if self.learn_eigenvalues:
             return self.raw_spectrum_constraint.transform(self.raw_spectrum)
         return self.fixed_spectrum
@@ -96,7 +101,8 @@ class SpectralZonalKernel(ZonalKernel):
             self.fixed_spectrum.copy_(value)
 
     def eigenvalues(self, max_degree: int | None = None) -> torch.Tensor:
-        """lambda_0..lambda_L, zero-padded beyond the spectrum's own truncation."""
+        r""":math:`\lambda_0, \dots, \lambda_L`, zero-padded beyond the spectrum's own
+        truncation."""
         spectrum = self.spectrum  # [*batch_shape, L0 + 1]
         if max_degree is not None:
             max_degree = check_degree(max_degree)

@@ -1,15 +1,17 @@
-"""Dense zonal Gram matrices tile by tile, without an autograd graph.
+r"""Dense zonal Gram matrices tile by tile, without an autograd graph.
 
-K_ij = scale_i scale'_j v(x_i . x'_j) for a function v of the cosine (the closed-form shape or the
-truncated Mercer sum, seed 000 eq. 10) and, for the homogeneous extension, the norms scale, scale'
-(seed 000 eq. 7). Building K the obvious way (a matmul, then elementwise passes over N x M
-temporaries) is bound by memory: every fresh N x M float64 buffer costs page faults and every pass
-a trip to main memory. Here the output is the only N x M allocation (on huge pages, see
+:math:`K_{ij} = \mathrm{scale}_i\, \mathrm{scale}'_j\, v(x_i \cdot x'_j)` for a function :math:`v`
+of the cosine (the closed-form shape or the truncated Mercer sum, seed 000 eq. 10) and, for the
+homogeneous extension, the norms :math:`\mathrm{scale}, \mathrm{scale}'` (seed 000 eq. 7). Building
+:math:`K` the obvious way (a matmul, then elementwise passes over :math:`N \times M` temporaries) is
+bound by memory: every fresh :math:`N \times M` float64 buffer costs page faults and every pass a
+trip to main memory. Here the output is the only :math:`N \times M` allocation (on huge pages, see
 ``zonal.kernels.huge_pages``): the cosines of one tile (x1[rows] @ x2[cols]^T) are computed,
-clamped to [-1, 1] and copied into their block of the output, where v maps them in place while they
-sit in cache (``zonal.kernels.compile.in_place``). For K(X, X) only tiles on and above the diagonal
-are computed, each written twice (K_ji = K_ij), so K is exactly symmetric, its diagonal is v(1)
-exactly, and v runs on about half the entries.
+clamped to :math:`[-1, 1]` and copied into their block of the output, where :math:`v` maps them in
+place while they sit in cache (``zonal.kernels.compile.in_place``). For :math:`K(X, X)` only tiles
+on and above the diagonal are computed, each written twice (:math:`K_{ji} = K_{ij}`), so :math:`K`
+is exactly symmetric, its diagonal is :math:`v(1)` exactly, and :math:`v` runs on about half the
+entries.
 """
 
 from __future__ import annotations
