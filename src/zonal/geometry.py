@@ -1,30 +1,44 @@
-"""Sphere geometry: input maps onto S^{d-1} and the Riemannian maps of the sphere.
+r"""Sphere geometry: input maps onto :math:`\mathbb{S}^{d-1}` and the Riemannian maps of the sphere.
 
 **Input maps** take a model's raw inputs to the representation its kernel reads. ``SphereEmbedding``
-lifts data x in R^D to [x, b] in R^{D+1} (the kernel is then the 1-homogeneous extension of a zonal
-kernel on S^D); ``OnSphere`` passes inputs that already are unit vectors through, after a check.
+lifts data :math:`x \in \mathbb{R}^D` to :math:`[x, b] \in \mathbb{R}^{D+1}` (the kernel is then the
+1-homogeneous extension of a zonal kernel on :math:`\mathbb{S}^D`); ``OnSphere`` passes inputs that
+already are unit vectors through, after a check.
 
-**Sphere maps** (seed 004 sec. 2.1 and 3.1), on S^{d-1} in R^d with x . x = 1:
+**Sphere maps** (seed 004 sec. 2.1 and 3.1), on :math:`\mathbb{S}^{d-1}` in :math:`\mathbb{R}^d`
+with :math:`x \cdot x = 1`:
 
-    tangent projection  P_x v = v - (x . v) x,
-    exponential map     exp_x(v) = cos(|v|) x + sin(|v|) v / |v|        (v tangent at x),
-    logarithm map       log_x(y) = theta (y - cos(theta) x) / sin(theta),  theta = arccos(x . y),
-    geodesic distance   d(x, y) = theta = atan2(|x ^ y|, x . y).
+.. math::
 
-sin(s) / s and theta / sin(theta) use their Taylor series below a small angle, so the maps are exact
-(and differentiable) at v = 0 and y = x. The logarithm is undefined at the antipode y = -x.
+    \text{tangent projection} \quad & P_x v = v - (x \cdot v)\, x, \\
+    \text{exponential map} \quad & \exp_x(v) = \cos(\lvert v \rvert)\, x
+    + \sin(\lvert v \rvert)\, v / \lvert v \rvert \qquad (v \text{ tangent at } x), \\
+    \text{logarithm map} \quad & \log_x(y) = \theta\, (y - \cos(\theta)\, x) / \sin(\theta), \qquad
+    \theta = \arccos(x \cdot y), \\
+    \text{geodesic distance} \quad & d(x, y) = \theta
+    = \operatorname{atan2}(\lvert x \wedge y \rvert, x \cdot y).
 
-The embedding: appending a bias b != 0 puts the data on the hyperplane {x_{D+1} = b} of R^{D+1};
-projecting radially maps it one-to-one onto the open hemisphere of S^D on b's side. A GP g on the
-sphere is carried back to the data by the 1-homogeneous extension f(x) = r g(z) with
-r = ||[x, b]|| (seed 000 eq. 7, Fig. 2), so a Gaussian prediction N(m, v) of g(z) becomes
+:math:`\sin(s) / s` and :math:`\theta / \sin(\theta)` use their Taylor series below a small angle,
+so the maps are exact (and differentiable) at :math:`v = 0` and :math:`y = x`. The logarithm is
+undefined at the antipode :math:`y = -x`.
 
-    mean = m r,   variance = v r^2,   covariance between x_i and x_j = C_ij r_i r_j.
+The embedding: appending a bias :math:`b \ne 0` puts the data on the hyperplane
+:math:`\{x_{D+1} = b\}` of :math:`\mathbb{R}^{D+1}`; projecting radially maps it one-to-one onto the
+open hemisphere of :math:`\mathbb{S}^D` on :math:`b`'s side. A GP :math:`g` on the sphere is carried
+back to the data by the 1-homogeneous extension :math:`f(x) = r\, g(z)` with :math:`r = \|[x, b]\|`
+(seed 000 eq. 7, Fig. 2), so a Gaussian prediction :math:`\mathcal{N}(m, v)` of :math:`g(z)`
+becomes
 
-Input relevance (ARD): ``SphereEmbedding(input_scales=...)`` embeds [s * x, b] instead, with one
-learnable s_d > 0 per input column, and the radius becomes r = ||[s * x, b]||; every model that
-reads its inputs through the embedding (SVGP, SGPR, the DGPs' first layer, the residual DGP) then
-learns the scales with its other hyperparameters (the SGPR by the scheme of ``zonal.models.sgpr``).
+.. math::
+
+    \text{mean} = m r, \qquad \text{variance} = v r^2, \qquad
+    \text{covariance between } x_i \text{ and } x_j = C_{ij} r_i r_j.
+
+Input relevance (ARD): ``SphereEmbedding(input_scales=...)`` embeds :math:`[s \odot x, b]` instead,
+with one learnable :math:`s_d > 0` per input column, and the radius becomes
+:math:`r = \|[s \odot x, b]\|`; every model that reads its inputs through the embedding (SVGP,
+SGPR, the DGPs' first layer, the residual DGP) then learns the scales with its other
+hyperparameters (the SGPR by the scheme of ``zonal.models.sgpr``).
 
 This module is the one owner of sphere geometry in zonal (docs/design.md).
 """
@@ -44,7 +58,7 @@ SMALL_ANGLE = 1e-4
 
 
 class InputMap(nn.Module):
-    """Raw inputs x [..., D] -> the kernel's inputs [..., ambient_dim(D)].
+    """Raw inputs :math:`x` [..., D] -> the kernel's inputs [..., ambient_dim(D)].
 
     ``homogeneous`` says whether the lifted inputs carry a radius (the kernel must then be the
     1-homogeneous extension of a zonal kernel, ``homogeneous=True``) or are unit vectors.
@@ -53,7 +67,7 @@ class InputMap(nn.Module):
     homogeneous: bool = False
 
     def ambient_dim(self, input_dim: int) -> int:
-        """d, the dimension of the space the sphere of the lifted inputs sits in."""
+        """:math:`d`, the dimension of the space the sphere of the lifted inputs sits in."""
         raise NotImplementedError
 
     def lift(self, x: torch.Tensor) -> torch.Tensor:
@@ -62,7 +76,8 @@ class InputMap(nn.Module):
 
 
 class OnSphere(InputMap):
-    """Inputs that already lie on S^{d-1}: checked to be finite unit vectors and passed through."""
+    r"""Inputs that already lie on :math:`\mathbb{S}^{d-1}`: checked to be finite unit vectors and
+    passed through."""
 
     homogeneous = False
 
@@ -70,7 +85,8 @@ class OnSphere(InputMap):
         return int(input_dim)
 
     def lift(self, x: torch.Tensor) -> torch.Tensor:
-        """x [..., d] itself, after checking ||x|| = 1 (``ValueError`` otherwise)."""
+        r""":math:`x` [..., d] itself, after checking :math:`\|x\| = 1` (``ValueError``
+        otherwise)."""
         if not isinstance(x, torch.Tensor) or x.dim() == 0:
             raise ValueError("x must be a tensor [..., d] of unit vectors")
         check_unit_vectors(x, x.shape[-1], "inputs")
@@ -91,23 +107,28 @@ class EuclideanInput(InputMap):
 
 
 class SphereEmbedding(InputMap):
-    """x [..., D] -> (z [..., D + 1] on S^D, r [...]) with z = [s * x, b] / r, r = ||[s * x, b]||.
+    r""":math:`x` [..., D] -> (:math:`z` [..., D + 1] on :math:`\mathbb{S}^D`, :math:`r` [...]) with
+    :math:`z = [s \odot x, b] / r`, :math:`r = \|[s \odot x, b]\|`.
 
-    Without input scales (the default) s = 1: z = [x, b] / ||[x, b]|| (seed 000 sec. 4.1). With
-    ``input_scales`` the embedding learns one positive scale s_d per input column, the zonal
-    kernels' counterpart of ARD lengthscales: the homogeneous kernel then reads [s * x, b], so
-    k(x, x') = r r' k_S(z . z') with the scaled radius r = ||[s * x, b]||, and s_d -> 0 makes the
-    model ignore column d (it is the unscaled embedding of s * x, exactly).
+    Without input scales (the default) :math:`s = 1`: :math:`z = [x, b] / \|[x, b]\|` (seed 000
+    sec. 4.1). With ``input_scales`` the embedding learns one positive scale :math:`s_d` per input
+    column, the zonal kernels' counterpart of ARD lengthscales: the homogeneous kernel then reads
+    :math:`[s \odot x, b]`, so :math:`k(x, x') = r r' k_S(z \cdot z')` with the scaled radius
+    :math:`r = \|[s \odot x, b]\|`, and :math:`s_d \to 0` makes the model ignore column :math:`d`
+    (it is the unscaled embedding of :math:`s \odot x`, exactly).
 
     Args:
-        bias: b > 0 (its sign is a reflection of the sphere, so b > 0 loses nothing; b = 0 would
-            let x = 0 have no direction).
-        learn_bias: learn b (kept positive by GPyTorch's ``Positive`` constraint) or keep it fixed.
-        input_scales: None (no scales), a number (every s_d; give ``input_dim``) or a tensor [D] of
-            initial values, all finite and > 0.
-        learn_input_scales: learn s (kept positive by a ``Positive`` constraint) or keep it fixed.
-        input_dim: D; needed when ``input_scales`` is a number, checked against a tensor's length.
-        dtype: dtype of b and s (float64 by default).
+        bias: :math:`b > 0` (its sign is a reflection of the sphere, so :math:`b > 0` loses nothing;
+            :math:`b = 0` would let :math:`x = 0` have no direction).
+        learn_bias: learn :math:`b` (kept positive by GPyTorch's ``Positive`` constraint) or keep it
+            fixed.
+        input_scales: None (no scales), a number (every :math:`s_d`; give ``input_dim``) or a tensor
+            [D] of initial values, all finite and > 0.
+        learn_input_scales: learn :math:`s` (kept positive by a ``Positive`` constraint) or keep it
+            fixed.
+        input_dim: :math:`D`; needed when ``input_scales`` is a number, checked against a tensor's
+            length.
+        dtype: dtype of :math:`b` and :math:`s` (float64 by default).
     """
 
     fixed_bias: torch.Tensor  # buffers (a fixed bias, fixed input scales)
@@ -150,7 +171,7 @@ class SphereEmbedding(InputMap):
 
     @property
     def bias(self) -> torch.Tensor:
-        """b > 0, a scalar tensor."""
+        """:math:`b > 0`, a scalar tensor."""
         if self.learn_bias:
             return self.bias_constraint.transform(self.raw_bias)
         return self.fixed_bias
@@ -162,7 +183,7 @@ class SphereEmbedding(InputMap):
 
     @property
     def input_scales(self) -> torch.Tensor | None:
-        """s [D] > 0, or None without input scales."""
+        """:math:`s` [D] > 0, or None without input scales."""
         if not self.has_input_scales:
             return None
         if self.learn_input_scales:
@@ -173,8 +194,8 @@ class SphereEmbedding(InputMap):
         return int(input_dim) + 1
 
     def lift(self, x: torch.Tensor) -> torch.Tensor:
-        """[s * x, b] [..., D + 1] (the point on the hyperplane x_{D+1} = b; s = 1 without
-        input scales)."""
+        r""":math:`[s \odot x, b]` [..., D + 1] (the point on the hyperplane :math:`x_{D+1} = b`;
+        :math:`s = 1` without input scales)."""
         if not isinstance(x, torch.Tensor) or x.dim() == 0:
             raise ValueError("x must be a tensor [..., D] with D >= 1")
         check_finite(x, "x")
@@ -190,17 +211,19 @@ class SphereEmbedding(InputMap):
         return torch.cat([x, bias], dim=-1)
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(z, r): unit vectors z [..., D + 1] and radii r = ||[s * x, b]|| [...] (r >= b > 0)."""
+        r""":math:`(z, r)`: unit vectors :math:`z` [..., D + 1] and radii
+        :math:`r = \|[s \odot x, b]\|` [...] (:math:`r \ge b > 0`)."""
         lifted = self.lift(x)  # [..., D + 1]
         radius = lifted.norm(dim=-1)  # [...]
         return lifted / radius.unsqueeze(-1), radius
 
     def radius(self, x: torch.Tensor) -> torch.Tensor:
-        """r = ||[s * x, b]|| = sqrt(||s * x||^2 + b^2) [...]."""
+        r""":math:`r = \|[s \odot x, b]\| = \sqrt{\|s \odot x\|^2 + b^2}` [...]."""
         return self.lift(x).norm(dim=-1)
 
     def inverse(self, z: torch.Tensor) -> torch.Tensor:
-        """x [..., D] from z [..., D + 1] on b's hemisphere: x = b z_{:D} / (s z_{D+1})."""
+        """:math:`x` [..., D] from :math:`z` [..., D + 1] on :math:`b`'s hemisphere:
+        :math:`x = b z_{:D} / (s z_{D+1})`."""
         last = z[..., -1:]
         if (last <= 0).any():
             raise ValueError(
@@ -214,12 +237,14 @@ class SphereEmbedding(InputMap):
     def to_data_scale(
         mean: torch.Tensor, variance: torch.Tensor, radius: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Predictions on the sphere to the data: (mean * r, variance * r^2), all [...]."""
+        r"""Predictions on the sphere to the data:
+        :math:`(\mathtt{mean} \cdot r, \mathtt{variance} \cdot r^2)`, all [...]."""
         return mean * radius, variance * radius**2
 
     @staticmethod
     def covariance_to_data_scale(covariance: torch.Tensor, radius: torch.Tensor) -> torch.Tensor:
-        """C [..., N, N] on the sphere to the data: C_ij r_i r_j, r [..., N]."""
+        """:math:`C` [..., N, N] on the sphere to the data: :math:`C_{ij} r_i r_j`, :math:`r`
+        [..., N]."""
         return covariance * radius.unsqueeze(-1) * radius.unsqueeze(-2)
 
 
@@ -265,16 +290,19 @@ def _sinc(angle: torch.Tensor) -> torch.Tensor:
 
 
 def project_to_tangent(x: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    """P_x v = v - (x . v) x [..., d]: the component of v tangent to the sphere at x."""
+    r""":math:`P_x v = v - (x \cdot v)\, x` [..., d]: the component of :math:`v` tangent to the
+    sphere at :math:`x`."""
     _check_same_shape(x, v, "vectors")
     return v - (x * v).sum(-1, keepdim=True) * x
 
 
 def exp_map(x: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    """exp_x(v) = cos|v| x + sin|v| v / |v| [..., d] for tangent vectors v at points x.
+    r""":math:`\exp_x(v) = \cos\lvert v \rvert\, x + \sin\lvert v \rvert\, v / \lvert v \rvert`
+    [..., d] for tangent vectors :math:`v` at points :math:`x`.
 
     The result is renormalised (one rounding step) so that it lies on the sphere to machine
-    precision; v = 0 gives x exactly. v is not projected: pass ``project_to_tangent(x, v)``.
+    precision; :math:`v = 0` gives :math:`x` exactly. :math:`v` is not projected: pass
+    ``project_to_tangent(x, v)``.
     """
     _check_same_shape(x, v, "tangent vectors")
     norm = v.norm(dim=-1, keepdim=True)  # [..., 1]
@@ -283,7 +311,8 @@ def exp_map(x: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
 
 
 def geodesic_distance(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """d(x, y) = atan2(|x ^ y|, x . y) [...] (accurate near 0 and pi, unlike arccos(x . y))."""
+    r""":math:`d(x, y) = \operatorname{atan2}(\lvert x \wedge y \rvert, x \cdot y)` [...] (accurate
+    near 0 and :math:`\pi`, unlike :math:`\arccos(x \cdot y)`)."""
     _check_same_shape(x, y, "points")
     cosine = (x * y).sum(-1)  # [...]
     sine = (y - cosine.unsqueeze(-1) * x).norm(dim=-1)  # |x ^ y| for unit x
@@ -291,9 +320,10 @@ def geodesic_distance(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 
 def log_map(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """log_x(y) [..., d]: the tangent vector at x of length d(x, y) pointing along the geodesic.
+    r""":math:`\log_x(y)` [..., d]: the tangent vector at :math:`x` of length :math:`d(x, y)`
+    pointing along the geodesic.
 
-    Raises ``ValueError`` for antipodal pairs (y = -x), where no unique geodesic exists.
+    Raises ``ValueError`` for antipodal pairs (:math:`y = -x`), where no unique geodesic exists.
     """
     _check_same_shape(x, y, "points")
     cosine = (x * y).sum(-1, keepdim=True)  # [..., 1]

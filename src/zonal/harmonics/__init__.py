@@ -1,5 +1,5 @@
-"""Harmonic analysis on the hypersphere S^{d-1}: Gegenbauer polynomials, counts, Funk-Hecke
-eigenvalues and an orthonormal basis of spherical harmonics in any dimension."""
+r"""Harmonic analysis on the hypersphere :math:`\mathbb{S}^{d-1}`: Gegenbauer polynomials, counts,
+Funk-Hecke eigenvalues and an orthonormal basis of spherical harmonics in any dimension."""
 
 from zonal.harmonics.counts import (
     addition_factor,

@@ -1,24 +1,26 @@
-"""Fundamental systems of points for the spherical harmonics of one degree (seed 001 sec. 3.2.1).
+r"""Fundamental systems of points for the spherical harmonics of one degree (seed 001 sec. 3.2.1).
 
-A set eta_1..eta_N (N = N_n^d) on S^{d-1} is a fundamental system of degree n when the Gram matrix
-G_ij = Z_n(eta_i . eta_j) is non-singular (seed 001 eq. 3.14); then the zonal functions
-Z_n(eta_i . x) span the harmonics of degree n (seed 001 theorem 3).
+A set :math:`\eta_1, \dots, \eta_N` (:math:`N = N_n^d`) on :math:`\mathbb{S}^{d-1}` is a fundamental
+system of degree :math:`n` when the Gram matrix :math:`G_{ij} = Z_n(\eta_i \cdot \eta_j)` is
+non-singular (seed 001 eq. 3.14); then the zonal functions :math:`Z_n(\eta_i \cdot x)` span the
+harmonics of degree :math:`n` (seed 001 theorem 3).
 
 Construction (zonal's own): seed 001 algorithm 1 adds, one at a time, the point that maximises
-det G. Over a finite candidate set that greedy rule is exactly a pivoted Cholesky factorisation of
-the candidates' Gram matrix (the pivot with the largest Schur-complement diagonal maximises the new
-determinant), which is what ``build_fundamental_system`` runs, over ``oversample * N`` uniformly
-random candidates plus the north pole. ``refine_steps`` optionally follows it with gradient ascent on
-log det G over the points themselves.
+:math:`\det G`. Over a finite candidate set that greedy rule is exactly a pivoted Cholesky
+factorisation of the candidates' Gram matrix (the pivot with the largest Schur-complement diagonal
+maximises the new determinant), which is what ``build_fundamental_system`` runs, over
+``oversample * N`` uniformly random candidates plus the north pole. ``refine_steps`` optionally
+follows it with gradient ascent on :math:`\log \det G` over the points themselves.
 
 Systems are computed once per (ambient_dim, degree): ``load_fundamental_system`` looks in the set
 shipped with the package (built by ``scripts/build_fundamental_systems.py``), then in the user cache
 (checksum and shape verified; a corrupt file is recomputed), and only then computes and caches.
 
-Cost. With N = N_n^d points and C = max(8 N, 2000) + 1 candidates the greedy loop holds the
-C x N Cholesky factor (8 C N bytes) and reads about C N^2 / 2 of its entries. N_n^d grows like
-d^n / n!, so one more degree in a high dimension can be out of reach: d = 25, n = 3 is 2900 points
-(0.5 GiB, about a minute); d = 50, n = 3 is 22050 points (29 GiB, many hours). ``estimate_build``
+Cost. With :math:`N = N_n^d` points and :math:`C = \max(8 N, 2000) + 1` candidates the greedy loop
+holds the :math:`C \times N` Cholesky factor (:math:`8 C N` bytes) and reads about :math:`C N^2 / 2`
+of its entries. :math:`N_n^d` grows like :math:`d^n / n!`, so one more degree in a high dimension
+can be out of reach: :math:`d = 25`, :math:`n = 3` is 2900 points (0.5 GiB, about a minute);
+:math:`d = 50`, :math:`n = 3` is 22050 points (29 GiB, many hours). ``estimate_build``
 gives these figures before any work, and a build that cannot finish (more memory than the machine
 has available, or longer than ``MAX_BUILD_SECONDS``) raises ``FundamentalSystemTooLargeError``.
 """
@@ -338,7 +340,8 @@ def load_fundamental_system(
     progress: bool = True,
     max_seconds: float | None = MAX_BUILD_SECONDS,
 ) -> np.ndarray:
-    """The fundamental system of degree n on S^{d-1} as float64 unit vectors [N_n^d, d].
+    r"""The fundamental system of degree :math:`n` on :math:`\mathbb{S}^{d-1}` as float64 unit
+    vectors [N_n^d, d].
 
     Shipped set first, then the user cache (``cache_dir``, default ``zonal.paths.cache_root()``),
     then computed (with a progress bar) and cached; a build that cannot finish raises

@@ -1,15 +1,20 @@
-"""Funk-Hecke coefficients of zonal functions on S^{d-1} (seed 000 eq. 9 / C.1, seed 001 thm 2).
+r"""Funk-Hecke coefficients of zonal functions on :math:`\mathbb{S}^{d-1}` (seed 000 eq. 9 / C.1,
+seed 001 thm 2).
 
-For a shape s: [-1, 1] -> R,
+For a shape :math:`s: [-1, 1] \to \mathbb{R}`,
 
-    lambda_n = omega_d / C_n^alpha(1) * int_{-1}^{1} s(t) C_n^alpha(t) (1 - t^2)^{(d-3)/2} dt,
+.. math::
 
-so that s(x . x') = sum_n lambda_n Z_n(x . x') with Z_n = (n + alpha) / alpha C_n^alpha, and
-lambda_n is the eigenvalue of the integral operator with kernel s(x . x') on every harmonic of
-degree n (normalised measure). The integral is computed by Gauss-Jacobi quadrature with the weight
-(1 - t^2)^{alpha - 1/2}; a shape with a kink at t = c (ReLU: c = 0) is integrated piecewise on
-[-1, c] and [c, 1], each with the endpoint weight it carries, so that piecewise polynomials are
-integrated exactly.
+    \lambda_n = \frac{\omega_d}{C_n^\alpha(1)}
+    \int_{-1}^{1} s(t)\, C_n^\alpha(t)\, (1 - t^2)^{(d-3)/2}\, dt,
+
+so that :math:`s(x \cdot x') = \sum_n \lambda_n Z_n(x \cdot x')` with
+:math:`Z_n = \frac{n + \alpha}{\alpha} C_n^\alpha`, and :math:`\lambda_n` is the eigenvalue of the
+integral operator with kernel :math:`s(x \cdot x')` on every harmonic of degree :math:`n`
+(normalised measure). The integral is computed by Gauss-Jacobi quadrature with the weight
+:math:`(1 - t^2)^{\alpha - 1/2}`; a shape with a kink at :math:`t = c` (ReLU: :math:`c = 0`) is
+integrated piecewise on :math:`[-1, c]` and :math:`[c, 1]`, each with the endpoint weight it
+carries, so that piecewise polynomials are integrated exactly.
 """
 
 from __future__ import annotations
@@ -40,12 +45,14 @@ def _jacobi_rule(num_nodes: int, a: float, b: float) -> tuple[np.ndarray, np.nda
 def quadrature_rule(
     ambient_dim: int, num_nodes: int, kinks: Sequence[float] = ()
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Nodes t_i and weights w_i with sum_i w_i f(t_i) ~ int_{-1}^1 f(t) (1 - t^2)^{(d-3)/2} dt.
+    r"""Nodes :math:`t_i` and weights :math:`w_i` with
+    :math:`\sum_i w_i f(t_i) \approx \int_{-1}^1 f(t) (1 - t^2)^{(d-3)/2}\, dt`.
 
-    Without kinks this is Gauss-Jacobi with a = b = (d - 3) / 2, exact for polynomials f of degree
-    < 2 num_nodes. With kinks c_1 < ... < c_k in (-1, 1) the interval is split there; the outer
-    pieces use Jacobi rules for their endpoint singularity and the inner pieces Gauss-Legendre with
-    the (smooth) weight folded into the integrand. Every piece gets ``num_nodes`` nodes.
+    Without kinks this is Gauss-Jacobi with :math:`a = b = (d - 3) / 2`, exact for polynomials
+    :math:`f` of degree :math:`< 2\, \mathtt{num\_nodes}`. With kinks :math:`c_1 < \dots < c_k` in
+    :math:`(-1, 1)` the interval is split there; the outer pieces use Jacobi rules for their
+    endpoint singularity and the inner pieces Gauss-Legendre with the (smooth) weight folded into
+    the integrand. Every piece gets ``num_nodes`` nodes.
     """
     d = check_ambient_dim(ambient_dim)
     a = (d - 3) / 2
@@ -86,13 +93,15 @@ def funk_hecke(
     dtype: torch.dtype = torch.float64,
     device: torch.device | str | None = None,
 ) -> torch.Tensor:
-    """Funk-Hecke coefficients lambda_0..lambda_max of ``shape_fn`` on S^{d-1}: tensor [max_degree+1].
+    r"""Funk-Hecke coefficients :math:`\lambda_0, \dots, \lambda_\text{max}` of ``shape_fn`` on
+    :math:`\mathbb{S}^{d-1}`: tensor [max_degree+1].
 
-    ``shape_fn`` maps a tensor of t in [-1, 1] to s(t) elementwise and may carry parameters: the
-    result is differentiable through it. ``kinks`` lists points where s is not smooth (ReLU: (0.0,));
-    the quadrature then splits there and is exact for piecewise polynomials of degree
-    < 2 num_nodes - max_degree. ``num_nodes`` defaults to max(2 max_degree, 200) per piece.
-    Seed 000 eq. (9) and appendix C.
+    ``shape_fn`` maps a tensor of :math:`t \in [-1, 1]` to :math:`s(t)` elementwise and may carry
+    parameters: the result is differentiable through it. ``kinks`` lists points where :math:`s` is
+    not smooth (ReLU: (0.0,)); the quadrature then splits there and is exact for piecewise
+    polynomials of degree :math:`< 2\, \mathtt{num\_nodes} - \mathtt{max\_degree}`. ``num_nodes``
+    defaults to :math:`\max(2\, \mathtt{max\_degree}, 200)` per piece. Seed 000 eq. (9) and
+    appendix C.
     """
     d = check_ambient_dim(ambient_dim)
     max_degree = check_degree(max_degree)
@@ -124,12 +133,19 @@ def funk_hecke(
 def relu_coefficients(
     ambient_dim: int, max_degree: int, dtype: torch.dtype = torch.float64
 ) -> torch.Tensor:
-    """Closed-form Funk-Hecke coefficients sigma_n of the ReLU max(0, t) on S^{d-1} (eqs. C.19, C.20).
+    r"""Closed-form Funk-Hecke coefficients :math:`\sigma_n` of the ReLU :math:`\max(0, t)` on
+    :math:`\mathbb{S}^{d-1}` (eqs. C.19, C.20).
 
-    sigma_0 = Gamma(d/2) / (2 sqrt(pi) Gamma((d+1)/2)),  sigma_1 = 1 / (2 d),
-    sigma_n = Gamma(d/2) (-1)^{n/2 - 1} Gamma(n - 1) / (sqrt(pi) 2^n Gamma(n/2) Gamma(n/2 + (d+1)/2))
-    for even n >= 2, and 0 for odd n >= 3. Gammas are combined in log space, so any degree works.
-    (C.20 prints sigma_1 as a ratio of Gammas; it simplifies to 1 / (2 d).)
+    .. math::
+
+        \sigma_0 &= \frac{\Gamma(d/2)}{2 \sqrt{\pi}\, \Gamma((d+1)/2)}, \qquad
+        \sigma_1 = \frac{1}{2 d}, \\
+        \sigma_n &= \frac{\Gamma(d/2) (-1)^{n/2 - 1} \Gamma(n - 1)}
+        {\sqrt{\pi}\, 2^n\, \Gamma(n/2)\, \Gamma(n/2 + (d+1)/2)}
+
+    for even :math:`n \ge 2`, and 0 for odd :math:`n \ge 3`. Gammas are combined in log space, so
+    any degree works. (C.20 prints :math:`\sigma_1` as a ratio of Gammas; it simplifies to
+    :math:`1 / (2 d)`.)
     """
     d = check_ambient_dim(ambient_dim)
     max_degree = check_degree(max_degree)
@@ -159,15 +175,21 @@ def relu_coefficients(
 def arccos_eigenvalues(
     ambient_dim: int, max_degree: int, dtype: torch.dtype = torch.float64
 ) -> torch.Tensor:
-    """Closed-form eigenvalues of the first-order arc-cosine shape (seed 000 eq. 7, table C.1).
+    r"""Closed-form eigenvalues of the first-order arc-cosine shape (seed 000 eq. 7, table C.1).
 
-    s(t) = (sqrt(1 - t^2) + t (pi - arccos t)) / pi. Cho and Saul give s(x . x') = 2 E_w[relu(w.x)
-    relu(w.x')] for w ~ N(0, I_d); writing w = r u with E[r^2] = d and u uniform on S^{d-1}, and
-    expanding relu(u . x) = sum_n sigma_n Z_n(u . x) (Funk-Hecke), the integral over u leaves
+    :math:`s(t) = \big(\sqrt{1 - t^2} + t (\pi - \arccos t)\big) / \pi`. Cho and Saul give
+    :math:`s(x \cdot x') = 2\, \mathbb{E}_w[\mathrm{relu}(w \cdot x)\, \mathrm{relu}(w \cdot x')]`
+    for :math:`w \sim \mathcal{N}(0, I_d)`; writing :math:`w = r u` with :math:`\mathbb{E}[r^2] = d`
+    and :math:`u` uniform on :math:`\mathbb{S}^{d-1}`, and expanding
+    :math:`\mathrm{relu}(u \cdot x) = \sum_n \sigma_n Z_n(u \cdot x)` (Funk-Hecke), the integral
+    over :math:`u` leaves
 
-        lambda_n = 2 d sigma_n^2,
+    .. math::
 
-    valid for every d (the derivation of appendix C.1 covers odd d only). Odd n >= 3 give exactly 0.
+        \lambda_n = 2 d \sigma_n^2,
+
+    valid for every :math:`d` (the derivation of appendix C.1 covers odd :math:`d` only). Odd
+    :math:`n \ge 3` give exactly 0.
     """
     d = check_ambient_dim(ambient_dim)
     return 2 * d * relu_coefficients(d, max_degree, dtype) ** 2

@@ -1,17 +1,22 @@
-"""The three-term recurrence of the Gegenbauer polynomials, in every form zonal evaluates it.
+r"""The three-term recurrence of the Gegenbauer polynomials, in every form zonal evaluates it.
 
 One recurrence (DLMF 18.9.1; seed 000 appendix B.1) serves all degrees at once:
 
-    C_0 = 1,  C_1 = c_1 t,  C_n = a_n t C_{n-1} - b_n C_{n-2}   (n >= 2),
-    c_1 = 2 alpha,  a_n = 2 (n + alpha - 1) / n,  b_n = (n + 2 alpha - 2) / n.
+.. math::
 
-alpha = 0 (the circle S^1, d = 2): C_n^0 vanishes for n >= 1, so zonal uses the Chebyshev limit
-C_n^0 := lim_{alpha -> 0} C_n^alpha / alpha = (2 / n) T_n (n >= 1), C_0^0 = 1. Substituting
-T_n = (n / 2) C_n^0 into T_n = 2 t T_{n-1} - T_{n-2} gives the same recurrence with alpha = 0,
-except c_1 = 2 and b_2 = 1 (because T_0 = C_0^0 is not (0 / 2) C_0^0).
+    C_0 &= 1, \qquad C_1 = c_1 t, \qquad C_n = a_n t C_{n-1} - b_n C_{n-2} \quad (n \ge 2), \\
+    c_1 &= 2 \alpha, \qquad a_n = 2 (n + \alpha - 1) / n, \qquad b_n = (n + 2 \alpha - 2) / n.
 
-Derivative (seed 000 eq. B.7): d/dt C_n^alpha = 2 alpha C_{n-1}^{alpha+1}, and d/dt C_n^0 = 2 C_{n-1}^1.
-The zonal harmonic is Z_n = (n + alpha) / alpha C_n^alpha (``counts.addition_factor``).
+:math:`\alpha = 0` (the circle :math:`\mathbb{S}^1`, :math:`d = 2`): :math:`C_n^0` vanishes for
+:math:`n \ge 1`, so zonal uses the Chebyshev limit
+:math:`C_n^0 := \lim_{\alpha \to 0} C_n^\alpha / \alpha = (2 / n) T_n` (:math:`n \ge 1`),
+:math:`C_0^0 = 1`. Substituting :math:`T_n = (n / 2) C_n^0` into
+:math:`T_n = 2 t T_{n-1} - T_{n-2}` gives the same recurrence with :math:`\alpha = 0`, except
+:math:`c_1 = 2` and :math:`b_2 = 1` (because :math:`T_0 = C_0^0` is not :math:`(0 / 2) C_0^0`).
+
+Derivative (seed 000 eq. B.7): :math:`\frac{d}{dt} C_n^\alpha = 2 \alpha C_{n-1}^{\alpha+1}`, and
+:math:`\frac{d}{dt} C_n^0 = 2 C_{n-1}^1`. The zonal harmonic is
+:math:`Z_n = \frac{n + \alpha}{\alpha} C_n^\alpha` (``counts.addition_factor``).
 
 Forms, all built on ``step_coefficients``:
 
@@ -21,7 +26,7 @@ Forms, all built on ``step_coefficients``:
 * by harmonic level: ``zonal_by_level`` (one fused in-place recurrence, ``zonal_by_level_``;
   with autograd ``_ZonalByLevel``, whose derivative is the same recurrence one dimension up);
 * custom autograd with the closed-form derivative: ``gegenbauer_differentiable`` (all degrees) and
-  ``series_differentiable`` (a weighted sum, differentiable in t and in the weights).
+  ``series_differentiable`` (a weighted sum, differentiable in :math:`t` and in the weights).
 """
 
 from __future__ import annotations

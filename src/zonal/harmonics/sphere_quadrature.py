@@ -1,10 +1,13 @@
-"""Product Gauss quadrature on S^{d-1}, exact for polynomials up to a given degree.
+r"""Product Gauss quadrature on :math:`\mathbb{S}^{d-1}`, exact for polynomials up to a given
+degree.
 
-Write x = (sqrt(1 - t^2) y, t) with y in S^{d-2}; the normalised surface measure factorises as
-omega_d (1 - t^2)^{(d-3)/2} dt times the normalised measure of y. A polynomial of degree D in x
-becomes, after the y-integral (exact by recursion; odd powers of sqrt(1 - t^2) come with odd
-polynomials in y and vanish), a polynomial of degree <= D in t, integrated exactly by Gauss-Jacobi
-with ceil((D + 1) / 2) nodes. The circle S^1 uses D + 1 equispaced angles. Seed 000 eq. (B.1).
+Write :math:`x = (\sqrt{1 - t^2}\, y, t)` with :math:`y \in \mathbb{S}^{d-2}`; the normalised
+surface measure factorises as :math:`\omega_d (1 - t^2)^{(d-3)/2}\, dt` times the normalised measure
+of :math:`y`. A polynomial of degree :math:`D` in :math:`x` becomes, after the :math:`y`-integral
+(exact by recursion; odd powers of :math:`\sqrt{1 - t^2}` come with odd polynomials in :math:`y`
+and vanish), a polynomial of degree :math:`\le D` in :math:`t`, integrated exactly by Gauss-Jacobi
+with :math:`\lceil (D + 1) / 2 \rceil` nodes. The circle :math:`\mathbb{S}^1` uses :math:`D + 1`
+equispaced angles. Seed 000 eq. (B.1).
 """
 
 from __future__ import annotations

@@ -1,12 +1,19 @@
-"""Orthonormal spherical harmonics of all degrees 0..max_degree on S^{d-1}, in any dimension.
+r"""Orthonormal spherical harmonics of all degrees 0..max_degree on :math:`\mathbb{S}^{d-1}`, in any
+dimension.
 
-Seed 001 theorems 3-4: with a fundamental system eta_1..eta_N of degree n and the Cholesky factor
-L L^T = G, G_ij = Z_n(eta_i . eta_j), the functions
+Seed 001 theorems 3-4: with a fundamental system :math:`\eta_1, \dots, \eta_N` of degree :math:`n`
+and the Cholesky factor :math:`L L^\top = G`, :math:`G_{ij} = Z_n(\eta_i \cdot \eta_j)`, the
+functions
 
-    phi_{n,j}(x) = sum_i (L^{-1})_{j,i} Z_n(eta_i . x),   Z_n = (n + alpha) / alpha C_n^alpha,
+.. math::
 
-are an orthonormal basis of the degree-n harmonics in L2 of the normalised surface measure
-(seed 000 eq. B.1), since <Z_n(eta_i . ), Z_n(eta_j . )> = Z_n(eta_i . eta_j) (reproducing property).
+    \phi_{n,j}(x) = \sum_i (L^{-1})_{j,i} Z_n(\eta_i \cdot x), \qquad
+    Z_n = \frac{n + \alpha}{\alpha} C_n^\alpha,
+
+are an orthonormal basis of the degree-:math:`n` harmonics in :math:`L^2` of the normalised surface
+measure (seed 000 eq. B.1), since
+:math:`\langle Z_n(\eta_i \cdot\,), Z_n(\eta_j \cdot\,) \rangle = Z_n(\eta_i \cdot \eta_j)`
+(reproducing property).
 """
 
 from __future__ import annotations
@@ -30,17 +37,20 @@ __all__ = ["SphericalHarmonics", "zonal_by_level"]
 
 
 class SphericalHarmonics(nn.Module):
-    """phi(x): unit vectors [..., d] -> orthonormal harmonics [..., M], ordered by degree.
+    r""":math:`\phi(x)`: unit vectors [..., d] -> orthonormal harmonics [..., M], ordered by degree.
 
     Args:
-        ambient_dim: d, the sphere is S^{d-1} subset R^d (d >= 2).
-        max_degree: highest degree included; M = sum_{n <= max_degree} N_n^d columns.
+        ambient_dim: :math:`d`, the sphere is :math:`\mathbb{S}^{d-1} \subset \mathbb{R}^d`
+            (:math:`d \ge 2`).
+        max_degree: highest degree included;
+            :math:`M = \sum_{n \le \mathtt{max\_degree}} N_n^d` columns.
         cache_dir: where missing fundamental systems are cached (default: the user cache folder).
         dtype: float64 by default; the Cholesky factors are always computed in float64.
 
     Attributes:
         levels: LongTensor [M], the degree of each column.
-        num_harmonics_per_level: list with N_n^d for n = 0..max_degree.
+        num_harmonics_per_level: list with :math:`N_n^d` for
+            :math:`n = 0, \dots, \mathtt{max\_degree}`.
     """
 
     CHUNK_ROWS = 512
@@ -85,20 +95,22 @@ class SphericalHarmonics(nn.Module):
 
     @property
     def num_features(self) -> int:
-        """M, the total number of harmonics."""
+        """:math:`M`, the total number of harmonics."""
         return int(self.levels.numel())
 
     def inverse_cholesky(self, degree: int) -> torch.Tensor:
-        """L_n^{-1} [N_n, N_n]: maps Z_n(eta . x) to the orthonormal harmonics of degree n."""
+        r""":math:`L_n^{-1}` [N_n, N_n]: maps :math:`Z_n(\eta \cdot x)` to the orthonormal harmonics
+        of degree :math:`n`."""
         return getattr(self, f"inverse_cholesky_{degree}")
 
     def zonal_at_points(self, x: torch.Tensor) -> torch.Tensor:
-        """Z_{level(m)}(eta_m . x) for every column m: [..., M]."""
+        r""":math:`Z_{\operatorname{level}(m)}(\eta_m \cdot x)` for every column :math:`m`:
+        [..., M]."""
         cosines = (x @ self.points.T).clamp(-1, 1)  # [..., M]
         return zonal_by_level(cosines, self.num_harmonics_per_level, self.ambient_dim)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Orthonormal spherical harmonics at unit vectors x [..., d]: [..., M].
+        """Orthonormal spherical harmonics at unit vectors :math:`x` [..., d]: [..., M].
 
         Rows are processed in chunks of ``CHUNK_ROWS`` so that the recurrence's temporaries stay
         small (a 4-5x speed-up over one pass on 10k points).

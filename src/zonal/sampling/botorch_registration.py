@@ -8,9 +8,9 @@
 * ``draw_matheron_paths`` on zonal's ``SVGP``, ``SGPR`` and ``ExactZonalGP`` returns zonal's own
   Matheron paths (``paths.draw_posterior_paths(...).path``): BoTorch's handler for approximate GPs
   reads ``variational_strategy.inducing_points`` and evaluates the prior there, which is wrong for
-  inter-domain features (u is not f(Z)), and SGPR and ``ExactZonalGP`` are no GPyTorch GPs at all
-  (the exact GP's paths: ``exact_paths``). The ``prior_sampler``
-  and ``update_strategy`` arguments are therefore not used for these models. With this,
+  inter-domain features (:math:`u` is not :math:`f(Z)`), and SGPR and ``ExactZonalGP`` are no
+  GPyTorch GPs at all (the exact GP's paths: ``exact_paths``). The ``prior_sampler`` and
+  ``update_strategy`` arguments are therefore not used for these models. With this,
   ``get_matheron_path_model`` and ``PathwiseThompsonSampling`` take zonal models unchanged.
 * ``draw_matheron_paths`` on zonal's ``DGP`` and ``ResidualDGP`` (one output) returns whole-function
   draws of the deep model (``DeepPaths``, ``residual_paths.ResidualPaths``) as a ``DeepSamplePath``.

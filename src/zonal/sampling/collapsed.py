@@ -1,18 +1,24 @@
-"""The implicit q(u) of the collapsed SGPR, in whitened coordinates, from its sufficient statistics.
+r"""The implicit :math:`q(u)` of the collapsed SGPR, in whitened coordinates, from its sufficient
+statistics.
 
-SGPR (``zonal.models.sgpr``) keeps q(u) at the Titsias optimum without storing it. Its features
-have Kuu = Lambda^{-1} (Lambda = diag(lambda_{n(m)})), so the Kuu root is L = Lambda^{-1/2} and the
-whitened variables are v = L^{-1} u = Lambda^{1/2} u. With the statistics A = Phi_r^T Phi_r and
-c = Phi_r^T y (Kuf = Phi_r^T on the training inputs), the Titsias optimum in whitened coordinates
-(``InterDomainVariationalStrategy.set_optimal_variational_distribution``) is, with
-K = L^{-1} Kuf = Lambda^{1/2} Phi_r^T,
+SGPR (``zonal.models.sgpr``) keeps :math:`q(u)` at the Titsias optimum without storing it. Its
+features have :math:`K_{uu} = \Lambda^{-1}` (:math:`\Lambda = \operatorname{diag}(\lambda_{n(m)})`),
+so the :math:`K_{uu}` root is :math:`L = \Lambda^{-1/2}` and the whitened variables are
+:math:`v = L^{-1} u = \Lambda^{1/2} u`. With the statistics :math:`A = \Phi_r^\top \Phi_r` and
+:math:`c = \Phi_r^\top y` (:math:`K_{uf} = \Phi_r^\top` on the training inputs), the Titsias optimum
+in whitened coordinates (``InterDomainVariationalStrategy.set_optimal_variational_distribution``)
+is, with :math:`K = L^{-1} K_{uf} = \Lambda^{1/2} \Phi_r^\top`,
 
-    S_v = (I + K K^T / s^2)^{-1} = B^{-1},        B = I + Lambda^{1/2} A Lambda^{1/2} / s^2 = L_B L_B^T,
-    m_v = S_v K y / s^2 = B^{-1} Lambda^{1/2} c / s^2,
+.. math::
 
-the same B as SGPR's bound (its posterior mean psi* L_B^{-T} w / s^2, w = L_B^{-1} Lambda^{1/2} c,
-is B_x^T m_v with B_x = L^{-1} Kuf(x)). A draw is v = m_v + L_B^{-T} e, e ~ N(0, I), since
-Cov(L_B^{-T} e) = (L_B L_B^T)^{-1} = S_v.
+    S_v &= (I + K K^\top / s^2)^{-1} = B^{-1}, \qquad
+    B = I + \Lambda^{1/2} A \Lambda^{1/2} / s^2 = L_B L_B^\top, \\
+    m_v &= S_v K y / s^2 = B^{-1} \Lambda^{1/2} c / s^2,
+
+the same :math:`B` as SGPR's bound (its posterior mean :math:`\psi_\ast L_B^{-\top} w / s^2`,
+:math:`w = L_B^{-1} \Lambda^{1/2} c`, is :math:`B_x^\top m_v` with :math:`B_x = L^{-1} K_{uf}(x)`).
+A draw is :math:`v = m_v + L_B^{-\top} e`, :math:`e \sim \mathcal{N}(0, I)`, since
+:math:`\operatorname{Cov}(L_B^{-\top} e) = (L_B L_B^\top)^{-1} = S_v`.
 """
 
 from __future__ import annotations

@@ -1,21 +1,28 @@
-"""Pathwise posterior draws of the exact GP (``zonal.models.ExactZonalGP``) by Matheron's rule.
+r"""Pathwise posterior draws of the exact GP (``zonal.models.ExactZonalGP``) by Matheron's rule.
 
-With training rows X [n, D] (lifted by the model's input map), targets y, constant mean c, noise
-sigma^2, K_y = K(X, X) + sigma^2 I and a prior path f0 = psi(.) w (the kernel's harmonic
-features, ``prior_feature_map``; w ~ N(0, I)), the draw
+With training rows :math:`X` [n, D] (lifted by the model's input map), targets :math:`y`, constant
+mean :math:`c`, noise :math:`\sigma^2`, :math:`K_y = K(X, X) + \sigma^2 I` and a prior path
+:math:`f_0 = \psi(\cdot)\, w` (the kernel's harmonic features, ``prior_feature_map``;
+:math:`w \sim \mathcal{N}(0, I)`), the draw
 
-    f(.) = c + f0(.) + K(., X) K_y^{-1} (y - c - f0(X) - eps),      eps ~ N(0, sigma^2 I),
+.. math::
 
-has the exact GP's posterior as its law when f0 is an exact prior draw (Wilson et al. 2020, eq. 6;
-seed 004 sec. 2.2.2): the weights v = K_y^{-1} (y - c - f0(X) - eps) [*S, n] are solved once per
-draw with the model's Cholesky factor, so a draw costs O(F + n) per point. The prior path is the
-truncated Karhunen-Loeve expansion, of covariance K - R with R the dropped levels' part; the
-draws' covariance then differs from the posterior's by Cov_R(g(x) - a^T g(X), g(x') - a'^T g(X))
-with a = K_y^{-1} K(X, x), g ~ GP(0, R), so by at most m (r + |a|^T r_X)(r' + |a'|^T r_X), m the
-truncation's missing variance (``HarmonicTruncation.missing_variance``) and r the radii of the
-lifted points (r_X the training rows'). The weights w and v are fixed when the draw is made (no
-gradient reaches the hyperparameters through them); the features read the model's kernel and
-input map when evaluated, so draw again after refitting. The draws are differentiable in x.
+    f(\cdot) = c + f_0(\cdot) + K(\cdot, X) K_y^{-1} (y - c - f_0(X) - \varepsilon), \qquad
+    \varepsilon \sim \mathcal{N}(0, \sigma^2 I),
+
+has the exact GP's posterior as its law when :math:`f_0` is an exact prior draw (Wilson et al.
+2020, eq. 6; seed 004 sec. 2.2.2): the weights :math:`v = K_y^{-1} (y - c - f_0(X) - \varepsilon)`
+[*S, n] are solved once per draw with the model's Cholesky factor, so a draw costs :math:`O(F + n)`
+per point. The prior path is the truncated Karhunen-Loeve expansion, of covariance :math:`K - R`
+with :math:`R` the dropped levels' part; the draws' covariance then differs from the posterior's by
+:math:`\operatorname{Cov}_R(g(x) - a^\top g(X), g(x') - a'^\top g(X))` with
+:math:`a = K_y^{-1} K(X, x)`, :math:`g \sim \mathcal{GP}(0, R)`, so by at most
+:math:`m (r + \lvert a \rvert^\top r_X)(r' + \lvert a' \rvert^\top r_X)`, :math:`m` the
+truncation's missing variance (``HarmonicTruncation.missing_variance``) and :math:`r` the radii of
+the lifted points (:math:`r_X` the training rows'). The weights :math:`w` and :math:`v` are fixed
+when the draw is made (no gradient reaches the hyperparameters through them); the features read
+the model's kernel and input map when evaluated, so draw again after refitting. The draws are
+differentiable in :math:`x`.
 """
 
 from __future__ import annotations

@@ -1,16 +1,20 @@
-"""The exact feature map of a zonal kernel: its Karhunen-Loeve (Mercer) features, no random features.
+r"""The exact feature map of a zonal kernel: its Karhunen-Loeve (Mercer) features, no random
+features.
 
-For k(x, x') = sum_n lambda_n sum_j phi_nj(x) phi_nj(x') (the addition theorem, harmonics
-orthonormal for the normalised surface measure), the features
+For :math:`k(x, x') = \sum_n \lambda_n \sum_j \phi_{nj}(x) \phi_{nj}(x')` (the addition theorem,
+harmonics orthonormal for the normalised surface measure), the features
 
-    psi_nj(x) = sqrt(lambda_n) phi_nj(x)      (times ||x||, phi at x / ||x||, for a homogeneous kernel)
+.. math::
 
-over the levels of a ``HarmonicTruncation`` give k_L(x, x') = psi(x) . psi(x') exactly, and
-f = psi(.) w with w ~ N(0, I) is an exact draw of the truncated prior (seed 004 sec. 2.2.2, eqs.
-2.16-2.17). The map is a BoTorch ``FeatureMap``: ``forward`` returns the radius times the harmonics
-and ``output_transform`` multiplies each column by sqrt(lambda_n), so BoTorch's ``ScaleKernel``
-handler can chain its outputscale after it. The eigenvalues are read once, when the map is built:
-the map is a fixed function of x.
+    \psi_{nj}(x) = \sqrt{\lambda_n}\, \phi_{nj}(x) \qquad
+    (\text{times } \|x\|, \ \phi \text{ at } x / \|x\|, \text{ for a homogeneous kernel})
+
+over the levels of a ``HarmonicTruncation`` give :math:`k_L(x, x') = \psi(x) \cdot \psi(x')`
+exactly, and :math:`f = \psi(\cdot)\, w` with :math:`w \sim \mathcal{N}(0, I)` is an exact draw of
+the truncated prior (seed 004 sec. 2.2.2, eqs. 2.16-2.17). The map is a BoTorch ``FeatureMap``:
+``forward`` returns the radius times the harmonics and ``output_transform`` multiplies each column
+by :math:`\sqrt{\lambda_n}`, so BoTorch's ``ScaleKernel`` handler can chain its outputscale after
+it. The eigenvalues are read once, when the map is built: the map is a fixed function of :math:`x`.
 
 Kernels that are not zonal fall back to BoTorch's random Fourier features (``prior_feature_map``).
 """
@@ -57,7 +61,8 @@ class ColumnScale(TensorTransform):
 
 
 class HarmonicFeatureMap(FeatureMap):
-    """x -> sqrt(lambda_n) phi_nj(x) over the kept levels (module docstring): [..., N, F].
+    r""":math:`x \mapsto \sqrt{\lambda_n}\, \phi_{nj}(x)` over the kept levels (module docstring):
+    [..., N, F].
 
     Args:
         kernel: a ``ZonalKernel``, optionally in a ``ScaleKernel`` (its outputscale then scales
@@ -68,7 +73,7 @@ class HarmonicFeatureMap(FeatureMap):
         truncation: the ``HarmonicTruncation`` (its ``missing_variance`` bounds the error).
         harmonics: the orthonormal basis ``SphericalHarmonics(d, L)``.
         columns: LongTensor [F], the basis columns kept; ``column_levels`` their degrees.
-        eigenvalues: lambda of each column [*b, F], read when the map was built.
+        eigenvalues: :math:`\lambda` of each column [*b, F], read when the map was built.
     """
 
     harmonics: SphericalHarmonics
@@ -101,7 +106,7 @@ class HarmonicFeatureMap(FeatureMap):
 
     @property
     def num_outputs(self) -> int:  # type: ignore[override]  # an attribute of botorch's FeatureMap
-        """F, the number of features."""
+        """:math:`F`, the number of features."""
         return int(self.columns.numel())
 
     @property
@@ -110,11 +115,13 @@ class HarmonicFeatureMap(FeatureMap):
         return self._batch_shape
 
     def basis(self, unit: torch.Tensor) -> torch.Tensor:
-        """The orthonormal harmonics phi of the kept columns at unit vectors [..., N, d]: [..., N, F]."""
+        r"""The orthonormal harmonics :math:`\phi` of the kept columns at unit vectors [..., N, d]:
+        [..., N, F]."""
         return self.harmonics(unit)[..., self.columns]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """phi(x) (||x|| phi(x / ||x||) for a homogeneous kernel), before the sqrt(lambda) scale."""
+        r""":math:`\phi(x)` (:math:`\|x\|\, \phi(x / \|x\|)` for a homogeneous kernel), before the
+        :math:`\sqrt{\lambda}` scale."""
         if not self.homogeneous:
             return self.basis(x)  # checks that x holds unit vectors of dimension d
         if x.shape[-1] != self.ambient_dim:
@@ -134,8 +141,8 @@ class PriorSettings:
     """How prior paths are drawn.
 
     Attributes:
-        tolerance: zonal kernels: the largest missing prior variance, as a fraction of k(1)
-            (``choose_truncation``).
+        tolerance: zonal kernels: the largest missing prior variance, as a fraction of
+            :math:`k(1)` (``choose_truncation``).
         max_features: zonal kernels: the budget of harmonics.
         num_random_features: other kernels: the number of BoTorch random Fourier features.
     """
@@ -152,7 +159,8 @@ def prior_feature_map(
     num_inputs: int | None = None,
     required_levels: tuple[int, ...] = (),
 ) -> FeatureMap:
-    """A feature map psi with k(x, x') ~ psi(x) . psi(x') for drawing prior paths f = psi(.) w.
+    r"""A feature map :math:`\psi` with :math:`k(x, x') \approx \psi(x) \cdot \psi(x')` for drawing
+    prior paths :math:`f = \psi(\cdot)\, w`.
 
     A zonal kernel (optionally in a ``ScaleKernel``) gets the exact ``HarmonicFeatureMap`` of
     ``choose_truncation`` with the settings' tolerance and budget and the ``required_levels``; any

@@ -1,27 +1,43 @@
-"""The inducing variables of a prior path: u = T w for f = psi(.) w (seed 004 eq. 2.18's f(Z)).
+r"""The inducing variables of a prior path: :math:`u = T w` for :math:`f = \psi(\cdot)\, w`
+(seed 004 eq. 2.18's :math:`f(Z)`).
 
-Matheron's rule (seed 004 eqs. 2.18-2.19) needs, jointly with a prior draw f, the inducing
-variables u(f) that q(u) is over, so that Cov(u) = Kuu and Cov(u, f(x)) = Kuf. For a prior path
-f = psi(.) w, u is linear in w: u = T w with T [*b, M, F]. With the RKHS convention of
-docs/conventions.md, u_m = <f, g_m>_H = sum_{n, j} f_nj (g_m)_nj / lambda_n, and the prior feature
-psi_nj = sqrt(lambda_n) phi_nj has coefficients f_nj = sqrt(lambda_n) w_nj, so
+Matheron's rule (seed 004 eqs. 2.18-2.19) needs, jointly with a prior draw :math:`f`, the inducing
+variables :math:`u(f)` that :math:`q(u)` is over, so that :math:`\operatorname{Cov}(u) = K_{uu}` and
+:math:`\operatorname{Cov}(u, f(x)) = K_{uf}`. For a prior path :math:`f = \psi(\cdot)\, w`,
+:math:`u` is linear in :math:`w`: :math:`u = T w` with :math:`T` [*b, M, F]. With the RKHS
+convention of docs/conventions.md,
+:math:`u_m = \langle f, g_m \rangle_\mathcal{H} = \sum_{n, j} f_{nj} (g_m)_{nj} / \lambda_n`, and
+the prior feature :math:`\psi_{nj} = \sqrt{\lambda_n}\, \phi_{nj}` has coefficients
+:math:`f_{nj} = \sqrt{\lambda_n}\, w_{nj}`, so
 
-    T[m, (n, j)] = (g_m)_nj / sqrt(lambda_n),      (g_m)_nj = <g_m, phi_nj>_{L2}.
+.. math::
 
-* Spherical-harmonic features (full or phase-truncated; g_m a unit-norm function of level n):
-  (g_m)_nj comes from the reproducing property of Z_n. With eta_n the fundamental system of
-  ``SphericalHarmonics`` and phi_n = L^{-1} Z_n(eta_n . ) (G = L L^T), <g, phi_nj> = (L^{-1} g(eta_n))_j
-  and phi_n(eta_n) = L, so the coefficients solve phi_n(eta_n) c = g_m(eta_n). For VISH T is
-  diag(1 / sqrt(lambda)) times an orthogonal matrix per level, hence T T^T = diag(1 / lambda) = Kuu.
-* Activated features, g~_m(x) = sum_{n in K} sigma_n Z_n(w_m . x): (g~_m)_nj = sigma_n phi_nj(w_m), so
-  u_m = sum_{n in K} (sigma_n / lambda_n) f_n(w_m), f_n the projection of f on level n; then
-  T T^T = sum_n sigma_n^2 / lambda_n Z_n(w_m . w_m') = Kuu and T psi(x)^T = g~_m(x) = Kuf.
-* Inducing points: u = f(Z), so T = psi(Z) (any feature map, random Fourier features included).
+    T[m, (n, j)] = (g_m)_{nj} / \sqrt{\lambda_n}, \qquad
+    (g_m)_{nj} = \langle g_m, \phi_{nj} \rangle_{L^2}.
 
-For the first two, T psi^T reproduces Kuu and Kuf exactly when the prior keeps every level the
-features use (``required_levels``), so a posterior draw's covariance is off by the prior's missing
-variance only. For inducing points Cov(u) is the truncated k_L(Z, Z), and the update multiplies
-that error by Kuu^{-1}: the posterior error grows with the condition number of Kuu.
+* Spherical-harmonic features (full or phase-truncated; :math:`g_m` a unit-norm function of level
+  :math:`n`): :math:`(g_m)_{nj}` comes from the reproducing property of :math:`Z_n`. With
+  :math:`\eta_n` the fundamental system of ``SphericalHarmonics`` and
+  :math:`\phi_n = L^{-1} Z_n(\eta_n \cdot\,)` (:math:`G = L L^\top`),
+  :math:`\langle g, \phi_{nj} \rangle = (L^{-1} g(\eta_n))_j` and :math:`\phi_n(\eta_n) = L`, so
+  the coefficients solve :math:`\phi_n(\eta_n)\, c = g_m(\eta_n)`. For VISH :math:`T` is
+  :math:`\operatorname{diag}(1 / \sqrt{\lambda})` times an orthogonal matrix per level, hence
+  :math:`T T^\top = \operatorname{diag}(1 / \lambda) = K_{uu}`.
+* Activated features, :math:`\tilde g_m(x) = \sum_{n \in \mathcal{K}} \sigma_n Z_n(w_m \cdot x)`:
+  :math:`(\tilde g_m)_{nj} = \sigma_n \phi_{nj}(w_m)`, so
+  :math:`u_m = \sum_{n \in \mathcal{K}} (\sigma_n / \lambda_n) f_n(w_m)`, :math:`f_n` the
+  projection of :math:`f` on level :math:`n`; then
+  :math:`T T^\top = \sum_n \frac{\sigma_n^2}{\lambda_n} Z_n(w_m \cdot w_{m'}) = K_{uu}` and
+  :math:`T \psi(x)^\top = \tilde g_m(x) = K_{uf}`.
+* Inducing points: :math:`u = f(Z)`, so :math:`T = \psi(Z)` (any feature map, random Fourier
+  features included).
+
+For the first two, :math:`T \psi^\top` reproduces :math:`K_{uu}` and :math:`K_{uf}` exactly when
+the prior keeps every level the features use (``required_levels``), so a posterior draw's
+covariance is off by the prior's missing variance only. For inducing points
+:math:`\operatorname{Cov}(u)` is the truncated :math:`k_L(Z, Z)`, and the update multiplies that
+error by :math:`K_{uu}^{-1}`: the posterior error grows with the condition number of
+:math:`K_{uu}`.
 """
 
 from __future__ import annotations
@@ -52,7 +68,8 @@ def required_levels(features: InducingFeatures, kernel: Kernel) -> tuple[int, ..
 def inducing_functional(
     features: InducingFeatures, kernel: Kernel, feature_map: FeatureMap
 ) -> torch.Tensor:
-    """T [*b, M, F] with u = T w for the prior path f = feature_map(.) w (module docstring)."""
+    r""":math:`T` [*b, M, F] with :math:`u = T w` for the prior path
+    :math:`f = \mathtt{feature\_map}(\cdot)\, w` (module docstring)."""
     raise TypeError(f"no pathwise sampling rule for features of type {type(features).__name__}")
 
 

@@ -1,20 +1,30 @@
-"""Matheron's rule for an inter-domain sparse GP as a BoTorch sample path (seed 004 eqs. 2.18-2.19).
+r"""Matheron's rule for an inter-domain sparse GP as a BoTorch sample path (seed 004 eqs.
+2.18-2.19).
 
-With a prior path f0 = psi(.) w (``prior_feature_map``), its inducing variables u0 = T w
-(``inducing_functional``, Cov(u0) = Kuu, Cov(u0, f0(x)) = Kuf) and u ~ q(u),
+With a prior path :math:`f_0 = \psi(\cdot)\, w` (``prior_feature_map``), its inducing variables
+:math:`u_0 = T w` (``inducing_functional``, :math:`\operatorname{Cov}(u_0) = K_{uu}`,
+:math:`\operatorname{Cov}(u_0, f_0(x)) = K_{uf}`) and :math:`u \sim q(u)`,
 
-    f(.) = mu(.) + f0(.) + Kfu(.) Kuu^{-1} (u - u0)                                     (eq. 2.18)
+.. math::
 
-has, given u, the conditional p(f | u) of the prior, so averaging over q(u) gives q(f): mean
-Kfu Kuu^{-1} m_u and covariance Kff - Kfu Kuu^{-1} Kuf + Kfu Kuu^{-1} S_u Kuu^{-1} Kuf. With
-L L^T = Kuu and the whitened v = L^{-1} u ~ q(v), the weights of the update are
+    f(\cdot) = \mu(\cdot) + f_0(\cdot) + K_{fu}(\cdot) K_{uu}^{-1} (u - u_0)
+    \qquad \text{(eq. 2.18)}
 
-    c = Kuu^{-1} (u - u0) = L^{-T} (v - L^{-1} u0)                     [*S, *b, M],
+has, given :math:`u`, the conditional :math:`p(f \mid u)` of the prior, so averaging over
+:math:`q(u)` gives :math:`q(f)`: mean :math:`K_{fu} K_{uu}^{-1} m_u` and covariance
+:math:`K_{ff} - K_{fu} K_{uu}^{-1} K_{uf} + K_{fu} K_{uu}^{-1} S_u K_{uu}^{-1} K_{uf}`. With
+:math:`L L^\top = K_{uu}` and the whitened :math:`v = L^{-1} u \sim q(v)`, the weights of the
+update are
 
-computed once per draw, so evaluating a draw at N points costs O(N (F + M)): one prior feature row
-and one row of Kuf (for inter-domain features Kuf is used directly, never a point evaluation of f).
-The draw is frozen when it is made (no gradient reaches the variational parameters or the
-hyperparameters through w and c); it stays differentiable in x.
+.. math::
+
+    c = K_{uu}^{-1} (u - u_0) = L^{-\top} (v - L^{-1} u_0)
+
+[*S, *b, M], computed once per draw, so evaluating a draw at :math:`N` points costs
+:math:`O(N (F + M))`: one prior feature row and one row of :math:`K_{uf}` (for inter-domain
+features :math:`K_{uf}` is used directly, never a point evaluation of :math:`f`). The draw is
+frozen when it is made (no gradient reaches the variational parameters or the hyperparameters
+through :math:`w` and :math:`c`); it stays differentiable in :math:`x`.
 """
 
 from __future__ import annotations

@@ -1,17 +1,24 @@
-"""The joint log predictive density of a test set (seed 004 sec. 3.2, eqs. 3.6 and 3.9-3.11).
+r"""The joint log predictive density of a test set (seed 004 sec. 3.2, eqs. 3.6 and 3.9-3.11).
 
-LPD = log p(y | X), the density of all test targets together (eq. 3.6). For a deep model it is
-intractable and is estimated through pathwise draws of the first L - 1 layers (eqs. 3.10-3.11):
+:math:`\mathrm{LPD} = \log p(y \mid X)`, the density of all test targets together (eq. 3.6). For a
+deep model it is intractable and is estimated through pathwise draws of the first :math:`L - 1`
+layers (eqs. 3.10-3.11):
 
-    LPD = log E_{F ~ p(F^{L-1} | X)} [p(y | F)] ~ log (1/S) sum_s N(y | m_L(F_s), C_L(F_s) + s^2 I),
+.. math::
 
-where F_s are joint draws of the hidden layers' outputs at all test inputs (``DeepPaths``: whole
-functions, so the test points are jointly distributed) and N(m_L, C_L) is the last layer's q(f)
-given its inputs, with the likelihood's noise s^2. A single-layer model has no hidden layer and its
-LPD is exact: log N(y | m, C + s^2 I) from its posterior. For draws of f itself (``DrawnPaths``, or
-any callable returning [S, N] or [S, N, P]) the same Monte Carlo average reads
+    \mathrm{LPD} = \log \mathbb{E}_{F \sim p(F^{L-1} \mid X)} [p(y \mid F)]
+    \approx \log \frac{1}{S} \sum_s \mathcal{N}(y \mid m_L(F_s), C_L(F_s) + s^2 I),
 
-    LPD ~ log (1/S) sum_s prod_i N(y_i | f_s(x_i), s^2),
+where :math:`F_s` are joint draws of the hidden layers' outputs at all test inputs (``DeepPaths``:
+whole functions, so the test points are jointly distributed) and :math:`\mathcal{N}(m_L, C_L)` is
+the last layer's :math:`q(f)` given its inputs, with the likelihood's noise :math:`s^2`. A
+single-layer model has no hidden layer and its LPD is exact:
+:math:`\log \mathcal{N}(y \mid m, C + s^2 I)` from its posterior. For draws of :math:`f` itself
+(``DrawnPaths``, or any callable returning [S, N] or [S, N, P]) the same Monte Carlo average reads
+
+.. math::
+
+    \mathrm{LPD} \approx \log \frac{1}{S} \sum_s \prod_i \mathcal{N}(y_i \mid f_s(x_i), s^2),
 
 a log-mean-exp over draws of the joint Gaussian likelihood. The per-point TLL (eq. 3.7) and MSE
 (eq. 3.8) are ``model.log_predictive_density(X, y).sum()`` and the mean of
@@ -48,7 +55,8 @@ def joint_log_predictive_density(
     num_samples: int = DEFAULT_SAMPLES,
     noise: float | torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """log p(y | X) for test inputs X [N, D] and targets y [N] (or [N, P]): a scalar.
+    r""":math:`\log p(y \mid X)` for test inputs :math:`X` [N, D] and targets :math:`y` [N] (or
+    [N, P]): a scalar.
 
     Args:
         source: a zonal model (a deep one: Monte Carlo over ``num_samples`` pathwise draws of its

@@ -1,20 +1,22 @@
-"""Fixed function draws of zonal GPs: prior paths and pathwise posterior samples (seed 004 sec. 2.2.2).
+r"""Fixed function draws of zonal GPs: prior paths and pathwise posterior samples (seed 004
+sec. 2.2.2).
 
-A draw is a function: ``paths = draw_posterior_paths(model, torch.Size([S]))`` fixes S functions
-f_1..f_S, and ``paths(x)`` evaluates all of them at any points, each point on its own (a point's
-value does not depend on the other points in the batch), at O(N (F + M)) per draw. Prior draws
-are the truncated Karhunen-Loeve expansion of the kernel (``harmonic_features``); posterior draws
-add Matheron's update (``matheron``).
+A draw is a function: ``paths = draw_posterior_paths(model, torch.Size([S]))`` fixes :math:`S`
+functions :math:`f_1, \dots, f_S`, and ``paths(x)`` evaluates all of them at any points, each point
+on its own (a point's value does not depend on the other points in the batch), at
+:math:`O(N (F + M))` per draw. Prior draws are the truncated Karhunen-Loeve expansion of the kernel
+(``harmonic_features``); posterior draws add Matheron's update (``matheron``).
 
-Shapes: ``paths(x)`` with x [*b, N, D] returns [*S, *b, N] for one output and [*S, *b, N, P] for
-P outputs, where the sample dimensions S broadcast against the batch dimensions *b from the right
-(BoTorch's convention): x [N, D] evaluates every draw at the same points, x [S, N, D] draw s at
-its own points x[s] (how a deep model's next layer reads this layer's draws, ``DeepPaths``).
+Shapes: ``paths(x)`` with :math:`x` [*b, N, D] returns [*S, *b, N] for one output and
+[*S, *b, N, P] for :math:`P` outputs, where the sample dimensions S broadcast against the batch
+dimensions *b from the right (BoTorch's convention): :math:`x` [N, D] evaluates every draw at the
+same points, :math:`x` [S, N, D] draw :math:`s` at its own points :math:`x[s]` (how a deep model's
+next layer reads this layer's draws, ``DeepPaths``).
 ``paths.path`` is the underlying BoTorch ``SamplePath`` (outputs as a batch dimension before N).
 
 Sources: ``draw_layer_paths`` takes an ``InterDomainVariationalStrategy`` (inputs are the kernel's)
 or a model / layer that owns one (``SVGP``, ``DGPLayer``: raw inputs, lifted by its input map);
-``draw_posterior_paths`` also takes an ``SGPR`` (its implicit q(u), ``collapsed``), an
+``draw_posterior_paths`` also takes an ``SGPR`` (its implicit :math:`q(u)`, ``collapsed``), an
 ``ExactZonalGP`` (Matheron's rule on its training rows, ``exact_paths``) and a ``DGP`` (the layers'
 draws chained).
 """
@@ -45,11 +47,12 @@ PATH_CHUNK = 4096
 
 
 class DrawnPaths(nn.Module):
-    """Fixed draws f_1..f_S as one callable (module docstring for the shapes).
+    r"""Fixed draws :math:`f_1, \dots, f_S` as one callable (module docstring for the shapes).
 
     Args:
-        path: a BoTorch ``SamplePath`` whose outputs (P of them) are a batch dimension before N.
-        num_outputs: P, or None for a single output.
+        path: a BoTorch ``SamplePath`` whose outputs (:math:`P` of them) are a batch dimension
+            before N.
+        num_outputs: :math:`P`, or None for a single output.
         chunk_size: rows evaluated at a time.
     """
 
@@ -62,7 +65,8 @@ class DrawnPaths(nn.Module):
         self.chunk_size = int(chunk_size)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """f_s(x): [*S, *b, N] (one output) or [*S, *b, N, P] for inputs x [*b, N, D]."""
+        """:math:`f_s(x)`: [*S, *b, N] (one output) or [*S, *b, N, P] for inputs :math:`x`
+        [*b, N, D]."""
         if not isinstance(x, torch.Tensor) or x.dim() < 2:
             raise ValueError("paths take inputs [N, D] (or [..., N, D])")
         if self.num_outputs is not None:
@@ -72,8 +76,9 @@ class DrawnPaths(nn.Module):
 
 
 class DeepPaths(nn.Module):
-    """The composition of layer draws h -> f_L(... f_1(h)): draw s of each layer reads draw s of
-    the layer before (seed 004 sec. 2.3: hierarchical sampling of whole functions)."""
+    r"""The composition of layer draws :math:`h \mapsto f_L(\dots f_1(h))`: draw :math:`s` of each
+    layer reads draw :math:`s` of the layer before (seed 004 sec. 2.3: hierarchical sampling of
+    whole functions)."""
 
     def __init__(self, layers: list[DrawnPaths]) -> None:
         super().__init__()
@@ -82,7 +87,7 @@ class DeepPaths(nn.Module):
         self.layers = nn.ModuleList(layers)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """[*S, N] or [*S, N, P] for inputs x [N, D]."""
+        """[*S, N] or [*S, N, P] for inputs :math:`x` [N, D]."""
         h = x
         for index, layer in enumerate(self.layers):
             h = layer(h)
@@ -98,11 +103,12 @@ def draw_prior_paths(
     num_inputs: int | None = None,
     settings: PriorSettings | None = None,
 ) -> DrawnPaths:
-    """Draws of the zero-mean prior GP(0, k) on the kernel's inputs: f = psi(.) w, w ~ N(0, I).
+    r"""Draws of the zero-mean prior :math:`\mathcal{GP}(0, k)` on the kernel's inputs:
+    :math:`f = \psi(\cdot)\, w`, :math:`w \sim \mathcal{N}(0, I)`.
 
     The exact harmonic expansion for a zonal kernel (its ``feature_map.truncation`` states the
     missing variance); BoTorch's random Fourier features otherwise (needs ``num_inputs``). One
-    output per member of the kernel's batch (P = batch size) for a batched kernel.
+    output per member of the kernel's batch (:math:`P` = batch size) for a batched kernel.
     """
     feature_map = prior_feature_map(kernel, settings, num_inputs=num_inputs)
     batch = feature_map.batch_shape
@@ -124,7 +130,8 @@ def draw_layer_paths(
 
     ``source`` is an ``InterDomainVariationalStrategy`` (inputs: the kernel's), or a model / layer
     with one as ``variational_strategy`` (or inside a multitask wrapper) and an ``input_map``
-    (``SVGP``, ``DGPLayer``: raw inputs). q(u) is sampled through the strategy's own family.
+    (``SVGP``, ``DGPLayer``: raw inputs). :math:`q(u)` is sampled through the strategy's own
+    family.
     """
     strategy, input_transform = _strategy_and_inputs(source)
     with torch.no_grad():

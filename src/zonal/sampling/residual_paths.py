@@ -1,14 +1,19 @@
-"""Pathwise posterior draws of a residual deep GP (seed 004 secs. 2.3 and 3.1.2).
+r"""Pathwise posterior draws of a residual deep GP (seed 004 secs. 2.3 and 3.1.2).
 
-A draw of F = g o (exp o v^{L-1}) o ... o (exp o v^1) is a whole function: each hidden vector
-field v^l = A(x) c^l(x) is drawn as a path of its component GP c^l (Matheron's rule,
-``paths.draw_layer_paths``), the output GP g likewise, and a point moves as
+A draw of :math:`F = g \circ (\exp \circ v^{L-1}) \circ \dots \circ (\exp \circ v^1)` is a whole
+function: each hidden vector field :math:`v^l = A(x)\, c^l(x)` is drawn as a path of its component
+GP :math:`c^l` (Matheron's rule, ``paths.draw_layer_paths``), the output GP :math:`g` likewise, and
+a point moves as
 
-    h_1 = z,   h_{l+1} = exp_{h_l}(A(h_l) c^l_s(h_l)),   F_s(x) = r g_s(h_L)
+.. math::
 
-(r the radius of a ``SphereEmbedding``, 1 for ``OnSphere`` inputs). Draw s of each layer reads draw
-s of the one before, as ``DeepPaths`` does for a ``DGP``; a point's value does not depend on the
-other points, so the draws are deterministic, differentiable functions (Thompson sampling).
+    h_1 = z, \qquad h_{l+1} = \exp_{h_l}\big(A(h_l)\, c^l_s(h_l)\big), \qquad
+    F_s(x) = r\, g_s(h_L)
+
+(:math:`r` the radius of a ``SphereEmbedding``, 1 for ``OnSphere`` inputs). Draw :math:`s` of each
+layer reads draw :math:`s` of the one before, as ``DeepPaths`` does for a ``DGP``; a point's value
+does not depend on the other points, so the draws are deterministic, differentiable functions
+(Thompson sampling).
 """
 
 from __future__ import annotations
@@ -28,8 +33,8 @@ from zonal.sampling.paths import (
 
 
 class ResidualPaths(nn.Module):
-    """S fixed draws of a residual DGP as one callable: inputs x [*b, N, D] -> [*S, *b, N]
-    (or [*S, *b, N, P]), the sample dimensions broadcast against *b from the right."""
+    """:math:`S` fixed draws of a residual DGP as one callable: inputs :math:`x` [*b, N, D] ->
+    [*S, *b, N] (or [*S, *b, N, P]), the sample dimensions broadcast against *b from the right."""
 
     def __init__(self, model: ResidualDGP, fields: list[DrawnPaths], output: DrawnPaths) -> None:
         super().__init__()
@@ -42,7 +47,8 @@ class ResidualPaths(nn.Module):
         self._to_sphere = model.to_sphere
 
     def hidden_points(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """(h_L [*S, *b, N, d], the radii [*b, N] or None) for inputs x [*b, N, D]."""
+        """(:math:`h_L` [*S, *b, N, d], the radii [*b, N] or None) for inputs :math:`x`
+        [*b, N, D]."""
         h, radius = self._to_sphere(x)  # [*b, N, d]
         for field, components in zip(self._vector_fields, self.field_paths, strict=True):
             c = components(h)  # [*S, *b, N, P]
@@ -50,7 +56,7 @@ class ResidualPaths(nn.Module):
         return h, radius
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """F_s(x): [*S, *b, N] (one output) or [*S, *b, N, P]."""
+        """:math:`F_s(x)`: [*S, *b, N] (one output) or [*S, *b, N, P]."""
         h, radius = self.hidden_points(x)
         values = self.output_path(h)
         if radius is None:

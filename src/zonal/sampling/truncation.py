@@ -1,24 +1,31 @@
-"""Where to cut the Karhunen-Loeve expansion of a zonal GP prior, and what the cut costs.
+r"""Where to cut the Karhunen-Loeve expansion of a zonal GP prior, and what the cut costs.
 
-A zonal kernel k(x, x') = sum_n lambda_n Z_n(x . x') with Z_n = sum_j phi_nj(x) phi_nj(x') gives the
-exact prior draw (seed 004 sec. 2.2.2, eq. 2.17 with the Mercer features)
+A zonal kernel :math:`k(x, x') = \sum_n \lambda_n Z_n(x \cdot x')` with
+:math:`Z_n = \sum_j \phi_{nj}(x) \phi_{nj}(x')` gives the exact prior draw (seed 004 sec. 2.2.2,
+eq. 2.17 with the Mercer features)
 
-    f(x) = sum_{n, j} sqrt(lambda_n) w_nj phi_nj(x),   w_nj ~ N(0, 1),
+.. math::
 
-whose covariance, truncated after level L, is k_L(x, x') = sum_{n <= L} lambda_n Z_n(x . x'). Since
-|Z_n(t)| <= Z_n(1) = N_n^d and lambda_n >= 0, the truncation error is bounded everywhere by the
-missing prior variance
+    f(x) = \sum_{n, j} \sqrt{\lambda_n}\, w_{nj} \phi_{nj}(x), \qquad w_{nj} \sim \mathcal{N}(0, 1),
 
-    |k(x, x') - k_L(x, x')| <= k(1) - sum_{n <= L} lambda_n N_n^d   (times ||x|| ||x'|| if homogeneous).
+whose covariance, truncated after level :math:`L`, is
+:math:`k_L(x, x') = \sum_{n \le L} \lambda_n Z_n(x \cdot x')`. Since
+:math:`\lvert Z_n(t) \rvert \le Z_n(1) = N_n^d` and :math:`\lambda_n \ge 0`, the truncation error is
+bounded everywhere by the missing prior variance
 
-The rule: L is the smallest degree whose missing variance is at most ``tolerance`` times k(1), but
-no more than the last level that fits in ``max_features`` harmonics, and at least the highest level
-an inducing feature needs (``required_levels``: the Matheron update needs the prior's projection on
-every level the features use). A truncated Mercer sum (a kernel with no closed form, evaluated as
-sum_{n <= max_degree}) has no mass above its own truncation, so its missing variance reaches zero
-there. Levels whose eigenvalue is at most 1e-9 times the largest are left out (the project's
-zero-eigenvalue rule, ``zonal.features.ZERO_EIGENVALUE``) unless a feature uses them; their
-variance counts as missing.
+.. math::
+
+    \lvert k(x, x') - k_L(x, x') \rvert \le k(1) - \sum_{n \le L} \lambda_n N_n^d
+    \qquad (\text{times } \|x\| \|x'\| \text{ if homogeneous}).
+
+The rule: :math:`L` is the smallest degree whose missing variance is at most ``tolerance`` times
+:math:`k(1)`, but no more than the last level that fits in ``max_features`` harmonics, and at least
+the highest level an inducing feature needs (``required_levels``: the Matheron update needs the
+prior's projection on every level the features use). A truncated Mercer sum (a kernel with no
+closed form, evaluated as :math:`\sum_{n \le \mathtt{max\_degree}}`) has no mass above its own
+truncation, so its missing variance reaches zero there. Levels whose eigenvalue is at most 1e-9
+times the largest are left out (the project's zero-eigenvalue rule,
+``zonal.features.ZERO_EIGENVALUE``) unless a feature uses them; their variance counts as missing.
 """
 
 from __future__ import annotations
@@ -44,16 +51,17 @@ DEFAULT_MAX_FEATURES = 1024
 
 @dataclass(frozen=True)
 class HarmonicTruncation:
-    """A truncated Karhunen-Loeve expansion: the levels kept and the prior variance left out.
+    r"""A truncated Karhunen-Loeve expansion: the levels kept and the prior variance left out.
 
     Attributes:
-        ambient_dim: d, the expansion lives on S^{d-1}.
-        max_degree: L, the highest level kept.
+        ambient_dim: :math:`d`, the expansion lives on :math:`\mathbb{S}^{d-1}`.
+        max_degree: :math:`L`, the highest level kept.
         levels: the degrees kept, ascending (levels with a zero eigenvalue are left out).
-        num_features: sum of N_n^d over ``levels``.
-        total_variance: k(1), the prior variance at a unit vector, [*b] (b: the kernel's batch).
-        missing_variance: k(1) - sum_{n in levels} lambda_n N_n^d, [*b]: the bound on the
-            covariance error at unit vectors.
+        num_features: sum of :math:`N_n^d` over ``levels``.
+        total_variance: :math:`k(1)`, the prior variance at a unit vector, [*b] (b: the kernel's
+            batch).
+        missing_variance: :math:`k(1) - \sum_{n \in \mathtt{levels}} \lambda_n N_n^d`, [*b]: the
+            bound on the covariance error at unit vectors.
     """
 
     ambient_dim: int
@@ -65,7 +73,7 @@ class HarmonicTruncation:
 
     @property
     def relative_missing_variance(self) -> torch.Tensor:
-        """missing_variance / total_variance, [*b]."""
+        r""":math:`\mathtt{missing\_variance} / \mathtt{total\_variance}`, [*b]."""
         return self.missing_variance / self.total_variance
 
 
@@ -107,8 +115,8 @@ def choose_truncation(
 
     Args:
         kernel: a ``ZonalKernel``, optionally in a ``ScaleKernel``.
-        tolerance: the largest accepted missing variance as a fraction of k(1) (0: as far as the
-            budget allows; exact for a truncated Mercer sum that fits).
+        tolerance: the largest accepted missing variance as a fraction of :math:`k(1)` (0: as far
+            as the budget allows; exact for a truncated Mercer sum that fits).
         max_features: the budget of harmonics (``max_degree_for_budget``).
         required_levels: degrees that must be kept whatever the rule says.
     """

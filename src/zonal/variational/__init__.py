@@ -1,5 +1,5 @@
-"""Variational strategies over inter-domain inducing features, and q(u) at the ELBO's optimum for
-any likelihood (``nonconjugate``)."""
+"""Variational strategies over inter-domain inducing features, and :math:`q(u)` at the ELBO's
+optimum for any likelihood (``nonconjugate``)."""
 
 from zonal.variational.nonconjugate import NaturalGradientResult, optimal_variational_q
 from zonal.variational.strategy import InterDomainVariationalStrategy

@@ -1,13 +1,18 @@
-"""Writing a Gaussian q(u) = N(m, S) into GPyTorch's variational families.
+r"""Writing a Gaussian :math:`q(u) = \mathcal{N}(m, S)` into GPyTorch's variational families.
 
-Each family stores q in its own parameters; zonal sets q (the Titsias optimum, a copied network's
-weights, a scaled identity) through this one function, so every family is handled in one place:
+Each family stores :math:`q` in its own parameters; zonal sets :math:`q` (the Titsias optimum, a
+copied network's weights, a scaled identity) through this one function, so every family is handled
+in one place:
 
-    CholeskyVariationalDistribution        m, chol(S)
-    MeanFieldVariationalDistribution       m, sqrt(diag S)            (S must be diagonal)
-    NaturalVariationalDistribution         theta_1 = S^{-1} m, theta_2 = -S^{-1} / 2
-    TrilNaturalVariationalDistribution     theta_1 = S^{-1} m, T = chol(S)^{-1}  (theta_2 = -T^T T / 2)
-    DeltaVariationalDistribution           m                          (S must be None)
+.. math::
+
+    \mathtt{CholeskyVariationalDistribution} \quad & m, \ \operatorname{chol}(S) \\
+    \mathtt{MeanFieldVariationalDistribution} \quad & m, \ \sqrt{\operatorname{diag} S}
+    \qquad (S \text{ must be diagonal}) \\
+    \mathtt{NaturalVariationalDistribution} \quad & \theta_1 = S^{-1} m, \ \theta_2 = -S^{-1} / 2 \\
+    \mathtt{TrilNaturalVariationalDistribution} \quad & \theta_1 = S^{-1} m, \
+    T = \operatorname{chol}(S)^{-1} \qquad (\theta_2 = -T^\top T / 2) \\
+    \mathtt{DeltaVariationalDistribution} \quad & m \qquad (S \text{ must be None})
 
 These five are the families the strategy supports; any other raises ``UnsupportedFamilyError``.
 """

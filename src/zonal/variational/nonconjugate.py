@@ -1,32 +1,43 @@
-"""q(u) at its optimum for any likelihood at fixed hyperparameters: damped natural-gradient steps.
+r""":math:`q(u)` at its optimum for any likelihood at fixed hyperparameters: damped natural-gradient
+steps.
 
-In whitened coordinates v = L^{-1} u, with p(v) = N(0, I) and q(v) = N(m, S) per output (a batch
-[*b] of them: one per class of a softmax classifier), the marginals of q(f) at N rows are
+In whitened coordinates :math:`v = L^{-1} u`, with :math:`p(v) = \mathcal{N}(0, I)` and
+:math:`q(v) = \mathcal{N}(m, S)` per output (a batch [*b] of them: one per class of a softmax
+classifier), the marginals of :math:`q(f)` at :math:`N` rows are
 
-    mu = mu_0 + B^T m,    s = r + diag(B^T S B),    B = L^{-1} Kuf [M, N],
+.. math::
 
-where mu_0 is the prior mean and r = diag(Kff - B^T B) (``InterDomainVariationalStrategy``). The
-ELBO is E = sum_n E_q[log p(y_n | f_n)] - KL(q || p). In the natural parameters (h, P) =
-(S^{-1} m, S^{-1}) the natural gradient of E is its ordinary gradient in the expectation parameters
-(m, S + m m^T) (Hensman et al. 2013; Salimbeni, Eleftheriadis & Hensman 2018, sec. 2); with
-g = dELL/dmu and w = -2 dELL/ds [*b, N] it points from (h, P) to
+    \mu = \mu_0 + B^\top m, \qquad s = r + \operatorname{diag}(B^\top S B), \qquad
+    B = L^{-1} K_{uf} \ [M, N],
 
-    P* = I + B diag(w) B^T,    h* = B (g + w (mu - mu_0)),
+where :math:`\mu_0` is the prior mean and :math:`r = \operatorname{diag}(K_{ff} - B^\top B)`
+(``InterDomainVariationalStrategy``). The ELBO is
+:math:`E = \sum_n \mathbb{E}_q[\log p(y_n \mid f_n)] - \operatorname{KL}(q \,\|\, p)`. In the
+natural parameters :math:`(h, P) = (S^{-1} m, S^{-1})` the natural gradient of :math:`E` is its
+ordinary gradient in the expectation parameters :math:`(m, S + m m^\top)` (Hensman et al. 2013;
+Salimbeni, Eleftheriadis & Hensman 2018, sec. 2); with
+:math:`g = \partial \mathrm{ELL} / \partial \mu` and
+:math:`w = -2\, \partial \mathrm{ELL} / \partial s` [*b, N] it points from :math:`(h, P)` to
 
-and a step of size rho moves (h, P) the fraction rho of the way there. For a Gaussian likelihood
-w = 1 / noise, g + w (mu - mu_0) = (y - mu_0) / noise, and one step of size 1 lands on Titsias'
-optimum (``InterDomainVariationalStrategy.set_optimal_variational_distribution``); for a
-log-concave likelihood (probit, softmax) w >= 0 (Price's theorem: w = -E_q[d^2 log p / df^2]) and
-the steps are those of Newton's method on E, which converge in a few. A step is taken only where
-it raises E (else its size halves); the iterations stop when E changes by less than
-``tolerance`` nats per row, up or down: at the optimum a full step changes E by rounding only,
-and a fall there is no reason to halve the step (with a Gaussian likelihood the first step lands
-on the optimum and the second fell by 1e-12 nats on one machine, which had halved the step to
-its floor and reported no convergence). E_q[log p] is the likelihood's own (Gauss-Hermite
-quadrature for one-dimensional likelihoods and closed form for a Gaussian one, GPyTorch's
-``expected_log_prob``) or, for others (softmax), a Monte Carlo average over
-``num_samples`` draws that stay fixed through the iterations, so that every step compares the
-same objective.
+.. math::
+
+    P^\ast = I + B \operatorname{diag}(w) B^\top, \qquad h^\ast = B (g + w (\mu - \mu_0)),
+
+and a step of size :math:`\rho` moves :math:`(h, P)` the fraction :math:`\rho` of the way there.
+For a Gaussian likelihood :math:`w = 1 / \mathrm{noise}`,
+:math:`g + w (\mu - \mu_0) = (y - \mu_0) / \mathrm{noise}`, and one step of size 1 lands on
+Titsias' optimum (``InterDomainVariationalStrategy.set_optimal_variational_distribution``); for a
+log-concave likelihood (probit, softmax) :math:`w \ge 0` (Price's theorem:
+:math:`w = -\mathbb{E}_q[\partial^2 \log p / \partial f^2]`) and the steps are those of Newton's
+method on :math:`E`, which converge in a few. A step is taken only where it raises :math:`E` (else
+its size halves); the iterations stop when :math:`E` changes by less than ``tolerance`` nats per
+row, up or down: at the optimum a full step changes :math:`E` by rounding only, and a fall there is
+no reason to halve the step (with a Gaussian likelihood the first step lands on the optimum and the
+second fell by 1e-12 nats on one machine, which had halved the step to its floor and reported no
+convergence). :math:`\mathbb{E}_q[\log p]` is the likelihood's own (Gauss-Hermite quadrature for
+one-dimensional likelihoods and closed form for a Gaussian one, GPyTorch's ``expected_log_prob``)
+or, for others (softmax), a Monte Carlo average over ``num_samples`` draws that stay fixed through
+the iterations, so that every step compares the same objective.
 """
 
 from __future__ import annotations
@@ -64,7 +75,7 @@ class NaturalGradientResult:
 
     @property
     def elbo(self) -> float:
-        """The ELBO at the q returned, nats."""
+        """The ELBO at the :math:`q` returned, nats."""
         return self.trace[-1]
 
     @property
@@ -148,10 +159,11 @@ def optimal_variational_q(
     num_samples: int = NUM_SAMPLES,
     seed: int = 0,
 ) -> tuple[torch.Tensor, torch.Tensor, NaturalGradientResult]:
-    """The whitened q(v) = N(m [*b, M], S [*b, M, M]) that maximises the ELBO of targets y [N]
-    under ``likelihood``, from q(v) = N(``mean``, ``covariance``), by the damped natural-gradient
-    steps of the module docstring; returns (m, S, what was done). A non-positive-definite
-    precision raises ``zonal.linalg.NotPositiveDefiniteError``."""
+    r"""The whitened :math:`q(v) = \mathcal{N}(m, S)` (:math:`m` [*b, M], :math:`S` [*b, M, M])
+    that maximises the ELBO of targets :math:`y` [N] under ``likelihood``, from
+    :math:`q(v) = \mathcal{N}(\mathtt{mean}, \mathtt{covariance})`, by the damped natural-gradient
+    steps of the module docstring; returns (:math:`m`, :math:`S`, what was done). A
+    non-positive-definite precision raises ``zonal.linalg.NotPositiveDefiniteError``."""
     projection = marginals.projection  # [*b, M, N]
     num_rows = projection.shape[-1]
     generator = torch.Generator(device=mean.device).manual_seed(seed)

@@ -1,34 +1,49 @@
-"""Online variational conditioning: q(u) updated by new Gaussian observations, no refit.
+r"""Online variational conditioning: :math:`q(u)` updated by new Gaussian observations, no refit.
 
 Maddox, Stanton and Wilson (2021), "Conditioning sparse variational Gaussian processes for online
 decision-making" (NeurIPS), sec. 3: with the inducing features and hyperparameters kept, the
-variational posterior that accounts for new rows (X_n, y_n) under a Gaussian likelihood is the
-current q(u) = N(m, S) times the sparse likelihood of the new rows,
+variational posterior that accounts for new rows :math:`(X_n, y_n)` under a Gaussian likelihood is
+the current :math:`q(u) = \mathcal{N}(m, S)` times the sparse likelihood of the new rows,
 
-    q_new(u)  proportional to  q(u) N(y_n | A^T u + mu(X_n), N),   N = diag(noise_i),
+.. math::
 
-where A [M, q] is the strategy's projection at the new rows (``InterDomainVariationalStrategy.
-projection``: A = L^{-1} Kuf whitened, Kuu^{-1} Kuf otherwise, so that the conditional mean is A^T m
-in the strategy's own coordinates). It is Gaussian, a Kalman update with the q x q innovation
-covariance C = A^T S A + N = L_C L_C^T and G = L_C^{-1} A^T S [q, M]:
+    q_\text{new}(u) \propto q(u)\, \mathcal{N}(y_n \mid A^\top u + \mu(X_n), N), \qquad
+    N = \operatorname{diag}(\mathrm{noise}_i),
 
-    m_new = m + G^T L_C^{-1} (y_n - mu(X_n) - A^T m),      S_new = S - G^T G.
+where :math:`A` [M, q] is the strategy's projection at the new rows
+(``InterDomainVariationalStrategy.
+projection``: :math:`A = L^{-1} K_{uf}` whitened, :math:`K_{uu}^{-1} K_{uf}` otherwise, so that the
+conditional mean is :math:`A^\top m` in the strategy's own coordinates). It is Gaussian, a Kalman
+update with the :math:`q \times q` innovation covariance :math:`C = A^\top S A + N = L_C L_C^\top`
+and :math:`G = L_C^{-1} A^\top S` [q, M]:
 
-With S = R R^T the conditional at test inputs (projection A*, whitened B*, seed 000 eq. 2) is
+.. math::
 
-    mean = A*^T m_new + mu(x*),   cov = Kff + (R^T A*)^T (R^T A*) - B*^T B* - (G A*)^T (G A*),
+    m_\text{new} = m + G^\top L_C^{-1} (y_n - \mu(X_n) - A^\top m), \qquad
+    S_\text{new} = S - G^\top G.
 
-so S_new is never formed: the update costs O(q M^2 + q^3) per batch of new inputs, and the
-covariance stays the lazy ``RootDifferenceLinearOperator`` with G A* appended to the negative root.
-When q(u) is the Titsias optimum on rows D (``set_optimal_variational_distribution``), q_new is the
-Titsias optimum on D and the new rows together: the product of Gaussian likelihoods is exact.
+With :math:`S = R R^\top` the conditional at test inputs (projection :math:`A_\ast`, whitened
+:math:`B_\ast`, seed 000 eq. 2) is
 
-Batches: new inputs [*b, q, d] give G [*b, q, M]; observations [*F, *b, q] (fantasies in front)
-give m_new [*F, *b, M], and the covariance is shared by the fantasies.
+.. math::
 
-Updates compose: a q already updated (S' = R R^T - G'^T G') is updated again with S' in place of
-S (S' A = R R^T A - G'^T (G' A)), and the gains stack, S'' = R R^T - G'^T G' - G^T G, so a
-fantasy model can itself be fantasised (multi-step look-ahead).
+    \text{mean} &= A_\ast^\top m_\text{new} + \mu(x_\ast), \\
+    \text{cov} &= K_{ff} + (R^\top A_\ast)^\top (R^\top A_\ast) - B_\ast^\top B_\ast
+    - (G A_\ast)^\top (G A_\ast),
+
+so :math:`S_\text{new}` is never formed: the update costs :math:`O(q M^2 + q^3)` per batch of new
+inputs, and the covariance stays the lazy ``RootDifferenceLinearOperator`` with :math:`G A_\ast`
+appended to the negative root. When :math:`q(u)` is the Titsias optimum on rows :math:`D`
+(``set_optimal_variational_distribution``), :math:`q_\text{new}` is the Titsias optimum on
+:math:`D` and the new rows together: the product of Gaussian likelihoods is exact.
+
+Batches: new inputs [*b, q, d] give :math:`G` [*b, q, M]; observations [*F, *b, q] (fantasies in
+front) give :math:`m_\text{new}` [*F, *b, M], and the covariance is shared by the fantasies.
+
+Updates compose: a :math:`q` already updated (:math:`S' = R R^\top - G'^\top G'`) is updated again
+with :math:`S'` in place of :math:`S` (:math:`S' A = R R^\top A - G'^\top (G' A)`), and the gains
+stack, :math:`S'' = R R^\top - G'^\top G' - G^\top G`, so a fantasy model can itself be fantasised
+(multi-step look-ahead).
 """
 
 from __future__ import annotations

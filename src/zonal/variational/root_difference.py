@@ -1,14 +1,19 @@
-"""The posterior covariance correction A^T S A - B^T B as a lazy operator with a cheap diagonal.
+r"""The posterior covariance correction :math:`A^\top S A - B^\top B` as a lazy operator with a
+cheap diagonal.
 
 The conditional of an inter-domain SVGP (``InterDomainVariationalStrategy``) is
 
-    cov = Kff + P^T P - Q^T Q,   P = R^T A  (S = R R^T),   Q = B = L^{-1} Kuf  (Qff = Q^T Q),
+.. math::
+
+    \operatorname{cov} = K_{ff} + P^\top P - Q^\top Q, \qquad P = R^\top A \quad (S = R R^\top),
+    \qquad Q = B = L^{-1} K_{uf} \quad (Q_{ff} = Q^\top Q),
 
 and training and Monte Carlo prediction of (deep) GPs only ever read its diagonal,
-sum_k P[k, i]^2 - sum_m Q[m, i]^2: O(M N) once P and Q are known. ``RootDifferenceLinearOperator``
-keeps the two roots instead of forming N x N matrices, and computes the column norms on the roots
-as given: a deep GP layer shares Q between its outputs (one [*, 1, M, N] root for P outputs), and
-an elementwise product over a stride-0 expansion would be repeated, and slow, for each of them.
+:math:`\sum_k P[k, i]^2 - \sum_m Q[m, i]^2`: :math:`O(M N)` once :math:`P` and :math:`Q` are known.
+``RootDifferenceLinearOperator`` keeps the two roots instead of forming :math:`N \times N`
+matrices, and computes the column norms on the roots as given: a deep GP layer shares :math:`Q`
+between its outputs (one [*, 1, M, N] root for :math:`P` outputs), and an elementwise product over
+a stride-0 expansion would be repeated, and slow, for each of them.
 """
 
 from __future__ import annotations

@@ -1,23 +1,29 @@
-"""A GPyTorch variational strategy for any inducing feature, with a fast path for diagonal Kuu.
+r"""A GPyTorch variational strategy for any inducing feature, with a fast path for diagonal
+:math:`K_{uu}`.
 
-With q(u) = N(m, S) and the feature covariances Kuu, Kuf (``zonal.features``), the approximate
-posterior (seed 000 eq. 2, seed 002 eq. 19) is
+With :math:`q(u) = \mathcal{N}(m, S)` and the feature covariances :math:`K_{uu}`, :math:`K_{uf}`
+(``zonal.features``), the approximate posterior (seed 000 eq. 2, seed 002 eq. 19) is
 
-    unwhitened:  mean = Kfu Kuu^{-1} m,     cov = Kff + A^T (S - Kuu) A,   A = Kuu^{-1} Kuf
-    whitened:    u = L v, v ~ N(m, S):      mean = A^T m, cov = Kff + A^T (S - I) A,  A = L^{-1} Kuf
+.. math::
 
-with L L^T = Kuu. For a diagonal Kuu (spherical-harmonic features) L = Kuu^{1/2} elementwise and
-no cubic operation is done at all: the cost is O(M N) for the mean and O(M^2 N) for the variance.
-The KL divergence is computed in closed form from the Cholesky root of S (O(M^2) for a diagonal
-prior). Dense Kuu (activated features, inducing points) is factorised with adaptive jitter.
+    \text{unwhitened:} \quad & \text{mean} = K_{fu} K_{uu}^{-1} m, \qquad
+    \text{cov} = K_{ff} + A^\top (S - K_{uu}) A, \qquad A = K_{uu}^{-1} K_{uf} \\
+    \text{whitened:} \quad & u = L v, \ v \sim \mathcal{N}(m, S): \qquad \text{mean} = A^\top m,
+    \qquad \text{cov} = K_{ff} + A^\top (S - I) A, \qquad A = L^{-1} K_{uf}
 
-The strategy is the one owner of the conditional maths in zonal: the Kuu root (``kuu_root``), the
-map between whitened and unwhitened coordinates (``to_whitened``, ``to_unwhitened``), the weights B
-of the posterior mean Kfu B (``inducing_weights`` / ``set_inducing_weights``: an activated layer's
-output weights), setting q(u) (``set_variational``, ``set_variational_scale``; ``current_q`` reads
-it fresh) and the Titsias optimum for a Gaussian likelihood
-(``set_optimal_variational_distribution``). Supported variational families:
-``zonal.variational.families.SUPPORTED_FAMILIES``.
+with :math:`L L^\top = K_{uu}`. For a diagonal :math:`K_{uu}` (spherical-harmonic features)
+:math:`L = K_{uu}^{1/2}` elementwise and no cubic operation is done at all: the cost is
+:math:`O(M N)` for the mean and :math:`O(M^2 N)` for the variance. The KL divergence is computed in
+closed form from the Cholesky root of :math:`S` (:math:`O(M^2)` for a diagonal prior). Dense
+:math:`K_{uu}` (activated features, inducing points) is factorised with adaptive jitter.
+
+The strategy is the one owner of the conditional maths in zonal: the :math:`K_{uu}` root
+(``kuu_root``), the map between whitened and unwhitened coordinates (``to_whitened``,
+``to_unwhitened``), the weights :math:`B` of the posterior mean :math:`K_{fu} B`
+(``inducing_weights`` / ``set_inducing_weights``: an activated layer's output weights), setting
+:math:`q(u)` (``set_variational``, ``set_variational_scale``; ``current_q`` reads it fresh) and the
+Titsias optimum for a Gaussian likelihood (``set_optimal_variational_distribution``). Supported
+variational families: ``zonal.variational.families.SUPPORTED_FAMILIES``.
 """
 
 from __future__ import annotations
@@ -47,14 +53,15 @@ from zonal.variational.root_difference import RootDifferenceLinearOperator, comp
 
 
 class InterDomainVariationalStrategy(_VariationalStrategy):
-    """q(f) from q(u) over inter-domain inducing variables (``zonal.features``).
+    r""":math:`q(f)` from :math:`q(u)` over inter-domain inducing variables (``zonal.features``).
 
     Args:
         model: the ``ApproximateGP`` that owns this strategy; its ``covar_module`` is the kernel
             and its optional ``mean_module`` the prior mean.
         features: an ``InducingFeatures`` instance (its parameters are trained with the model).
-        variational_distribution: a GPyTorch variational distribution over M inducing variables.
-        whiten: parametrise q over v = L^{-1} u (default True).
+        variational_distribution: a GPyTorch variational distribution over :math:`M` inducing
+            variables.
+        whiten: parametrise :math:`q` over :math:`v = L^{-1} u` (default True).
     """
 
     def __init__(
@@ -117,8 +124,9 @@ class InterDomainVariationalStrategy(_VariationalStrategy):
         return kuu
 
     def kuu_root(self) -> torch.Tensor | DiagLinearOperator:
-        """L with L L^T = Kuu [*b, M, M]: Kuu^{1/2} (a ``DiagLinearOperator``) for diagonal Kuu,
-        else the lower Cholesky factor (adaptive jitter, ``NotPositiveDefiniteError`` if none)."""
+        r""":math:`L` with :math:`L L^\top = K_{uu}` [*b, M, M]: :math:`K_{uu}^{1/2}` (a
+        ``DiagLinearOperator``) for diagonal :math:`K_{uu}`, else the lower Cholesky factor
+        (adaptive jitter, ``NotPositiveDefiniteError`` if none)."""
         kuu = self._kuu()
         if isinstance(kuu, DiagLinearOperator):
             return DiagLinearOperator(kuu.diagonal().sqrt())
@@ -127,7 +135,8 @@ class InterDomainVariationalStrategy(_VariationalStrategy):
     def to_unwhitened(
         self, mean: torch.Tensor, covariance: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """(L m, L S L^T): a q over whitened v = L^{-1} u [*b, M], [*b, M, M] as a q over u."""
+        r""":math:`(L m, L S L^\top)`: a :math:`q` over whitened :math:`v = L^{-1} u` [*b, M],
+        [*b, M, M] as a :math:`q` over :math:`u`."""
         root = _dense(self.kuu_root()).to(mean)  # [*b, M, M]
         mean = (root @ mean.unsqueeze(-1)).squeeze(-1)
         return mean, None if covariance is None else root @ covariance @ root.mT
@@ -135,7 +144,8 @@ class InterDomainVariationalStrategy(_VariationalStrategy):
     def to_whitened(
         self, mean: torch.Tensor, covariance: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """(L^{-1} m, L^{-1} S L^{-T}): a q over u as a q over v = L^{-1} u."""
+        r""":math:`(L^{-1} m, L^{-1} S L^{-\top})`: a :math:`q` over :math:`u` as a :math:`q` over
+        :math:`v = L^{-1} u`."""
         root = _dense(self.kuu_root()).to(mean)  # [*b, M, M]
         mean = torch.linalg.solve_triangular(root, mean.unsqueeze(-1), upper=False).squeeze(-1)
         if covariance is None:
@@ -145,7 +155,8 @@ class InterDomainVariationalStrategy(_VariationalStrategy):
 
     @property
     def prior_distribution(self) -> MultivariateNormal:
-        """p(v) = N(0, I) when whitened, else p(u) = N(0, Kuu)."""
+        r""":math:`p(v) = \mathcal{N}(0, I)` when whitened, else
+        :math:`p(u) = \mathcal{N}(0, K_{uu})`."""
         batch_shape = self._variational_distribution.batch_shape
         num_inducing = self.features.num_inducing
         reference = parameter_like(self._variational_distribution)
@@ -162,19 +173,19 @@ class InterDomainVariationalStrategy(_VariationalStrategy):
 
     @property
     def shares_projection(self) -> bool:
-        """Whether ``shared_projection`` is active (its callers then build B's graph)."""
+        """Whether ``shared_projection`` is active (its callers then build :math:`B`'s graph)."""
         return self._shared is not None
 
     @contextmanager
     def shared_projection(self) -> Iterator[None]:
-        """Within this context ``projection`` computes (A, B) once per distinct input and hands
-        the same tensors to every later call on equal inputs (their values compared, whatever
-        their batch dimensions of size 1), with the autograd graph to the hyperparameters kept
-        even when the first call came under ``torch.no_grad``. For one training step that reads
-        B twice at the same hyperparameters: the natural-gradient step on q(u) and the ELBO's
-        forward after it (``zonal.models.training.fit_svgp``), which B does not depend on. The
-        results are forgotten when the context ends; the hyperparameters must not change within
-        it."""
+        """Within this context ``projection`` computes :math:`(A, B)` once per distinct input and
+        hands the same tensors to every later call on equal inputs (their values compared,
+        whatever their batch dimensions of size 1), with the autograd graph to the
+        hyperparameters kept even when the first call came under ``torch.no_grad``. For one
+        training step that reads :math:`B` twice at the same hyperparameters: the natural-gradient
+        step on :math:`q(u)` and the ELBO's forward after it (``zonal.models.training.fit_svgp``),
+        which :math:`B` does not depend on. The results are forgotten when the context ends; the
+        hyperparameters must not change within it."""
         if self.shares_projection:
             raise RuntimeError("shared_projection is already active on this strategy")
         self._shared = []
@@ -184,12 +195,14 @@ class InterDomainVariationalStrategy(_VariationalStrategy):
             self._shared = None
 
     def projection(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(A, B) [*b, M, N] for inputs x [*b, N, d]: B = L^{-1} Kuf and A = B (whitened) or
-        Kuu^{-1} Kuf = L^{-T} B, so that Qff = Kfu Kuu^{-1} Kuf = B^T B.
+        r""":math:`(A, B)` [*b, M, N] for inputs :math:`x` [*b, N, d]: :math:`B = L^{-1} K_{uf}` and
+        :math:`A = B` (whitened) or :math:`K_{uu}^{-1} K_{uf} = L^{-\top} B`, so that
+        :math:`Q_{ff} = K_{fu} K_{uu}^{-1} K_{uf} = B^\top B`.
 
-        Batch dimensions along which x is only expanded (stride 0, as GPyTorch's ``DeepGPLayer``
-        repeats a layer's input for each of its outputs) are computed once: the results have
-        size 1 there and broadcast. Within ``shared_projection`` equal inputs share one result.
+        Batch dimensions along which :math:`x` is only expanded (stride 0, as GPyTorch's
+        ``DeepGPLayer`` repeats a layer's input for each of its outputs) are computed once: the
+        results have size 1 there and broadcast. Within ``shared_projection`` equal inputs share
+        one result.
         """
         x = compact(x)
         if self._shared is None:
@@ -228,10 +241,13 @@ class InterDomainVariationalStrategy(_VariationalStrategy):
         diag: bool = True,
         **kwargs: Any,
     ) -> MultivariateNormal:
-        """q(f(x)) = N(A^T m + mu(x), Kff + A^T S A - B^T B) (A, B from ``projection``).
+        r""":math:`q(f(x)) = \mathcal{N}(A^\top m + \mu(x), K_{ff} + A^\top S A - B^\top B)`
+        (:math:`A`, :math:`B` from ``projection``).
 
-        With S = R R^T (R the Cholesky root that ``CholeskyVariationalDistribution`` stores),
-        A^T S A = (R^T A)^T (R^T A): one M x M by M x N product instead of the two of S @ A.
+        With :math:`S = R R^\top` (:math:`R` the Cholesky root that
+        ``CholeskyVariationalDistribution`` stores),
+        :math:`A^\top S A = (R^\top A)^\top (R^\top A)`: one :math:`M \times M` by
+        :math:`M \times N` product instead of the two of :math:`S A`.
         """
         projection, whitened = self.projection(x)  # [*b', M, N], *b' broadcasts to *b
         mean = (projection.mT @ inducing_values.unsqueeze(-1)).squeeze(-1)  # [*b, N]
@@ -252,7 +268,8 @@ class InterDomainVariationalStrategy(_VariationalStrategy):
         return MultivariateNormal(mean, SumLinearOperator(*terms))
 
     def kl_divergence(self) -> torch.Tensor:
-        """KL(q(u) || p(u)) [*b], in closed form from the root of S (-log p(m) for a Delta q)."""
+        r""":math:`\operatorname{KL}(q(u) \,\|\, p(u))` [*b], in closed form from the root of
+        :math:`S` (:math:`-\log p(m)` for a Delta :math:`q`)."""
         q = self.variational_distribution
         prior = self.prior_distribution
         if isinstance(q, Delta) or not isinstance(prior.lazy_covariance_matrix, DiagLinearOperator):
@@ -280,17 +297,19 @@ class InterDomainVariationalStrategy(_VariationalStrategy):
     def set_variational(
         self, mean: torch.Tensor, covariance: torch.Tensor | None, *, whitened: bool
     ) -> None:
-        """Set q = N(mean [*b, M], covariance [*b, M, M]) given over v = L^{-1} u (``whitened``)
-        or over u, whatever the strategy's own parametrisation, and mark q as initialised (else
-        GPyTorch resets it to the prior on the next call). ``covariance`` None: a Delta q."""
+        r"""Set :math:`q = \mathcal{N}(\mathtt{mean}, \mathtt{covariance})` (mean [*b, M],
+        covariance [*b, M, M]) given over :math:`v = L^{-1} u` (``whitened``) or over :math:`u`,
+        whatever the strategy's own parametrisation, and mark :math:`q` as initialised (else
+        GPyTorch resets it to the prior on the next call). ``covariance`` None: a Delta
+        :math:`q`."""
         mean, covariance = self._stored(mean, covariance, whitened)
         write_gaussian(self._variational_distribution, mean, covariance)
         self._mark_set()
 
     @torch.no_grad()
     def set_variational_scale(self, scale: float, *, zero_mean: bool = False) -> None:
-        """q covariance = scale^2 I in the strategy's own coordinates (whitened: relative to the
-        prior); the mean is kept, or set to zero with ``zero_mean``."""
+        r""":math:`q` covariance :math:`= \mathtt{scale}^2 I` in the strategy's own coordinates
+        (whitened: relative to the prior); the mean is kept, or set to zero with ``zero_mean``."""
         distribution = self._variational_distribution
         mean = self.current_q().mean.detach()  # [*b, M]
         if zero_mean:
@@ -301,9 +320,9 @@ class InterDomainVariationalStrategy(_VariationalStrategy):
         self._mark_set()
 
     def current_q(self) -> MultivariateNormal | Delta:
-        """q(u) (or q(v) when whitened) from the parameters as they are now: GPyTorch memoises
-        ``variational_distribution`` and refreshes it only on a forward call in training mode,
-        so after an optimiser step or a write it may be the previous q."""
+        """:math:`q(u)` (or :math:`q(v)` when whitened) from the parameters as they are now:
+        GPyTorch memoises ``variational_distribution`` and refreshes it only on a forward call in
+        training mode, so after an optimiser step or a write it may be the previous :math:`q`."""
         return self._variational_distribution()
 
     def _mark_set(self) -> None:
@@ -313,8 +332,9 @@ class InterDomainVariationalStrategy(_VariationalStrategy):
         self._clear_cache()
 
     def inducing_weights(self) -> torch.Tensor:
-        """B [*b, M] with posterior mean Kfu B + mu(x) (seed 000 eq. 3): L^{-T} m whitened,
-        Kuu^{-1} m unwhitened. For activated features B is the network's output weight."""
+        r""":math:`B` [*b, M] with posterior mean :math:`K_{fu} B + \mu(x)` (seed 000 eq. 3):
+        :math:`L^{-\top} m` whitened, :math:`K_{uu}^{-1} m` unwhitened. For activated features
+        :math:`B` is the network's output weight."""
         mean = self.current_q().mean  # [*b, M]
         root = _dense(self.kuu_root()).to(mean)  # [*b, M, M]
         if self.whiten:
@@ -325,8 +345,8 @@ class InterDomainVariationalStrategy(_VariationalStrategy):
 
     @torch.no_grad()
     def set_inducing_weights(self, weights: torch.Tensor) -> None:
-        """Set the variational mean so that ``inducing_weights()`` is ``weights`` [*b, M]
-        (m = L^T B whitened, Kuu B unwhitened); the covariance is kept."""
+        r"""Set the variational mean so that ``inducing_weights()`` is ``weights`` [*b, M]
+        (:math:`m = L^\top B` whitened, :math:`K_{uu} B` unwhitened); the covariance is kept."""
         root = _dense(self.kuu_root()).to(weights)  # [*b, M, M]
         mean = root.mT @ weights.unsqueeze(-1)  # L^T B [*b, M, 1]
         if not self.whiten:
@@ -340,15 +360,17 @@ class InterDomainVariationalStrategy(_VariationalStrategy):
     def set_optimal_variational_distribution(
         self, x: torch.Tensor, y: torch.Tensor, noise: float | torch.Tensor
     ) -> None:
-        """Set q(u) to the optimum for a Gaussian likelihood (Titsias, 2009), one output.
+        r"""Set :math:`q(u)` to the optimum for a Gaussian likelihood (Titsias, 2009), one output.
 
         ``x`` [N, d] are the kernel's inputs (already lifted), ``y`` [N] the targets less the prior
-        mean. Computed in whitened coordinates v = L^{-1} u, where it stays well conditioned even
-        when Kuu is (nearly) singular:
+        mean. Computed in whitened coordinates :math:`v = L^{-1} u`, where it stays well
+        conditioned even when :math:`K_{uu}` is (nearly) singular:
 
-            A = L^{-1} Kuf,   S_v = (I + A A^T / s^2)^{-1},   m_v = S_v A y / s^2.
+        .. math::
 
-        At this q the ELBO equals the collapsed bound (``zonal.models.SGPR.elbo``).
+            A = L^{-1} K_{uf}, \qquad S_v = (I + A A^\top / s^2)^{-1}, \qquad m_v = S_v A y / s^2.
+
+        At this :math:`q` the ELBO equals the collapsed bound (``zonal.models.SGPR.elbo``).
         """
         if self._variational_distribution.batch_shape != torch.Size():
             raise ValueError("the closed-form optimum is implemented for a single output")
