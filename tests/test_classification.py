@@ -23,7 +23,7 @@ from zonal.tabular.predict import predict_data, predict_table
 from zonal.tabular.recipes import UnsupportedLikelihoodError, resolve_spec
 from zonal.tabular.saved import load_model, save_model
 from zonal.tabular.tables import TableError, read_table
-from zonal.tabular.targets import LabelError, Target, detect_target, label_texts
+from zonal.tabular.targets import LabelError, Target, detect_target, encode_labels, label_texts
 
 FAST = ["--model", "svgp-activated", "--num-inducing", "16", "--steps", "60", "--quiet"]
 
@@ -81,6 +81,22 @@ def test_the_task_is_read_from_the_target_column():
     assert detect_target(texts(["a", "b", "c"]), None).likelihood == "softmax"
     forced = detect_target(texts(written[0]), "softmax")
     assert forced.classes == ("4,983.8", "6,162.0", "6,885.0")
+
+
+def test_numbers_written_as_text_are_one_class_whatever_their_spelling():
+    """A text column of numbers ("0", "1.0", " 1 ": a CSV of floats, or a hand-edited one) is
+    written as a numeric column of the same values is ("1.0" was a class of its own beside "1",
+    and a CSV of floats and a Parquet file of ints gave different classes); a column with any
+    text stays text; a model saved with classes "0.0", "1.0" still knows "0" and "1"."""
+    texts, missing = label_texts(np.array(["0", "1", "1.0", " 1 ", "0.0", "NA"], dtype=object))
+    assert texts.tolist()[:5] == ["0", "1", "1", "1", "0"] and missing.tolist() == [5]
+    assert detect_target(texts[:5], "bernoulli").classes == ("0", "1")
+    as_text = label_texts(np.array(["0.0", "1.0", "2.5"], dtype=object))[0]
+    assert as_text.tolist() == label_texts(np.array([0.0, 1.0, 2.5]))[0].tolist()
+    assert label_texts(np.array(["1", "1.0", "a"], dtype=object))[0].tolist() == ["1", "1.0", "a"]
+    saved_before = Target("bernoulli", ("0.0", "1.0"))
+    codes = encode_labels(saved_before, np.array(["1", "0", "1.0"], dtype=object), "t")
+    assert codes.tolist() == [1, 0, 1]
 
 
 def test_an_integer_target_read_as_classes_is_announced_with_the_switch(tmp_path, capsys):

@@ -88,15 +88,26 @@ def test_a_column_of_one_value_is_kept_with_a_note_and_never_gives_nan(tmp_path,
     )
     assert main(["fit", str(data), "--target", "y", *TINY]) == 0
     assert "zonal: note: " in capsys.readouterr().err
-    # at prediction the column may vary: its training std of 0 is read as 1, never divided by
-    other = write_csv(tmp_path / "new.csv", ["a", "k"], [[p, 7 + p] for p in a[:10]])
+    # at prediction the column may vary: the model never saw it vary, so it is read at its
+    # training value (a note names it), and the predictions are those of k = 7
+    other = write_csv(tmp_path / "new.csv", ["a", "k"], [[p, 7 + 50 * p] for p in a[:10]])
+    same = write_csv(tmp_path / "same.csv", ["a", "k"], [[p, 7] for p in a[:10]])
+    assert main(["predict", str(tmp_path / "flat.zonal.pt"), str(same)]) == 0
+    assert "zonal: note: " not in capsys.readouterr().err
     assert main(["predict", str(tmp_path / "flat.zonal.pt"), str(other)]) == 0
+    assert "zonal: note: 1 input column(s) held one value on the training rows and differ " \
+        "here: 'k' (trained at 7); read at the training value" in capsys.readouterr().err
     predictions = np.genfromtxt(tmp_path / "new.predictions.csv", delimiter=",", names=True)
-    assert np.isfinite(predictions["mean"]).all() and np.isfinite(predictions["variance"]).all()
+    expected = np.genfromtxt(tmp_path / "same.predictions.csv", delimiter=",", names=True)
+    for column in ("mean", "variance"):
+        np.testing.assert_array_equal(predictions[column], expected[column])
     x = np.column_stack([a, np.full(60, 7.0)])
     with pytest.warns(DataWarning, match=r"1 input column\(s\) hold a single value"):
         regressor = ZonalRegressor(**TINY_OPTIONS).fit(x, y)
     assert np.isfinite(regressor.predict(x)).all()
+    with pytest.warns(DataWarning, match="'x1' \\(trained at 7\\)"):
+        moved = regressor.predict(np.column_stack([a, np.full(60, 9.0)]))
+    np.testing.assert_array_equal(moved, regressor.predict(x))
     with warnings.catch_warnings():
         warnings.simplefilter("error", DataWarning)  # a table without these defects: no note
         ZonalRegressor(**TINY_OPTIONS).fit(x[:, :1], y)

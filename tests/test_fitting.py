@@ -141,6 +141,15 @@ def test_missing_and_non_numeric_values_name_rows_and_columns(tmp_path, capsys):
     assert not (tmp_path / "m.pt").exists()
 
 
+def test_an_npz_of_python_objects_is_named_as_such(tmp_path):
+    """An object array (text saved from a list of str objects) needs unpickling, which zonal
+    refuses: the message says so and how to save text (it said "a damaged array")."""
+    x, _ = synthetic(4)
+    np.savez(tmp_path / "objects.npz", a=x[:, 0], label=np.array(["u", "v", "u", "v"], object))
+    with pytest.raises(TableError, match=r"Python objects \(dtype=object\).*as strings"):
+        read_table(tmp_path / "objects.npz")
+
+
 def test_npz_missing_values_name_rows(tmp_path):
     x, y = synthetic(10)
     x[7, 1] = np.nan
@@ -161,7 +170,8 @@ def test_corrupted_or_foreign_checkpoint_is_named(damage, table_csv, tmp_path, c
     fit = ["fit", str(table_csv), "--target", "y", "--features", "a,b", "-o", str(checkpoint)]
     assert main([*fit, *FAST]) == 0
     expected = {"foreign": "not a model file written by `zonal fit`", "bit-flip": "checksum",
-                "pickle": "zonal will not execute code from it"}.get(damage, "corrupt")  # fmt: skip
+                "pickle": "zonal will not execute code from it",
+                "text": "not a PyTorch checkpoint at all"}.get(damage, "corrupt")  # fmt: skip
     if damage == "truncated":
         checkpoint.write_bytes(checkpoint.read_bytes()[:200])
     elif damage == "foreign":
@@ -265,6 +275,10 @@ def test_tsv_and_parquet_tables_read_as_the_csv_does(tmp_path):
         assert [str(cell) for cell in table.cells["label"]] == ["up", "down", "up"]
         with pytest.raises(TableError, match=r"missing values in column 'y' at (line 3|row 1)"):
             table.numeric(["y"])
+    # a Parquet column name is stripped as a CSV header's is ("a " and "a" name one column)
+    spaced = pyarrow.table({" a ": [1.0, 2.0], "label": ["x", "y"]})
+    parquet.write_table(spaced, tmp_path / "spaced.parquet")
+    assert read_table(tmp_path / "spaced.parquet").columns == ("a", "label")
     duplicated = pyarrow.table([[1.0], [2.0]], names=["a", "a"])
     parquet.write_table(duplicated, tmp_path / "twice.parquet")
     with pytest.raises(TableError, match="duplicated column names"):
@@ -395,3 +409,24 @@ def test_cli_probe_small_defects(table_csv, tmp_path, capsys):
     underscored.write_text("a,y\n1_000,1\n2,2\n3,3\n")
     assert main(["fit", str(underscored), "--target", "y", *FAST]) == 1
     assert "'a'" in one_line_error(capsys)
+
+
+def test_the_fit_line_counts_training_and_validation_rows_and_takes_a_spaced_target(
+    table_csv, tmp_path, capsys
+):
+    """``--target ' y '`` names the column 'y' (the header's names and --features are stripped);
+    the fit line gives the training and validation rows apart (60 rows: 54 + 6), not the
+    training rows alone beside a model conditioned on all of them."""
+    checkpoint = tmp_path / "m.pt"
+    fit = ["fit", str(table_csv), "--target", " y ", "--features", "a,b", "-o", str(checkpoint)]
+    assert main([*fit, *FAST, "--model", "sgpr"]) == 0
+    line = next(line for line in capsys.readouterr().out.splitlines() if "fitted" in line)
+    assert "to 54 training + 6 validation rows x 2 input columns" in line
+
+
+def test_an_objective_never_evaluated_is_left_out_of_the_fit_line():
+    """A fit interrupted before its first evaluation has the objective NaN: not printed."""
+    from zonal.cli.fit import _objective
+
+    assert _objective({"model": "adgp"}, float("nan")) == ""
+    assert _objective({"model": "adgp"}, -1.25) == " (ELBO per training row -1.25)"

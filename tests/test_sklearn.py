@@ -113,3 +113,25 @@ def test_an_unknown_kernel_is_refused_under_auto_too():
     for model in ("auto", "sgpr"):
         with pytest.raises(ValueError, match="unknown kernel 'rbf'; choose one of auto, arccos"):
             ZonalRegressor(model, kernel="rbf", budget=None, steps=2).fit(x, x[:, 0])
+
+
+def test_random_state_takes_what_scikit_learn_passes():
+    """An int seeds the fit; a ``RandomState`` (it raised a TypeError) gives the fit a seed drawn
+    from it, so two equal states give equal fits; None draws from numpy's global state, as
+    scikit-learn reads None."""
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=(60, 2))
+    y = np.sin(x[:, 0]) + 0.1 * rng.normal(size=60)
+    settings = {"num_inducing": 8, "steps": 5, "budget": None}
+
+    def fitted(random_state):
+        return ZonalRegressor("svgp-activated", random_state=random_state, **settings).fit(x, y)
+
+    from_states = [fitted(np.random.RandomState(4)).predict(x) for _ in range(2)]
+    np.testing.assert_array_equal(*from_states)
+    seed = np.random.RandomState(4).randint(2**31 - 1)
+    np.testing.assert_array_equal(from_states[0], fitted(int(seed)).predict(x))
+    np.random.seed(11)
+    global_state = fitted(None).predict(x)
+    np.random.seed(11)
+    np.testing.assert_array_equal(global_state, fitted(None).predict(x))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import os
 import sys
 import warnings
@@ -65,6 +66,7 @@ def _fit_quietly_or_not(args: argparse.Namespace) -> int:
     from zonal.tabular.saved import save_model
     from zonal.tabular.tables import read_table
 
+    args.target = args.target.strip()  # as the header's names and --features are read
     if args.chunk_size is not None:
         return _fit_streamed(args)
     if len(args.data) > 1 or args.restart:
@@ -112,7 +114,7 @@ def _fit_quietly_or_not(args: argparse.Namespace) -> int:
     trained = fitted.trained
     print(
         f"zonal: fitted {fitted.describe()} for {fitted.target.describe()} to "
-        f"{fitted.num_rows - fitted.num_validation_rows} rows x {len(fitted.feature_columns)} "
+        f"{_rows(fitted.num_rows, fitted.num_validation_rows)} x {len(fitted.feature_columns)} "
         f"input columns of {args.data} in {trained.seconds:.1f} s"
         f"{_objective(fitted.spec, trained.objective)} -> {output}"
     )
@@ -148,6 +150,9 @@ def _fit_streamed(args: argparse.Namespace) -> int:
     features = None
     if args.features is not None:
         features = [name.strip() for name in args.features.split(",") if name.strip()]
+    if args.likelihood in (None, "gaussian"):  # the first line names the task, as in memory
+        print(f"zonal: target {args.target!r}: regression, Gaussian likelihood (the streamed fit "
+              "is a regression)", file=sys.stderr)  # fmt: skip
     with _user_errors():
         try:
             fitted = streamed_fit(args.data, args.target, output=output,
@@ -172,7 +177,7 @@ def _fit_streamed(args: argparse.Namespace) -> int:
         if metrics else "no validation split"  # fmt: skip
     print(
         f"zonal: fitted {fitted.describe()} for regression to "
-        f"{fitted.num_rows - fitted.num_validation_rows} rows x {len(fitted.feature_columns)} "
+        f"{_rows(fitted.num_rows, fitted.num_validation_rows)} x {len(fitted.feature_columns)} "
         f"input columns of {fitted.source}, read {args.chunk_size} rows at a time, in "
         f"{fitted.trained.seconds:.1f} s{_objective(fitted.spec, fitted.trained.objective)}; "
         f"{where} -> {output}"
@@ -181,6 +186,11 @@ def _fit_streamed(args: argparse.Namespace) -> int:
 
 
 def run_predict(args: argparse.Namespace) -> int:
+    with data_notes():  # e.g. a column of one value on the training rows that varies here
+        return _predict(args)
+
+
+def _predict(args: argparse.Namespace) -> int:
     from zonal._files import check_new_output
     from zonal.tabular.predict import predict_table
     from zonal.tabular.saved import load_model
@@ -225,9 +235,17 @@ def _objective(spec: dict[str, Any], objective: float) -> str:
     objectives are of different kinds and do not add up to one."""
     from zonal.tabular.model import STACKED
 
-    if spec["model"] == STACKED:
-        return ""
+    if spec["model"] == STACKED or not math.isfinite(objective):  # NaN: interrupted before
+        return ""  # its first evaluation
     return f" ({OBJECTIVES.get(spec['model'], 'ELBO')} per training row {objective:.4g})"
+
+
+def _rows(num_rows: int, num_validation_rows: int) -> str:
+    """The fit line's rows: the training rows and, where there are some, the validation rows
+    (which the shallow models then condition on: the exact GP describes itself with all)."""
+    if num_validation_rows == 0:
+        return f"{num_rows} rows"
+    return f"{num_rows - num_validation_rows} training + {num_validation_rows} validation rows"
 
 
 def _units(fitted: Any) -> str:

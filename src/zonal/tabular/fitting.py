@@ -232,7 +232,8 @@ def fit_data(
         codes = np.asarray(y, dtype=np.float64)
         check_regression_target(codes, target_column, source)
     train_rows, valid_rows = validation_split(codes, target, validation_fraction, seed)
-    warn_about_inputs(feature_columns, constant_columns(x[train_rows]), num_rows, source)
+    constant = constant_columns(x[train_rows])  # [D]
+    warn_about_inputs(feature_columns, constant, num_rows, source)
     warn_about_row_numbers(x, feature_columns, source)
     x_scaler = Standardizer.fit(x[train_rows])
     y_scaler = Standardizer(
@@ -294,4 +295,6 @@ def fit_data(
                   if key not in ("seconds", "objective", "weight")}  # fmt: skip
     return TabularModel(trained, tuple(feature_columns), target_column, x_scaler, y_scaler,
                         num_rows, source, target, validation if len(valid_rows) else {},
-                        scores, len(valid_rows), interrupted, len(scoring.y_valid))  # fmt: skip
+                        scores, len(valid_rows), interrupted, len(scoring.y_valid),
+                        tuple(name for name, flag in zip(feature_columns, constant, strict=True)
+                              if flag))  # fmt: skip

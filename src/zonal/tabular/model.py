@@ -58,6 +58,9 @@ class TabularModel:
     interrupted: bool = False
     #: the validation rows that scored (and stacked) the candidates; 0: all of them
     num_scoring_rows: int = 0
+    #: the input columns that held one value on the training rows: the model never saw them
+    #: vary, so ``predict_data`` reads them at that value (with a note where they differ)
+    constant_columns: tuple[str, ...] = ()
 
     @property
     def scoring_rows(self) -> int:

@@ -4,6 +4,7 @@ in the target's units (regression), or one probability column per class and the 
 
 from __future__ import annotations
 
+import warnings
 from statistics import NormalDist
 
 import numpy as np
@@ -12,7 +13,7 @@ import torch
 from zonal.tabular.checks import check_magnitudes
 from zonal.tabular.metrics import class_probabilities
 from zonal.tabular.model import TabularModel
-from zonal.tabular.tables import Table, TableError, name_list
+from zonal.tabular.tables import DataWarning, Table, TableError, name_list
 from zonal.tabular.targets import (
     encode_labels,
     label_texts,
@@ -48,6 +49,30 @@ def predict_table(
                         seed=seed)  # fmt: skip
 
 
+def at_training_constants(fitted: TabularModel, x: np.ndarray) -> np.ndarray:
+    """x [N, D] with each of ``fitted.constant_columns`` (one value on the training rows) at that
+    value: the model never saw the column vary, so another value would move its predictions by
+    extrapolation alone (a value 10 units off raised the variance a thousandfold). A
+    ``DataWarning`` note names the columns whose values differ."""
+    positions = [fitted.feature_columns.index(name) for name in fitted.constant_columns]
+    values = np.asarray(fitted.x_scaler.mean, dtype=np.float64)[positions]  # [K]
+    differs = [p for p, v in zip(positions, values, strict=True) if np.any(x[:, p] != v)]
+    if not differs:
+        return x
+    trained_at = dict(zip(positions, values.tolist(), strict=True))
+    shown = ", ".join(f"{fitted.feature_columns[p]!r} (trained at {trained_at[p]:g})"
+                      for p in differs[:5]) + (" ..." if len(differs) > 5 else "")  # fmt: skip
+    warnings.warn(
+        f"{len(differs)} input column(s) held one value on the training rows and differ here: "
+        f"{shown}; read at the training value, since the model cannot know their effect",
+        DataWarning,
+        stacklevel=3,
+    )
+    x = x.copy()
+    x[:, positions] = values
+    return x
+
+
 def predict_data(
     fitted: TabularModel,
     x: np.ndarray,
@@ -79,6 +104,7 @@ def predict_data(
         raise TableError(f"{fitted.spec['model']} draws no samples: drop --samples")
     x = np.asarray(x, dtype=np.float64)
     check_magnitudes(x, fitted.feature_columns, "the inputs")
+    x = at_training_constants(fitted, x)
     inputs = torch.from_numpy(fitted.x_scaler.transform(x))
     if fitted.target.is_classification:
         probabilities = class_probabilities(model, inputs, fitted.target, seed=seed).cpu().numpy()

@@ -18,7 +18,8 @@ A checkpoint is a ``torch.save`` of a plain dict (tensors, numbers, strings, lis
     state_sha256      sha256 of the model state's names, dtypes, shapes and bytes (checked on load)
     training          {"rows", "validation_rows", "seconds", "objective", "candidates", "source",
                        "validation" (the chosen model's metrics), "scores" (every candidate's),
-                       "interrupted" (Ctrl-C kept the best model so far)}
+                       "interrupted" (Ctrl-C kept the best model so far), "constant_columns"
+                       (input columns of one value on the training rows)}
 
 Loading rebuilds the model from ``spec`` (``zonal.tabular.model.build_model``) and loads the state dict
 strictly, so a file from another program, another format version or a damaged one is refused with
@@ -97,6 +98,7 @@ def checkpoint_state(fitted: TabularModel) -> dict[str, Any]:
             "validation": dict(fitted.validation),
             "scores": {name: dict(score) for name, score in fitted.scores.items()},
             "interrupted": fitted.interrupted,
+            "constant_columns": list(fitted.constant_columns),
         },
     }
 
@@ -109,6 +111,13 @@ def save_model(fitted: TabularModel, path: str | os.PathLike[str], *, force: boo
 
 def _unreadable(path: Path, error: Exception) -> ModelFileError:
     """The named error for a checkpoint ``torch.load`` could not read safely."""
+    with open(path, "rb") as handle:  # torch.save writes a zip archive (a legacy one: a pickle)
+        head = handle.read(4)
+    if head != b"PK\x03\x04" and head[:1] != b"\x80":  # e.g. a table renamed .pt
+        return ModelFileError(
+            f"{path} is not a zonal model file: not a PyTorch checkpoint at all (a zonal model "
+            "file is what `zonal fit -o MODEL.pt` writes)"
+        )
     if isinstance(error, pickle.UnpicklingError):  # torch's message advises an unsafe reload
         return ModelFileError(
             f"checkpoint {path} holds Python objects that a safe (weights-only) load refuses: it "
@@ -179,6 +188,7 @@ def load_model(path: str | os.PathLike[str]) -> TabularModel:
         int(training.get("validation_rows", 0)),
         bool(training.get("interrupted", False)),
         int(training.get("scoring_rows", 0)),
+        tuple(training.get("constant_columns", ())),
     )
 
 

@@ -34,6 +34,7 @@ import numpy as np
 
 try:
     from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+    from sklearn.utils import check_random_state
     from sklearn.utils.multiclass import check_classification_targets
     from sklearn.utils.validation import check_is_fitted, validate_data
 except ImportError as error:  # pragma: no cover - the optional extra is missing
@@ -75,7 +76,9 @@ class _ZonalEstimator(BaseEstimator):
             exact GP or ``auto`` only) or by maximum likelihood (False); None (the default):
             as ``zonal fit``, MAP for ``auto``'s exact GP on at most 128 training rows
             (``zonal.tabular.candidates.small_table_options``), maximum likelihood otherwise.
-        random_state: seed of the split, the initialisation and the minibatches (an int).
+        random_state: seed of the split, the initialisation and the minibatches: an int (0 by
+            default), a ``numpy.random.RandomState`` (a seed is drawn from it), or None (a seed
+            drawn from numpy's global random state, as scikit-learn reads None).
         verbose: progress bars on stderr.
     """
 
@@ -110,10 +113,8 @@ class _ZonalEstimator(BaseEstimator):
 
     def _fit_arrays(self, x: np.ndarray, y: np.ndarray, target: Target) -> None:
         seed = self.random_state
-        if seed is None:
-            seed = 0
-        elif not isinstance(seed, int | np.integer):
-            seed = int(np.random.RandomState(seed).randint(2**31 - 1))
+        if not isinstance(seed, int | np.integer) or isinstance(seed, bool):
+            seed = int(check_random_state(seed).randint(2**31 - 1))  # None: numpy's global state
         self.fitted_: TabularModel = fit_data(
             x,
             y,

@@ -254,7 +254,8 @@ def _read_parquet(path: Path) -> Table:
             f"{path}: reading Parquet needs pyarrow: pip install 'zonal[scale]' (or pyarrow)"
         ) from error
     try:
-        names = [str(name) for name in parquet.ParquetFile(path).schema_arrow.names]
+        # names stripped as a CSV header's are, so one table saved both ways has one set of names
+        names = [str(name).strip() for name in parquet.ParquetFile(path).schema_arrow.names]
         check_header(path, names)  # before reading: pyarrow refuses duplicated names its own way
         table = parquet.read_table(path)
     except TableError:
@@ -282,6 +283,12 @@ def _read_npz(path: Path) -> Table:
         with np.load(path, allow_pickle=False) as archive:
             arrays = {name: archive[name] for name in archive.files}
     except (OSError, ValueError, zipfile.BadZipFile, EOFError) as error:
+        if "allow_pickle" in str(error) and zipfile.is_zipfile(path):
+            raise TableError(
+                f"{path}: an array of Python objects (dtype=object), which zonal does not "
+                "unpickle: save text columns as strings (np.asarray(column, dtype=str)) and "
+                "numbers as numbers"
+            ) from error
         reason = "it is not a zip archive" if not zipfile.is_zipfile(path) else "a damaged array"
         raise TableError(f"{path}: not a readable NPZ archive ({reason})") from error
     if not arrays:

@@ -75,7 +75,10 @@ REGRESSION = Target("gaussian")
 
 def label_texts(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(labels as text [N], 0-based rows of missing cells): numbers are written without a
-    trailing ``.0`` when integer-valued (3.0 -> ``"3"``), text is stripped."""
+    trailing ``.0`` when integer-valued (3.0 -> ``"3"``), text is stripped. A text column whose
+    every present cell is a number is written the same way (``"1"``, ``"1.0"`` and ``" 1 "`` are
+    one class ``"1"``, as a numeric column of the same values gives, whatever format the table
+    came in)."""
     values = np.asarray(values)
     if values.dtype.kind in "biuf":
         numbers = values.astype(np.float64)
@@ -83,8 +86,11 @@ def label_texts(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         written = [_number_text(value) for value in numbers]
         return np.array(written, dtype=object), missing
     texts = np.array([str(cell).strip() for cell in values.reshape(-1)], dtype=object)
-    missing = np.flatnonzero([text.lower() in MISSING_TOKENS for text in texts])
-    return texts, missing
+    is_missing = np.array([text.lower() in MISSING_TOKENS for text in texts], dtype=bool)
+    numbers = [_as_number(text) for text in texts[~is_missing].tolist()]
+    if numbers and all(value is not None and math.isfinite(value) for value in numbers):
+        texts[~is_missing] = [_number_text(value) for value in numbers]
+    return texts, np.flatnonzero(is_missing)
 
 
 def _number_text(value: float) -> str:
@@ -208,6 +214,10 @@ def encode_labels(target: Target, labels: np.ndarray, where: str) -> np.ndarray:
     """Class indices [N] (int64) of text labels; a ``LabelError`` naming the labels the model
     never saw (``where`` says whose labels they are)."""
     index = {label: position for position, label in enumerate(target.classes)}
+    for position, label in enumerate(target.classes):  # a model saved before labels were
+        number = _as_number(label)  # normalised (``label_texts``) knows "1.0" as "1" too
+        if number is not None and math.isfinite(number):
+            index.setdefault(_number_text(number), position)
     unknown = sorted({label for label in labels.tolist() if label not in index})
     if unknown:
         shown = ", ".join(map(repr, unknown[:5])) + (" ..." if len(unknown) > 5 else "")

@@ -262,7 +262,11 @@ class PartitionReader:
                     else ""
                 )
                 where = self._where(partition)
-                raise PartitionError(f"{where}: {str(error).split(': ', 1)[-1]}{note}") from error
+                scope = (f" (counted in the {len(frame)}-row chunk from {table.row_label(0)}: the "
+                         "streamed fit stops at its first bad chunk)")  # fmt: skip
+                raise PartitionError(
+                    f"{where}: {str(error).split(': ', 1)[-1]}{scope}{note}"
+                ) from error
             bad = np.flatnonzero(~np.isfinite(values).all(axis=1))  # e.g. a "-nan" cell
             if len(bad):
                 raise PartitionError(
