@@ -95,8 +95,10 @@ def test_a_column_of_one_value_is_kept_with_a_note_and_never_gives_nan(tmp_path,
     assert main(["predict", str(tmp_path / "flat.zonal.pt"), str(same)]) == 0
     assert "zonal: note: " not in capsys.readouterr().err
     assert main(["predict", str(tmp_path / "flat.zonal.pt"), str(other)]) == 0
-    assert "zonal: note: 1 input column(s) held one value on the training rows and differ " \
+    assert (
+        "zonal: note: 1 input column(s) held one value on the training rows and differ "
         "here: 'k' (trained at 7); read at the training value" in capsys.readouterr().err
+    )
     predictions = np.genfromtxt(tmp_path / "new.predictions.csv", delimiter=",", names=True)
     expected = np.genfromtxt(tmp_path / "same.predictions.csv", delimiter=",", names=True)
     for column in ("mean", "variance"):

@@ -87,9 +87,10 @@ def label_texts(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return np.array(written, dtype=object), missing
     texts = np.array([str(cell).strip() for cell in values.reshape(-1)], dtype=object)
     is_missing = np.array([text.lower() in MISSING_TOKENS for text in texts], dtype=bool)
-    numbers = [_as_number(text) for text in texts[~is_missing].tolist()]
-    if numbers and all(value is not None and math.isfinite(value) for value in numbers):
-        texts[~is_missing] = [_number_text(value) for value in numbers]
+    parsed = [_as_number(text) for text in texts[~is_missing].tolist()]
+    finite = [value for value in parsed if value is not None and math.isfinite(value)]
+    if finite and len(finite) == len(parsed):
+        texts[~is_missing] = [_number_text(value) for value in finite]
     return texts, np.flatnonzero(is_missing)
 
 
