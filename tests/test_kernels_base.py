@@ -466,3 +466,24 @@ def test_no_grad_fast_path_equals_autograd_path(name):
     assert torch.equal(fast, fast.mT)
     torch.testing.assert_close(slow.detach(), fast, rtol=1e-13, atol=1e-14)
     torch.testing.assert_close(fast.diagonal(dim1=-2, dim2=-1), kernel(x, diag=True).detach())
+
+
+def test_keyword_arguments_gpytorch_would_ignore_are_refused():
+    """``gpytorch.kernels.Kernel`` swallows unknown keywords: a misspelt ``homogeneous`` built a
+    non-homogeneous kernel, and ``ard_num_dims`` failed only at the first Gram matrix. Both are
+    named at construction, as is a lengthscale prior on a kernel without a lengthscale; the
+    options GPyTorch does use still work."""
+    from gpytorch.constraints import Interval
+    from gpytorch.priors import NormalPrior
+
+    with pytest.raises(TypeError, match=r"unexpected keyword argument.*homogenous"):
+        ArcCosineKernel(3, homogenous=True)
+    with pytest.raises(ValueError, match=r"takes no ard_num_dims.*SphereEmbedding"):
+        ChordalMaternKernel(3, ard_num_dims=3)
+    with pytest.raises(ValueError, match="has no lengthscale: drop lengthscale_prior"):
+        ArcCosineKernel(3, lengthscale_prior=NormalPrior(1.0, 0.1))
+    kernel = ChordalMaternKernel(3, lengthscale_prior=NormalPrior(1.0, 0.1),
+                                 lengthscale_constraint=Interval(0.1, 5.0),
+                                 batch_shape=torch.Size([2]))  # fmt: skip
+    assert [name for name, *_ in kernel.named_priors()] == ["lengthscale_prior"]
+    assert kernel.lengthscale.shape == (2, 1, 1)

@@ -58,6 +58,30 @@ class _UnitInputs(NamedTuple):
     symmetric: bool  # equal, and one autograd graph: K(x, x) symmetric with its derivatives
 
 
+#: the keyword arguments of ``gpytorch.kernels.Kernel`` a zonal kernel passes on
+KERNEL_OPTIONS = ("batch_shape", "active_dims", "lengthscale_prior", "lengthscale_constraint")
+
+
+def check_kernel_options(kernel: type, options: dict[str, Any]) -> None:
+    r"""Refuse the keyword arguments ``gpytorch.kernels.Kernel`` would take and ignore: an
+    unknown name (a misspelt ``homogeneous``, say), ``ard_num_dims`` (a zonal kernel reads
+    :math:`x \cdot x'` on the sphere; input relevance lives in the input map), and a lengthscale
+    prior or constraint on a kernel without a lengthscale."""
+    name = kernel.__name__
+    if "ard_num_dims" in options:
+        raise ValueError(
+            f"{name} takes no ard_num_dims: a zonal kernel is a function of x . x' on the sphere; "
+            "learn one scale per input column with the model's input map, "
+            "zonal.geometry.SphereEmbedding(bias, input_scales=torch.ones(D))"
+        )
+    unknown = sorted(set(options) - set(KERNEL_OPTIONS))
+    if unknown:
+        raise TypeError(f"{name} got unexpected keyword argument(s) {', '.join(unknown)}")
+    given = sorted({"lengthscale_prior", "lengthscale_constraint"} & set(options))
+    if given and not getattr(kernel, "has_lengthscale", False):
+        raise ValueError(f"{name} has no lengthscale: drop {', '.join(given)}")
+
+
 class ZonalKernel(Kernel):
     r"""Base class of the zonal kernels: shape function, eigenvalues, Gram matrices.
 
@@ -93,6 +117,7 @@ class ZonalKernel(Kernel):
         dtype: torch.dtype = torch.float64,
         **kwargs: Any,
     ) -> None:
+        check_kernel_options(type(self), kwargs)
         super().__init__(**kwargs)
         self.ambient_dim = check_ambient_dim(ambient_dim)
         self.max_degree = check_degree(max_degree)
