@@ -1,16 +1,17 @@
-"""Bayesian optimisation on hyperspheres with shallow and deep zonal models, in BoTorch's terms
+r"""Bayesian optimisation on hyperspheres with shallow and deep zonal models, in BoTorch's terms
 (seed 004 ch. 4).
 
 * ``models``: the exact GP with the intrinsic Matérn kernel of the sphere (BoTorch's
   ``SingleTaskGP`` with a zonal kernel) and the residual deep GP, builders and fitting;
 * ``thompson``: pathwise Thompson sampling, deep models included;
-* ``optimize_acqf_sphere``: BoTorch's ``optimize_acqf`` on S^{d-1} (multi-start Riemannian ascent,
-  or geoopt's Riemannian Adam); ``optimize_acqf_normalised``: the ambient-box baseline;
-* ``objectives``: test functions on spheres with known optima (Ackley on S^3, a singular function
-  and a smooth one on S^2);
+* ``optimize_acqf_sphere``: BoTorch's ``optimize_acqf`` on :math:`\mathbb{S}^{d-1}` (multi-start
+  Riemannian ascent, or geoopt's Riemannian Adam); ``optimize_acqf_normalised``: the ambient-box
+  baseline;
+* ``objectives``: test functions on spheres with known optima (Ackley on :math:`\mathbb{S}^3`, a
+  singular function and a smooth one on :math:`\mathbb{S}^2`);
 * ``lookahead``: knowledge gradient, max-value and joint entropy search for zonal models (which
   condition on fantasies), on spheres and in boxes;
-* ``optimize``: the loop (shallow, deep, switch after K steps, adaptive switch), resumable.
+* ``optimize``: the loop (shallow, deep, switch after :math:`K` steps, adaptive switch), resumable.
 """
 
 from zonal.bo.acquisition_optimization import optimize_acqf_sphere

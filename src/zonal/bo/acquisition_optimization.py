@@ -1,11 +1,14 @@
-"""``optimize_acqf_sphere``: BoTorch's ``optimize_acqf`` with the box replaced by S^{d-1}.
+r"""``optimize_acqf_sphere``: BoTorch's ``optimize_acqf`` with the box replaced by
+:math:`\mathbb{S}^{d-1}`.
 
-Candidates are q-batches of unit vectors X [q, d]. The steps (seed 004 sec. 4.1 and app. A.2):
+Candidates are q-batches of unit vectors :math:`X` [q, d]. The steps (seed 004 sec. 4.1 and
+app. A.2):
 
 1. Raw samples: ``raw_samples`` q-batches, from a near-uniform design (``design.sobol_sphere``)
    and, when ``anchors`` (e.g. the best observed points) are given, perturbations of them:
-   x = exp_a(s u) with u a random tangent direction at the anchor a and radii s spread
-   geometrically between ``perturbation_scales`` (narrow wells are found near good points).
+   :math:`x = \exp_a(s u)` with :math:`u` a random tangent direction at the anchor :math:`a` and
+   radii :math:`s` spread geometrically between ``perturbation_scales`` (narrow wells are found
+   near good points).
 2. Initial conditions: ``num_restarts`` of them chosen by BoTorch's ``initialize_q_batch``
    (Boltzmann sampling on the standardised acquisition values), or ``batch_initial_conditions``.
 3. Multi-start Riemannian ascent (``riemannian.riemannian_ascent``; ``optimizer="geoopt"``:
@@ -13,12 +16,12 @@ Candidates are q-batches of unit vectors X [q, d]. The steps (seed 004 sec. 4.1 
 4. The best restart (``return_best_only``; restarts where the acquisition is NaN are passed
    over, and NaN at every restart is a ``ValueError``), or all of them.
 
-The candidates lie on the sphere to rounding (|1 - ||x||| <= 1e-12 is tested). The return is
-BoTorch's: (candidates [q, d], acquisition value []) or ([R, q, d], [R]). A one-shot acquisition
-(``qKnowledgeGradient``, ``zonal.bo.KnowledgeGradient``, ``qMultiStepLookahead``) is optimised
-over its augmented q-batch (the q candidates and the fantasies' points,
-``get_augmented_q_batch_size``), all on the sphere, and the q candidates are extracted
-(``extract_candidates``), as ``optimize_acqf`` does.
+The candidates lie on the sphere to rounding (:math:`\lvert 1 - \|x\| \rvert \le 10^{-12}` is
+tested). The return is BoTorch's: (candidates [q, d], acquisition value []) or ([R, q, d], [R]). A
+one-shot acquisition (``qKnowledgeGradient``, ``zonal.bo.KnowledgeGradient``,
+``qMultiStepLookahead``) is optimised over its augmented q-batch (the :math:`q` candidates and the
+fantasies' points, ``get_augmented_q_batch_size``), all on the sphere, and the :math:`q` candidates
+are extracted (``extract_candidates``), as ``optimize_acqf`` does.
 """
 
 from __future__ import annotations
@@ -123,19 +126,20 @@ def optimize_acqf_sphere(
     dtype: torch.dtype | None = None,
     device: torch.device | str | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Maximise ``acq_function`` over q-batches of points on S^{d-1} (module docstring).
+    r"""Maximise ``acq_function`` over q-batches of points on :math:`\mathbb{S}^{d-1}` (module
+    docstring).
 
     Args:
-        acq_function: any BoTorch acquisition function (t-batched: X [b, q, d] -> [b]).
-        ambient_dim: d (the sphere S^{d-1} in R^d).
+        acq_function: any BoTorch acquisition function (t-batched: :math:`X` [b, q, d] -> [b]).
+        ambient_dim: :math:`d` (the sphere :math:`\mathbb{S}^{d-1}` in :math:`\mathbb{R}^d`).
         q: points per candidate batch (optimised jointly; a one-shot acquisition's augmented
-            batch is optimised and its q candidates returned).
-        num_restarts: R, restarts of the ascent.
+            batch is optimised and its :math:`q` candidates returned).
+        num_restarts: :math:`R`, restarts of the ascent.
         raw_samples: q-batches scored to choose the restarts (needed without
             ``batch_initial_conditions``).
         options: ``AscentOptions`` fields (``maxiter`` is taken for ``max_iterations``).
         batch_initial_conditions: starting q-batches [R, q, d] of unit vectors ([R, q', d],
-            q' the augmented batch size, for a one-shot acquisition).
+            :math:`q'` the augmented batch size, for a one-shot acquisition).
         return_best_only: the best restart only, or all.
         anchors: points [A, d] on the sphere whose neighbourhoods are sampled (the best
             observed points); ``anchor_fraction`` of the raw samples come from them.

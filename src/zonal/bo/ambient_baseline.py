@@ -1,9 +1,11 @@
-"""The ambient-space baseline for acquisition optimisation on S^{d-1}: optimise a(x / ||x||) over
-the box [-1, 1]^d with BoTorch's ``optimize_acqf`` (L-BFGS-B), then normalise the result.
+r"""The ambient-space baseline for acquisition optimisation on :math:`\mathbb{S}^{d-1}`: optimise
+:math:`a(x / \|x\|)` over the box :math:`[-1, 1]^d` with BoTorch's ``optimize_acqf`` (L-BFGS-B),
+then normalise the result.
 
-x / ||x|| is a smooth map from R^d \\ {0} onto the sphere, so this unconstrained parametrisation
-reaches every point; the box holds the sphere's every direction. It is the comparison asked of
-``optimize_acqf_sphere`` (same acquisition, same restarts and raw samples).
+:math:`x / \|x\|` is a smooth map from :math:`\mathbb{R}^d \setminus \{0\}` onto the sphere, so this
+unconstrained parametrisation reaches every point; the box holds the sphere's every direction. It
+is the comparison asked of ``optimize_acqf_sphere`` (same acquisition, same restarts and raw
+samples).
 """
 
 from __future__ import annotations
@@ -21,14 +23,15 @@ SMALLEST_NORM = 1e-12
 
 
 class NormalisedInput(AcquisitionFunction):
-    """a(x / ||x||) for x in R^d (x [b, q, d] -> [b])."""
+    r""":math:`a(x / \|x\|)` for :math:`x \in \mathbb{R}^d` (:math:`x` [b, q, d] -> [b])."""
 
     def __init__(self, acq_function: AcquisitionFunction) -> None:
         nn.Module.__init__(self)
         self.acq_function = acq_function
 
     def forward(self, X: torch.Tensor) -> torch.Tensor:
-        """a(X / ||X||) [b] for X [b, q, d] (norms floored at ``SMALLEST_NORM``)."""
+        r""":math:`a(X / \|X\|)` [b] for :math:`X` [b, q, d] (norms floored at
+        ``SMALLEST_NORM``)."""
         return self.acq_function(X / X.norm(dim=-1, keepdim=True).clamp(min=SMALLEST_NORM))
 
 
@@ -42,9 +45,9 @@ def optimize_acqf_normalised(
     *,
     dtype: torch.dtype | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(candidates [q, d] on the sphere, a at them []): ``optimize_acqf`` on the box [-1, 1]^d
-    of a(x / ||x||), the result normalised (on the acquisition's device, in ``dtype``: by
-    default the acquisition's, ``acquisition_dtype``)."""
+    r"""(candidates [q, d] on the sphere, :math:`a` at them []): ``optimize_acqf`` on the box
+    :math:`[-1, 1]^d` of :math:`a(x / \|x\|)`, the result normalised (on the acquisition's
+    device, in ``dtype``: by default the acquisition's, ``acquisition_dtype``)."""
     ambient_dim = check_ambient_dim(ambient_dim)
     dtype = acquisition_dtype(acq_function) if dtype is None else dtype
     ones = torch.ones(ambient_dim, dtype=dtype, device=acquisition_device(acq_function))

@@ -1,9 +1,10 @@
-"""Near-uniform point sets on S^{d-1}: initial candidates and inducing locations.
+r"""Near-uniform point sets on :math:`\mathbb{S}^{d-1}`: initial candidates and inducing locations.
 
-``sobol_sphere(count, ambient_dim, seed)`` maps a scrambled Sobol sequence in [0, 1]^d through the
-standard normal quantile function and projects radially: if u is uniform on the cube then
-z = Phi^{-1}(u) is standard normal on R^d and z / ||z|| is uniform on S^{d-1}, so the low
-discrepancy of u carries over to a near-uniform (quasi-random) design on the sphere.
+``sobol_sphere(count, ambient_dim, seed)`` maps a scrambled Sobol sequence in :math:`[0, 1]^d`
+through the standard normal quantile function and projects radially: if :math:`u` is uniform on
+the cube then :math:`z = \Phi^{-1}(u)` is standard normal on :math:`\mathbb{R}^d` and
+:math:`z / \|z\|` is uniform on :math:`\mathbb{S}^{d-1}`, so the low discrepancy of :math:`u`
+carries over to a near-uniform (quasi-random) design on the sphere.
 ``uniform_sphere`` is the same with pseudo-random normals (the seed's "sampled uniformly at random
 from the hypersphere", seed 004 app. A.2).
 """
@@ -27,7 +28,8 @@ def sobol_sphere(
     dtype: torch.dtype = torch.float64,
     device: torch.device | str | None = None,
 ) -> torch.Tensor:
-    """``count`` quasi-uniform unit vectors [count, d]: normalised Phi^{-1}(scrambled Sobol)."""
+    r"""``count`` quasi-uniform unit vectors [count, d]: normalised
+    :math:`\Phi^{-1}(\text{scrambled Sobol})`."""
     ambient_dim = check_ambient_dim(ambient_dim)
     if count < 0:
         raise ValueError(f"count must be >= 0, got {count}")

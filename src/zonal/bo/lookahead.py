@@ -3,10 +3,11 @@
 Every zonal model can be conditioned on new observations and fantasised
 (``zonal.models.conditioning``), so BoTorch's acquisitions that look ahead take them:
 
-* ``"kg"``: the one-shot knowledge gradient (``qKnowledgeGradient``): X [b, q + F, d] holds the
-  q candidates and the F maximisers of the fantasy models' posterior means; ``optimize_acqf_sphere``
-  (as ``optimize_acqf``) optimises all of them, on the sphere, so the inner problem is solved on
-  the sphere too, and returns the q candidates (``extract_candidates``);
+* ``"kg"``: the one-shot knowledge gradient (``qKnowledgeGradient``): :math:`X` [b, q + F, d]
+  holds the :math:`q` candidates and the :math:`F` maximisers of the fantasy models' posterior
+  means; ``optimize_acqf_sphere`` (as ``optimize_acqf``) optimises all of them, on the sphere, so
+  the inner problem is solved on the sphere too, and returns the :math:`q` candidates
+  (``extract_candidates``);
 * ``"mes"``: max-value entropy search (``qMaxValueEntropy``, Wang and Jegelka 2017) with the max
   values drawn on a candidate set (points on the sphere, or in the box);
 * ``"jes"``: joint entropy search (``qJointEntropySearch``, Hvarfner et al. 2022; Tu et al. 2022)
@@ -47,16 +48,21 @@ LOOKAHEAD_ACQUISITIONS = ("kg", "mes", "jes")
 
 
 class KnowledgeGradient(qKnowledgeGradient):
-    """BoTorch's one-shot ``qKnowledgeGradient`` that averages an ensemble's mixture once (module
-    docstring): KG(x) = (1/F) sum_f max_x' E[f(x') | data, (x, y_f)], the expectation the fantasy
-    model's mixture mean."""
+    r"""BoTorch's one-shot ``qKnowledgeGradient`` that averages an ensemble's mixture once (module
+    docstring):
+
+    .. math::
+
+        \mathrm{KG}(x) = \frac{1}{F} \sum_f \max_{x'} \mathbb{E}[f(x') \mid \text{data}, (x, y_f)],
+
+    the expectation the fantasy model's mixture mean."""
 
     # BoTorch types its decorator for AcquisitionFunction's own methods, not a subclass's
     @t_batch_mode_transform()  # type: ignore[arg-type]
     def forward(self, X: torch.Tensor) -> torch.Tensor:
-        """KG at X [b, q + F, d] -> [b]: X's first q rows are the candidates, its last F the
-        maximisers of the F fantasy models' posterior means (``qKnowledgeGradient.forward``
-        without its ensemble average)."""
+        """KG at :math:`X` [b, q + F, d] -> [b]: :math:`X`'s first :math:`q` rows are the
+        candidates, its last :math:`F` the maximisers of the :math:`F` fantasy models' posterior
+        means (``qKnowledgeGradient.forward`` without its ensemble average)."""
         X_actual, X_fantasies = _split_fantasy_points(X=X, n_f=self.num_fantasies)
         if self.X_pending is not None:
             X_actual = torch.cat([X_actual, match_batch_shape(self.X_pending, X_actual)], -2)
@@ -78,10 +84,10 @@ class KnowledgeGradient(qKnowledgeGradient):
     def evaluate(  # type: ignore[override]
         self, X: torch.Tensor, bounds: torch.Tensor, **kwargs: Any
     ) -> torch.Tensor:
-        """KG at X [b, q, d] -> [b] (X [q, d]: [1]) with the inner problem solved in ``bounds``
-        [2, d] (``qKnowledgeGradient.evaluate``, its keyword options the same). For an ensemble
-        BoTorch's ``evaluate`` averages the last dimension of its [b] values, the t-batch; here
-        each t-batch is then evaluated on its own, so its one value is its own."""
+        """KG at :math:`X` [b, q, d] -> [b] (:math:`X` [q, d]: [1]) with the inner problem solved
+        in ``bounds`` [2, d] (``qKnowledgeGradient.evaluate``, its keyword options the same). For
+        an ensemble BoTorch's ``evaluate`` averages the last dimension of its [b] values, the
+        t-batch; here each t-batch is then evaluated on its own, so its one value is its own."""
         if not is_ensemble(self.model):
             return super().evaluate(X, bounds=bounds, **kwargs)  # type: ignore[call-arg]
         batches = X.reshape(-1, *X.shape[-2:])  # [b', q, d]
@@ -98,8 +104,9 @@ class MultiStepLookahead(qMultiStepLookahead):
     # BoTorch types its decorator for AcquisitionFunction's own methods, not a subclass's
     @t_batch_mode_transform()  # type: ignore[arg-type]
     def forward(self, X: torch.Tensor) -> torch.Tensor:
-        """The look-ahead value at X [b, q', d] -> [b], q' = q_0 + f_1 q_1 + f_2 f_1 q_2 + ...
-        (``qMultiStepLookahead.forward`` without its ensemble average)."""
+        r"""The look-ahead value at :math:`X` [b, q', d] -> [b],
+        :math:`q' = q_0 + f_1 q_1 + f_2 f_1 q_2 + \dots` (``qMultiStepLookahead.forward`` without
+        its ensemble average)."""
         Xs = self.get_multi_step_tree_input_representation(X)
         if not self._collapse_fantasy_base_samples:
             self._set_samplers_batch_range(batch_shape=X.shape[:-2])

@@ -1,4 +1,5 @@
-"""The Bayesian optimisation loop on S^{d-1} with shallow and deep zonal models (seed 004 ch. 4).
+r"""The Bayesian optimisation loop on :math:`\mathbb{S}^{d-1}` with shallow and deep zonal models
+(seed 004 ch. 4).
 
 ``optimize(objective, ambient_dim, budget, model=...)`` follows the seed's protocol (sec. 4.2 and
 app. A.2): ``num_initial`` = 5 points drawn uniformly on the sphere, then one point per step chosen
@@ -348,11 +349,11 @@ def optimize(
     optimizer: str = "riemannian",
     progress: bool = True,
 ) -> BOState:
-    """Bayesian optimisation of ``objective`` on S^{d-1} (module docstring).
+    r"""Bayesian optimisation of ``objective`` on :math:`\mathbb{S}^{d-1}` (module docstring).
 
     Args:
-        objective: X [n, d] (unit vectors) -> values [n].
-        ambient_dim: d.
+        objective: :math:`X` [n, d] (unit vectors) -> values [n].
+        ambient_dim: :math:`d`.
         budget: total evaluations, the initial design included (seed 004: 5 + 200).
         model: ``"shallow"``, ``"deep"``, ``"switch"`` (needs ``switch_after``) or
             ``"adaptive"``.

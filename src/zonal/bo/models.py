@@ -1,9 +1,10 @@
-"""The surrogate models of zonal's Bayesian optimisation on spheres (seed 004 sec. 4.2, app. A).
+r"""The surrogate models of zonal's Bayesian optimisation on spheres (seed 004 sec. 4.2, app. A).
 
 * ``exact_sphere_gp``: BoTorch's ``SingleTaskGP`` with zonal's intrinsic Matérn kernel of
-  S^{d-1} (seed 004 eq. 2.24) as its covariance, on unit-vector inputs. Nothing else is needed:
-  the zonal kernel is a GPyTorch kernel, so BoTorch's exact GP, its ``fit_gpytorch_mll`` and its
-  pathwise draws (zonal's exact harmonic prior features, ``zonal.sampling``) take it unchanged.
+  :math:`\mathbb{S}^{d-1}` (seed 004 eq. 2.24) as its covariance, on unit-vector inputs. Nothing
+  else is needed: the zonal kernel is a GPyTorch kernel, so BoTorch's exact GP, its
+  ``fit_gpytorch_mll`` and its pathwise draws (zonal's exact harmonic prior features,
+  ``zonal.sampling``) take it unchanged.
   ``fit_exact_gp`` maximises the marginal likelihood with BoTorch's L-BFGS-B.
 * ``residual_deep_gp``: zonal's ``ResidualDGP`` on ``OnSphere`` inputs (vector fields moved by the
   exponential map, seed 004 eq. 3.3), every layer with ``num_inducing`` fixed inducing points of
@@ -58,10 +59,11 @@ def exact_sphere_gp(
     outputscale: float = 1.0,
     max_degree: int = 30,
 ) -> SingleTaskGP:
-    """``SingleTaskGP`` on unit vectors train_X [N, d] with targets train_Y [N, 1] (or [N]) and
-    the covariance sigma^2 k_nu, k_nu the intrinsic Matérn-nu kernel of S^{d-1} truncated at
-    ``max_degree`` (app. A.1: nu = 2.5, lengthscale and output scale 1 to start). No outcome
-    transform: standardise the targets before (``zonal.bo.loop`` does)."""
+    r"""``SingleTaskGP`` on unit vectors train_X [N, d] with targets train_Y [N, 1] (or [N]) and
+    the covariance :math:`\sigma^2 k_\nu`, :math:`k_\nu` the intrinsic Matérn-:math:`\nu` kernel of
+    :math:`\mathbb{S}^{d-1}` truncated at ``max_degree`` (app. A.1: :math:`\nu = 2.5`, lengthscale
+    and output scale 1 to start). No outcome transform: standardise the targets before
+    (``zonal.bo.loop`` does)."""
     _check_training_data(train_X, train_Y)
     train_Y = train_Y.reshape(len(train_X), -1).to(train_X)
     kernel = sphere_kernel(
@@ -97,11 +99,11 @@ def residual_deep_gp(
     dtype: torch.dtype = torch.float64,
     device: torch.device | str | None = None,
 ) -> ResidualDGP:
-    """A residual DGP on S^{d-1} (``OnSphere`` inputs) with ``num_hidden_layers`` projected vector
-    fields, every layer's ``num_inducing`` inducing points fixed on ``sobol_sphere`` (scrambled
-    by ``seed``); its posterior mixes ``posterior_samples`` inner draws from ``posterior_seed``
-    (fixed: an acquisition function of it is deterministic); parameters of ``dtype`` on
-    ``device`` (those of the training inputs, in ``zonal.bo.loop``)."""
+    r"""A residual DGP on :math:`\mathbb{S}^{d-1}` (``OnSphere`` inputs) with ``num_hidden_layers``
+    projected vector fields, every layer's ``num_inducing`` inducing points fixed on
+    ``sobol_sphere`` (scrambled by ``seed``); its posterior mixes ``posterior_samples`` inner draws
+    from ``posterior_seed`` (fixed: an acquisition function of it is deterministic); parameters of
+    ``dtype`` on ``device`` (those of the training inputs, in ``zonal.bo.loop``)."""
     inducing = sobol_sphere(num_inducing, ambient_dim, seed=seed, dtype=dtype, device=device)
     model = residual_dgp(ambient_dim, num_hidden_layers, inducing, input_map=OnSphere(), nu=nu)
     model = model.to(dtype=dtype, device=inducing.device)

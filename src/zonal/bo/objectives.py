@@ -1,40 +1,58 @@
-"""Test functions on spheres for Bayesian optimisation (seed 004 sec. 4.2), all to be minimised.
+r"""Test functions on spheres for Bayesian optimisation (seed 004 sec. 4.2), all to be minimised.
 
-Seed 004 names its functions (the Ackley function projected on S^3, a function with a singularity
-near the optimum on S^2) but its appendix does not define them; these are zonal's definitions. Each
-is a ``SphereObjective``: call it on unit vectors x [..., d] to get values [...]; it carries its
-minimiser and optimum value.
+Seed 004 names its functions (the Ackley function projected on :math:`\mathbb{S}^3`, a function with
+a singularity near the optimum on :math:`\mathbb{S}^2`) but its appendix does not define them; these
+are zonal's definitions. Each is a ``SphereObjective``: call it on unit vectors :math:`x` [..., d]
+to get values [...]; it carries its minimiser and optimum value.
 
-* ``ackley_sphere`` (S^3): Ackley's function read in normal coordinates at the minimiser x*,
-  f(x) = A(log_{x*}(x)) with the logarithm map's coordinates in an orthonormal basis B of
-  T_{x*}S^3 (z = theta B^T x / sin(theta), theta = d(x*, x), so ||z|| = theta <= pi), and
+* ``ackley_sphere`` (:math:`\mathbb{S}^3`): Ackley's function read in normal coordinates at the
+  minimiser :math:`x^\ast`, :math:`f(x) = A(\log_{x^\ast}(x))` with the logarithm map's coordinates
+  in an orthonormal basis :math:`B` of :math:`T_{x^\ast}\mathbb{S}^3`
+  (:math:`z = \theta B^\top x / \sin(\theta)`, :math:`\theta = d(x^\ast, x)`, so
+  :math:`\|z\| = \theta \le \pi`), and
 
-      A(z) = -a exp(-b sqrt(mean_i z_i^2)) - exp(mean_i cos(c z_i)) + a + e,  a, b, c = 20, 0.2, 2 pi.
+  .. math::
+
+      A(z) = -a \exp\Big(-b \sqrt{\operatorname{mean}_i z_i^2}\Big)
+      - \exp\big(\operatorname{mean}_i \cos(c z_i)\big) + a + e, \qquad
+      a, b, c = 20, 0.2, 2 \pi.
 
   This is how seed 004 ch. 4 says its reference projects Euclidean benchmarks onto the manifold (a
-  Euclidean function of the tangent coordinates at the optimum). Minimum f(x*) = 0. Around x* it is
-  a smooth bowl with a mild cone at the tip (the sqrt of the mean square), under a lattice of
-  cosine ripples of period 1 radian in each coordinate.
-* ``singular_sphere`` (S^2): a smooth basin plus a narrow well whose slope blows up at its tip,
+  Euclidean function of the tangent coordinates at the optimum). Minimum :math:`f(x^\ast) = 0`.
+  Around :math:`x^\ast` it is a smooth bowl with a mild cone at the tip (the sqrt of the mean
+  square), under a lattice of cosine ripples of period 1 radian in each coordinate.
+* ``singular_sphere`` (:math:`\mathbb{S}^2`): a smooth basin plus a narrow well whose slope blows up
+  at its tip,
 
-      f(x) = (1 - m . x) - h exp(-sqrt(||x - x*|| / r)),   h = 1, r = 0.05,
+  .. math::
 
-  (``singular_objective(r)`` gives the same function with another well radius r in (0, 1]; the
-  bound below then holds for s < r / (0.5 + r)^2, and farther away f >= -exp(-1 / (0.5 + r))
-  >= -exp(-2/3) > -cos(0.5), so x* stays the global minimiser)
+      f(x) = (1 - m \cdot x) - h \exp\Big(-\sqrt{\|x - x^\ast\| / r}\Big), \qquad
+      h = 1, \quad r = 0.05,
 
-  with the basin's centre m at 0.5 rad from the well's tip x*. The slope of the well blows up at
-  its tip (d/ds exp(-sqrt(s / r)) = -exp(-sqrt(s / r)) / (2 sqrt(s r)) -> -inf as s -> 0). The
-  global minimum is f(x*) = 1 - cos(0.5) - 1 = -cos(0.5) ~ -0.878: with s = ||x - x*||, the basin
-  is 1-Lipschitz in s and -exp(-t) >= -1 + t - t^2 / 2, so f(x) - f(x*) >= 0.93 sqrt(s / r) - s > 0
-  for s < 1e-3; farther away f >= -exp(-sqrt(s / r)) > -cos(0.5). The basin's floor is shallow:
-  f(m) = -exp(-sqrt(2 sin(0.25) / r)) ~ -0.043.
-* ``smooth_sphere`` (any S^{d-1}): analytic, one minimum,
+  (``singular_objective(r)`` gives the same function with another well radius
+  :math:`r \in (0, 1]`; the bound below then holds for :math:`s < r / (0.5 + r)^2`, and farther
+  away :math:`f \ge -\exp(-1 / (0.5 + r)) \ge -\exp(-2/3) > -\cos(0.5)`, so :math:`x^\ast` stays
+  the global minimiser)
 
-      f(x) = 1 - exp(k (x* . x - 1)) + w (a . x)^2 (1 - x* . x),   k = 4, w = 0.25, a _|_ x*,
+  with the basin's centre :math:`m` at 0.5 rad from the well's tip :math:`x^\ast`. The slope of the
+  well blows up at its tip
+  (:math:`\frac{d}{ds} \exp(-\sqrt{s / r}) = -\exp(-\sqrt{s / r}) / (2 \sqrt{s r}) \to -\infty` as
+  :math:`s \to 0`). The global minimum is
+  :math:`f(x^\ast) = 1 - \cos(0.5) - 1 = -\cos(0.5) \approx -0.878`: with
+  :math:`s = \|x - x^\ast\|`, the basin is 1-Lipschitz in :math:`s` and
+  :math:`-\exp(-t) \ge -1 + t - t^2 / 2`, so
+  :math:`f(x) - f(x^\ast) \ge 0.93 \sqrt{s / r} - s > 0` for :math:`s < 10^{-3}`; farther away
+  :math:`f \ge -\exp(-\sqrt{s / r}) > -\cos(0.5)`. The basin's floor is shallow:
+  :math:`f(m) = -\exp(-\sqrt{2 \sin(0.25) / r}) \approx -0.043`.
+* ``smooth_sphere`` (any :math:`\mathbb{S}^{d-1}`): analytic, one minimum,
 
-  a sum of two non-negative terms that vanish only at x = x* (the first only there), so the minimum
-  is f(x*) = 0.
+  .. math::
+
+      f(x) = 1 - \exp(k (x^\ast \cdot x - 1)) + w (a \cdot x)^2 (1 - x^\ast \cdot x), \qquad
+      k = 4, \quad w = 0.25, \quad a \perp x^\ast,
+
+  a sum of two non-negative terms that vanish only at :math:`x = x^\ast` (the first only there), so
+  the minimum is :math:`f(x^\ast) = 0`.
 """
 
 from __future__ import annotations
@@ -55,7 +73,8 @@ SMOOTH_CONCENTRATION, SMOOTH_WEIGHT = 4.0, 0.25
 
 @dataclass(frozen=True)
 class SphereObjective:
-    """f: S^{d-1} -> R to minimise, with its minimiser x* [d] and optimum value f(x*)."""
+    r""":math:`f: \mathbb{S}^{d-1} \to \mathbb{R}` to minimise, with its minimiser :math:`x^\ast`
+    [d] and optimum value :math:`f(x^\ast)`."""
 
     name: str
     ambient_dim: int
@@ -64,12 +83,13 @@ class SphereObjective:
     optimum_value: float
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        """f(x) [...] at unit vectors x [..., d] (``ValueError`` off the sphere)."""
+        """:math:`f(x)` [...] at unit vectors :math:`x` [..., d] (``ValueError`` off the sphere)."""
         check_unit_vectors(x, self.ambient_dim, f"points of {self.name}")
         return self.formula(x)
 
     def minimiser_tensor(self, like: torch.Tensor | None = None) -> torch.Tensor:
-        """x* [d] with the dtype and device of ``like`` (float64 on the CPU by default)."""
+        r""":math:`x^\ast` [d] with the dtype and device of ``like`` (float64 on the CPU by
+        default)."""
         if like is None:
             return torch.tensor(self.minimiser, dtype=torch.float64)
         return torch.tensor(self.minimiser, dtype=like.dtype, device=like.device)
@@ -155,8 +175,9 @@ ackley_sphere = SphereObjective("ackley-s3", 4, _ackley_formula, ACKLEY_MINIMISE
 
 
 def singular_objective(well_radius: float = WELL_RADIUS) -> SphereObjective:
-    """The singular function on S^2 (module docstring) with its well's radius r in (0, 1]: the
-    well's depth exceeds h / e within r of its tip; its minimiser and minimum do not depend on r."""
+    r"""The singular function on :math:`\mathbb{S}^2` (module docstring) with its well's radius
+    :math:`r \in (0, 1]`: the well's depth exceeds :math:`h / e` within :math:`r` of its tip; its
+    minimiser and minimum do not depend on :math:`r`."""
     if isinstance(well_radius, bool) or not (
         isinstance(well_radius, int | float) and 0 < well_radius <= 1
     ):

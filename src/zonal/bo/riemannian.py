@@ -1,18 +1,25 @@
-"""Riemannian gradient ascent on products of spheres (S^{d-1})^{R x q}, one ascent per restart.
+r"""Riemannian gradient ascent on products of spheres :math:`(\mathbb{S}^{d-1})^{R \times q}`, one
+ascent per restart.
 
-For a function a of X [R, q, d] (values [R], restart r's value depending on X[r] only, as a
-t-batched acquisition function is), the Riemannian gradient at x is the tangent projection of the
-Euclidean one, grad a(x) = P_x nabla a(x) = nabla a - (x . nabla a) x, point by point (the sphere
-carries the metric of R^d). Steepest ascent moves each restart along the geodesic,
+For a function :math:`a` of :math:`X` [R, q, d] (values [R], restart :math:`r`'s value depending on
+:math:`X[r]` only, as a t-batched acquisition function is), the Riemannian gradient at :math:`x` is
+the tangent projection of the Euclidean one,
+:math:`\operatorname{grad} a(x) = P_x \nabla a(x) = \nabla a - (x \cdot \nabla a)\, x`, point by
+point (the sphere carries the metric of :math:`\mathbb{R}^d`). Steepest ascent moves each restart
+along the geodesic,
 
-    x <- exp_x(t grad a(x)),
+.. math::
 
-with a step t chosen by Armijo backtracking, a(exp_x(t g)) >= a(x) + c t ||g||^2 (c = 1e-4),
-from a Barzilai-Borwein trial step t = <s, s> / |<s, y>| (s the last move, y the change of the
-gradient, both carried to the new point by tangent projection; at most ``max_step`` radians of
-movement), halved up to ``max_backtracks`` times: every accepted step increases a, so each
-restart's value is non-decreasing. A restart stops when ||grad|| < ``gradient_tolerance``, when a
-step gains less than ``value_tolerance`` (1 + |a|), or when no step is accepted.
+    x \leftarrow \exp_x(t \operatorname{grad} a(x)),
+
+with a step :math:`t` chosen by Armijo backtracking,
+:math:`a(\exp_x(t g)) \ge a(x) + c\, t \|g\|^2` (:math:`c = 10^{-4}`), from a Barzilai-Borwein
+trial step :math:`t = \langle s, s \rangle / \lvert \langle s, y \rangle \rvert` (:math:`s` the
+last move, :math:`y` the change of the gradient, both carried to the new point by tangent
+projection; at most ``max_step`` radians of movement), halved up to ``max_backtracks`` times: every
+accepted step increases :math:`a`, so each restart's value is non-decreasing. A restart stops when
+:math:`\|\operatorname{grad}\| <` ``gradient_tolerance``, when a step gains less than
+``value_tolerance`` :math:`(1 + \lvert a \rvert)`, or when no step is accepted.
 This is the Riemannian steepest-descent method of seed 004 app. A.2 (run there through Pymanopt),
 written here for t-batches of restarts. The points returned lie on the sphere to rounding
 (``exp_map`` renormalises).

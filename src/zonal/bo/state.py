@@ -1,8 +1,9 @@
-"""The state of a Bayesian optimisation run on a sphere: what has been evaluated, by which model,
+r"""The state of a Bayesian optimisation run on a sphere: what has been evaluated, by which model,
 and the regret trace; saved atomically after every step so that a run resumes where it stopped.
 
-The regret after n evaluations is |y*_n - y_opt| with y*_n the best value found in the first n
-(seed 004 eq. 4.2); ``regret()`` gives it for every n (the initial design included).
+The regret after :math:`n` evaluations is :math:`\lvert y^\ast_n - y_{\mathrm{opt}} \rvert` with
+:math:`y^\ast_n` the best value found in the first :math:`n` (seed 004 eq. 4.2); ``regret()`` gives
+it for every :math:`n` (the initial design included).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ SOURCES = ("initial", "shallow", "deep")
 @dataclass
 class BOState:
     """A run so far. ``X`` [n, d] and ``Y`` [n] are the evaluated points and objective values
-    (as the objective returned them); ``sources[i]`` is the model that chose point i;
+    (as the objective returned them); ``sources[i]`` is the model that chose point :math:`i`;
     ``switched_at`` the first BO step taken by the deep model (None: none yet);
     ``adaptive_checks`` the held-out log densities compared by the adaptive switch;
     ``step_seconds`` the wall time of each BO step (fit + acquisition + evaluation)."""
@@ -52,7 +53,8 @@ class BOState:
         return max(0, self.num_evaluations - self.num_initial)
 
     def best_so_far(self) -> torch.Tensor:
-        """y*_n [n]: the best value among the first n evaluations (min or max as asked)."""
+        r""":math:`y^\ast_n` [n]: the best value among the first :math:`n` evaluations (min or max
+        as asked)."""
         if self.num_evaluations == 0:
             return self.Y.clone()
         values = -self.Y if self.minimize else self.Y
@@ -60,7 +62,8 @@ class BOState:
         return -best if self.minimize else best
 
     def regret(self) -> torch.Tensor:
-        """|y*_n - y_opt| [n] (seed 004 eq. 4.2); needs ``optimum_value``."""
+        r""":math:`\lvert y^\ast_n - y_{\mathrm{opt}} \rvert` [n] (seed 004 eq. 4.2); needs
+        ``optimum_value``."""
         if self.optimum_value is None:
             raise ValueError("the regret needs the optimum value (optimize(..., optimum_value=))")
         return (self.best_so_far() - self.optimum_value).abs()

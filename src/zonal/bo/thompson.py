@@ -4,7 +4,7 @@
 (exact GPs with a zonal kernel, ``SVGP``, ``SGPR``: zonal's draws are registered with BoTorch's
 ``draw_matheron_paths``) and ``DeepPathwiseThompsonSampling`` for ``DGP`` / ``ResidualDGP``.
 
-A pathwise draw of a deep model is already one whole function F_s (its inner layers drawn as
+A pathwise draw of a deep model is already one whole function :math:`F_s` (its inner layers drawn as
 paths, ``zonal.sampling``), so a Thompson sample needs no choice of mixture component. BoTorch's
 class treats a model with ``_is_ensemble`` as a batch of models and picks a member per draw from
 the model's batch shape, which a deep zonal model does not have; the subclass keeps BoTorch's
@@ -26,8 +26,8 @@ from zonal.models import DGP
 
 
 class DeepPathwiseThompsonSampling(PathwiseThompsonSampling):
-    """``PathwiseThompsonSampling`` for deep zonal models: a value sums draw j of the deep
-    posterior at the j-th point of each q-batch (BoTorch's convention), draws fixed until
+    """``PathwiseThompsonSampling`` for deep zonal models: a value sums draw :math:`j` of the deep
+    posterior at the :math:`j`-th point of each q-batch (BoTorch's convention), draws fixed until
     ``redraw``."""
 
     def redraw(self, batch_size: int) -> None:

@@ -1,9 +1,10 @@
-"""Data augmentation for image DKMs (seed 003 sec. 5: random crops, and horizontal flips where the
-data allow, e.g. CIFAR but not digits).
+r"""Data augmentation for image DKMs (seed 003 sec. 5: random crops, and horizontal flips where
+the data allow, e.g. CIFAR but not digits).
 
-A random crop of the image zero-padded by p pixels on every side is a translation by (dy, dx),
-|dy|, |dx| <= p, with zeros shifted in. Each image of the batch gets its own translation (and flip);
-all randomness comes from the ``generator`` given, so a resumed run repeats the same crops.
+A random crop of the image zero-padded by :math:`p` pixels on every side is a translation by
+:math:`(dy, dx)`, :math:`\lvert dy \rvert, \lvert dx \rvert \le p`, with zeros shifted in. Each
+image of the batch gets its own translation (and flip); all randomness comes from the
+``generator`` given, so a resumed run repeats the same crops.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ import torch.nn.functional as functional
 def random_crops(
     images: torch.Tensor, padding: int, generator: torch.Generator, *, flips: bool = False
 ) -> torch.Tensor:
-    """Randomly translated (and, with ``flips``, mirrored) copies [P, C, H, W] of images
-    [P, C, H, W]: crops of size H x W of the images zero-padded by ``padding``."""
+    r"""Randomly translated (and, with ``flips``, mirrored) copies [P, C, H, W] of images
+    [P, C, H, W]: crops of size :math:`H \times W` of the images zero-padded by ``padding``."""
     if isinstance(padding, bool) or not isinstance(padding, int) or padding < 0:
         raise ValueError(f"padding must be an int >= 0, got {padding!r}")
     count, _, height, width = images.shape

@@ -1,22 +1,31 @@
-"""Predicted Gram blocks and predictive moments by the GP conditional (seed 003 eqs. 10, 86-87).
+r"""Predicted Gram blocks and predictive moments by the GP conditional (seed 003 eqs. 10, 86-87).
 
-Given the kernel blocks K_ii, K_ti, K_tt of a layer and the learned inducing block G_ii, the
-features of the test/train points are, channel by channel, f_t | f_i ~ N(K_ti K_ii^{-1} f_i,
-K_tt - K_ti K_ii^{-1} K_it). Averaging over infinitely many channels whose inducing values have
-second moment G_ii (G = F F^T / N, seed 003 eq. 1) gives, by the law of total variance (the
-algebra of eq. 87 with A = G_ii, mu = 0),
+Given the kernel blocks :math:`K_{ii}`, :math:`K_{ti}`, :math:`K_{tt}` of a layer and the learned
+inducing block :math:`G_{ii}`, the features of the test/train points are, channel by channel,
+:math:`f_t \mid f_i \sim \mathcal{N}(K_{ti} K_{ii}^{-1} f_i, K_{tt} - K_{ti} K_{ii}^{-1} K_{it})`.
+Averaging over infinitely many channels whose inducing values have second moment :math:`G_{ii}`
+(:math:`G = F F^\top / N`, seed 003 eq. 1) gives, by the law of total variance (the algebra of
+eq. 87 with :math:`A = G_{ii}`, :math:`\mu = 0`),
 
-    G_ti = K_ti K_ii^{-1} G_ii,
-    G_tt = K_tt - K_ti K_ii^{-1} K_it + K_ti K_ii^{-1} G_ii K_ii^{-1} K_it,
+.. math::
 
-and at the output layer, with q(f_i) = N(mu, A), the predictive mean and covariance (eqs. 86-87)
+    G_{ti} &= K_{ti} K_{ii}^{-1} G_{ii}, \\
+    G_{tt} &= K_{tt} - K_{ti} K_{ii}^{-1} K_{it} + K_{ti} K_{ii}^{-1} G_{ii} K_{ii}^{-1} K_{it},
 
-    E[f_t] = K_ti K_ii^{-1} mu,   Var[f_t] = K_tt - K_ti K_ii^{-1} K_it + K_ti K_ii^{-1} A K_ii^{-1} K_it.
+and at the output layer, with :math:`q(f_i) = \mathcal{N}(\mu, A)`, the predictive mean and
+covariance (eqs. 86-87)
 
-With L L^T = K_ii, G_ii (or A) = V V^T, W = K_ti L^{-T} and U = L^{-1} V: G_ti = (W U) V^T and
-G_tt = K_tt - W W^T + (W U)(W U)^T. Only the diagonal of G_tt is formed when K_tt is given as its
-diagonal [n] (all a minibatch objective needs, seed 003 appendix E.2); a full K_tt [n, n] gives the
-full block (joint predictions).
+.. math::
+
+    \mathbb{E}[f_t] = K_{ti} K_{ii}^{-1} \mu, \qquad
+    \operatorname{Var}[f_t] = K_{tt} - K_{ti} K_{ii}^{-1} K_{it}
+    + K_{ti} K_{ii}^{-1} A K_{ii}^{-1} K_{it}.
+
+With :math:`L L^\top = K_{ii}`, :math:`G_{ii}` (or :math:`A`) :math:`= V V^\top`,
+:math:`W = K_{ti} L^{-\top}` and :math:`U = L^{-1} V`: :math:`G_{ti} = (W U) V^\top` and
+:math:`G_{tt} = K_{tt} - W W^\top + (W U)(W U)^\top`. Only the diagonal of :math:`G_{tt}` is formed
+when :math:`K_{tt}` is given as its diagonal [n] (all a minibatch objective needs, seed 003
+appendix E.2); a full :math:`K_{tt}` [n, n] gives the full block (joint predictions).
 """
 
 from __future__ import annotations
@@ -27,7 +36,8 @@ import torch
 
 
 class ConditionalBlocks(NamedTuple):
-    """G_ti [*b, n, M], G_tt ([*b, n] diagonal or [*b, n, n]) and the mean [*b, n, C] (or None)."""
+    """:math:`G_{ti}` [*b, n, M], :math:`G_{tt}` ([*b, n] diagonal or [*b, n, n]) and the mean
+    [*b, n, C] (or None)."""
 
     cross: torch.Tensor
     tt: torch.Tensor
@@ -41,14 +51,14 @@ def conditional_blocks(
     root_ii: torch.Tensor,
     mean_i: torch.Tensor | None = None,
 ) -> ConditionalBlocks:
-    """The conditional blocks of the module docstring.
+    r"""The conditional blocks of the module docstring.
 
     Args:
-        chol_ii: L [*b, M, M], the Cholesky factor of K_ii.
-        kernel_ti: K_ti [*b, n, M].
-        kernel_tt: K_tt as its diagonal [*b, n] or in full [*b, n, n].
-        root_ii: V [*b, M, M] with G_ii (or A) = V V^T.
-        mean_i: mu [*b, M, C] of the inducing outputs (the output layer), or None.
+        chol_ii: :math:`L` [*b, M, M], the Cholesky factor of :math:`K_{ii}`.
+        kernel_ti: :math:`K_{ti}` [*b, n, M].
+        kernel_tt: :math:`K_{tt}` as its diagonal [*b, n] or in full [*b, n, n].
+        root_ii: :math:`V` [*b, M, M] with :math:`G_{ii}` (or :math:`A`) :math:`= V V^\top`.
+        mean_i: :math:`\mu` [*b, M, C] of the inducing outputs (the output layer), or None.
     """
     whitened = torch.linalg.solve_triangular(chol_ii, kernel_ti.mT, upper=False).mT  # W [*b, n, M]
     projected = whitened @ torch.linalg.solve_triangular(chol_ii, root_ii, upper=False)  # WU

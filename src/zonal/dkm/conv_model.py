@@ -1,26 +1,31 @@
-"""The sparse convolutional deep kernel machine (seed 003 secs. 4-5, appendices B, C, E).
+r"""The sparse convolutional deep kernel machine (seed 003 secs. 4-5, appendices B, C, E).
 
-Layer 0 takes images X [P, C, H, W] and learned inducing patches Z [M_0, C, kh, kw] (the inter-domain
-inducing inputs of the input layer, initialised at random training patches) and gives the kernel
-blocks of a patch-averaged linear kernel (``input_patch_blocks``). Each later layer l
+Layer 0 takes images :math:`X` [P, C, H, W] and learned inducing patches :math:`Z`
+[M_0, C, kh, kw] (the inter-domain inducing inputs of the input layer, initialised at random
+training patches) and gives the kernel blocks of a patch-averaged linear kernel
+(``input_patch_blocks``). Each later layer :math:`l`
 
-1. normalises and rescales the Gram blocks of layer l - 1 (``GramNormalisation``, appendix C),
-2. applies the nonlinearity Omega = K(G) (the arc-cosine / ReLU Gram kernel, eq. 16),
-3. convolves: Gamma_ii = (1/|D|) sum_d C_d Omega_ii C_d^T, Gamma_ti a conv2d of Omega_ti with the
-   learned mixing C^l [M_l, M_{l-1}, kh, kw] (so M changes from layer to layer), diag Gamma_tt an
-   average pool (eqs. 26-27, 66),
+1. normalises and rescales the Gram blocks of layer :math:`l - 1` (``GramNormalisation``,
+   appendix C),
+2. applies the nonlinearity :math:`\Omega = K(G)` (the arc-cosine / ReLU Gram kernel, eq. 16),
+3. convolves: :math:`\Gamma_{ii} = \frac{1}{\lvert D \rvert} \sum_d C_d \Omega_{ii} C_d^\top`,
+   :math:`\Gamma_{ti}` a conv2d of :math:`\Omega_{ti}` with the learned mixing :math:`C^l`
+   [M_l, M_{l-1}, kh, kw] (so :math:`M` changes from layer to layer),
+   :math:`\operatorname{diag} \Gamma_{tt}` an average pool (eqs. 26-27, 66),
 
-and, like the fully connected DKM, learns G^l_ii (nu_l < inf) and predicts G^l_ti and the diagonal of
-G^l_tt by the GP conditional, image by image over the locations. A layer may end a residual block:
-its Gram blocks become the convex combination w G^l + (1 - w) G^k with the blocks of an earlier
-layer k of the same shape (seed 003 sec. 5). The top normalises, applies Omega, and collapses the
-locations by global average pooling (inducing K_ii = Omega_ii, Nystrom-corrected diagonal) or a
-linear layer (a full-map convolution); the output is a sparse GP with q(f_i^c) = N(mu_c, A),
-initialised with A = K_ii and mu_c a draw from the prior N(0, K_ii) (seed 003 sec. 5 draws both at
-random, A = V V^T with V Gaussian, with no scale given).
+and, like the fully connected DKM, learns :math:`G^l_{ii}` (:math:`\nu_l < \infty`) and predicts
+:math:`G^l_{ti}` and the diagonal of :math:`G^l_{tt}` by the GP conditional, image by image over
+the locations. A layer may end a residual block: its Gram blocks become the convex combination
+:math:`w G^l + (1 - w) G^k` with the blocks of an earlier layer :math:`k` of the same shape
+(seed 003 sec. 5). The top normalises, applies :math:`\Omega`, and collapses the locations by
+global average pooling (inducing :math:`K_{ii} = \Omega_{ii}`, Nystrom-corrected diagonal) or a
+linear layer (a full-map convolution); the output is a sparse GP with
+:math:`q(f_i^c) = \mathcal{N}(\mu_c, A)`, initialised with :math:`A = K_{ii}` and :math:`\mu_c` a
+draw from the prior :math:`\mathcal{N}(0, K_{ii})` (seed 003 sec. 5 draws both at random,
+:math:`A = V V^\top` with :math:`V` Gaussian, with no scale given).
 
 Only the diagonal of the test/train blocks is ever formed, so ``posterior`` gives the per-image
-marginals (independent across the q images: the joint is not computed, as in the seed), and
+marginals (independent across the :math:`q` images: the joint is not computed, as in the seed), and
 ``batch``, ``image`` and ``location`` normalisations use the statistics of the evaluated batch.
 Inputs follow zonal's contract as rows [N, C H W] (``images_to_inputs`` flattens checked images).
 """
@@ -65,8 +70,8 @@ Blocks = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 
 @dataclass(frozen=True)
 class ConvLayerSpec:
-    """One convolutional Gram layer: M inducing points, its filter geometry, and (for the last
-    layer of a residual block) the earlier layer whose Gram blocks it is averaged with."""
+    """One convolutional Gram layer: :math:`M` inducing points, its filter geometry, and (for the
+    last layer of a residual block) the earlier layer whose Gram blocks it is averaged with."""
 
     num_inducing: int
     geometry: ConvGeometry = field(default_factory=ConvGeometry)
@@ -76,10 +81,11 @@ class ConvLayerSpec:
 def resnet_layers(
     inducing: Sequence[int] = (16, 32, 64), blocks_per_stage: int = 3
 ) -> list[ConvLayerSpec]:
-    """The ResNet20-like stack of seed 003 sec. 5: a 3x3 stem, then three stages of
-    ``blocks_per_stage`` blocks of two 3x3 layers with M = inducing[stage], stride 2 at the first
-    layer of stages 2 and 3; a block whose shapes do not change ends with a skip connection to
-    its input (downsampling blocks, whose input has another shape, have none)."""
+    r"""The ResNet20-like stack of seed 003 sec. 5: a :math:`3 \times 3` stem, then three stages
+    of ``blocks_per_stage`` blocks of two :math:`3 \times 3` layers with
+    :math:`M = \mathtt{inducing}[\mathtt{stage}]`, stride 2 at the first layer of stages 2 and 3; a
+    block whose shapes do not change ends with a skip connection to its input (downsampling blocks,
+    whose input has another shape, have none)."""
     layers = [ConvLayerSpec(inducing[0])]
     for stage, count in enumerate(inducing):
         for block in range(blocks_per_stage):
@@ -116,22 +122,23 @@ def initial_mixing(
 
 
 class ConvDKM(DeepKernelMachine):
-    """A sparse convolutional DKM (module docstring).
+    r"""A sparse convolutional DKM (module docstring).
 
     Args:
-        image_shape: (C, H, W) of the input images.
+        image_shape: :math:`(C, H, W)` of the input images.
         layers: the Gram layers (``ConvLayerSpec``; ``resnet_layers()`` for the seed's stack).
         likelihood: as for ``SparseDKM`` (the seed's default: ``SoftmaxLikelihood(num_classes=10,
             mixing_weights=False)``).
-        inducing_patches: Z [M_0, C, kh, kw], the first layer's inducing patches.
+        inducing_patches: :math:`Z` [M_0, C, kh, kw], the first layer's inducing patches.
         kernel: the nonlinearity's Gram kernel (default the ReLU arc-cosine kernel).
-        nu: nu_l per layer (or one for all; ``math.inf`` for NNGP layers). The first layer's
-            kernel is linear in the patches, so with more inducing patches than values per patch
-            (C kh kw) its K_ii is singular and nu[0] must be inf.
+        nu: :math:`\nu_l` per layer (or one for all; ``math.inf`` for NNGP layers). The first
+            layer's kernel is linear in the patches, so with more inducing patches than values per
+            patch (:math:`C \cdot \mathit{kh} \cdot \mathit{kw}`) its :math:`K_{ii}` is singular and
+            :math:`\mathtt{nu}[0]` must be :math:`\infty`.
         top: ``"gap"`` (global average pooling) or ``"linear"``.
         normalisation: keyword arguments of ``GramNormalisation`` (``inducing``, ``train_test``,
             ``inducing_scale``, ``train_test_scale``); ``None`` for no normalisation layer at all.
-        skip_weight: w of the skip connections' convex combinations.
+        skip_weight: :math:`w` of the skip connections' convex combinations.
         likelihood_samples, seed: Monte Carlo draws of the categorical likelihood, their seed.
         gradient_checkpointing: recompute each layer in the backward pass instead of keeping its
             intermediates (for large batches and feature maps).
@@ -366,7 +373,8 @@ class ConvDKM(DeepKernelMachine):
         return BatchOutputs(mean, variance, output_kl, layer_kls)
 
     def latent_distribution(self, X: torch.Tensor) -> MultivariateNormal:
-        """The per-image marginals of q(f(X)), X [*b, q, C H W], as independent Gaussians."""
+        """The per-image marginals of :math:`q(f(X))`, :math:`X` [*b, q, C H W], as independent
+        Gaussians."""
         batch_shape = X.shape[:-1]
         outputs = self.batch_outputs(X.reshape(-1, X.shape[-1]))
         mean = outputs.mean.reshape(*batch_shape, self._num_outputs)  # [*b, q, C]

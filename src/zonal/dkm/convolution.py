@@ -1,26 +1,36 @@
-"""The kernelised convolution Gamma and its inter-domain inducing blocks (seed 003 eqs. 12-27,
-appendix B).
+r"""The kernelised convolution :math:`\Gamma` and its inter-domain inducing blocks (seed 003
+eqs. 12-27, appendix B).
 
-A convolutional layer F_{ir,l} = sum_{d in D} sum_mu H_{i(r+d),mu} W_{d mu l} with IID weights
-N(0, 1 / (|D| N)) has the feature covariance (eq. 15)
+A convolutional layer :math:`F_{ir,l} = \sum_{d \in D} \sum_\mu H_{i(r+d),\mu} W_{d \mu l}` with
+IID weights :math:`\mathcal{N}(0, 1 / (\lvert D \rvert N))` has the feature covariance (eq. 15)
 
-    Gamma_{ir,js}(Omega) = (1 / |D|) sum_d Omega_{i(r+d), j(s+d)},   Omega = H H^T / N.
+.. math::
 
-Inducing points carry no spatial structure: learned mixing matrices C_d [M, M'] (one per filter
-offset d, stored as a conv2d weight [M, M', kh, kw]) turn the M' inducing inputs of the layer below
-into M artificial patches (eq. 25), which gives the blocks (eqs. 26-27, 53, 59)
+    \Gamma_{ir,js}(\Omega) = \frac{1}{\lvert D \rvert} \sum_d \Omega_{i(r+d), j(s+d)}, \qquad
+    \Omega = H H^\top / N.
 
-    Gamma_ii = (1 / |D|) sum_d C_d Omega_ii C_d^T,
-    Gamma_{i,js} = (1 / |D|) sum_d sum_i' C_{d,i i'} Omega_{i', j(s+d)}   (a conv2d of Omega_ti),
+Inducing points carry no spatial structure: learned mixing matrices :math:`C_d` [M, M'] (one per
+filter offset :math:`d`, stored as a conv2d weight [M, M', kh, kw]) turn the :math:`M'` inducing
+inputs of the layer below into :math:`M` artificial patches (eq. 25), which gives the blocks
+(eqs. 26-27, 53, 59)
+
+.. math::
+
+    \Gamma_{ii} &= \frac{1}{\lvert D \rvert} \sum_d C_d \Omega_{ii} C_d^\top, \\
+    \Gamma_{i,js} &= \frac{1}{\lvert D \rvert} \sum_d \sum_{i'} C_{d,i i'} \Omega_{i', j(s+d)}
+    \qquad \text{(a conv2d of } \Omega_{ti} \text{)},
 
 and only the diagonal of the test/train block is kept (appendix E.2, eq. 66):
-Gamma_{js,js} = (1 / |D|) sum_d Omega_{j(s+d), j(s+d)}, an average pool. Zero padding pads the
-features with zeros, so Omega is zero there and every patch is divided by |D| (average pooling that
-counts the padding). In the first layer the inducing inputs are patches Z [M, C, kh, kw] of the
-input images themselves (seed 003 sec. 5 initialises them at random training patches):
-Gamma_ii = <Z_i, Z_j> / (|D| C), Gamma_{i,js} = <Z_i, X_j patch at s> / (|D| C).
+:math:`\Gamma_{js,js} = \frac{1}{\lvert D \rvert} \sum_d \Omega_{j(s+d), j(s+d)}`, an average pool.
+Zero padding pads the features with zeros, so :math:`\Omega` is zero there and every patch is
+divided by :math:`\lvert D \rvert` (average pooling that counts the padding). In the first layer the
+inducing inputs are patches :math:`Z` [M, C, kh, kw] of the input images themselves (seed 003
+sec. 5 initialises them at random training patches):
+:math:`\Gamma_{ii} = \langle Z_i, Z_j \rangle / (\lvert D \rvert C)`,
+:math:`\Gamma_{i,js} = \langle Z_i, X_j \text{ patch at } s \rangle / (\lvert D \rvert C)`.
 
-Layout: a cross block G_ti is [P, H, W, M] (test/train images, locations, inducing points), the
+Layout: a cross block :math:`G_{ti}` is [P, H, W, M] (test/train images, locations, inducing
+points), the
 test/train diagonal [P, H, W], an inducing block [M, M].
 """
 
@@ -34,7 +44,8 @@ import torch.nn.functional as functional
 
 @dataclass(frozen=True)
 class ConvGeometry:
-    """Filter size (kh, kw), stride and zero padding of a kernelised convolution."""
+    r"""Filter size :math:`(\mathit{kh}, \mathit{kw})`, stride and zero padding of a kernelised
+    convolution."""
 
     kernel_size: tuple[int, int] = (3, 3)
     stride: int = 1
@@ -53,11 +64,12 @@ class ConvGeometry:
 
     @property
     def patch_size(self) -> int:
-        """|D|, the number of offsets in a filter."""
+        r""":math:`\lvert D \rvert`, the number of offsets in a filter."""
         return self.kernel_size[0] * self.kernel_size[1]
 
     def output_shape(self, height: int, width: int) -> tuple[int, int]:
-        """The spatial size of the output for an input of size height x width."""
+        r"""The spatial size of the output for an input of size
+        :math:`\mathtt{height} \times \mathtt{width}`."""
         out_h = (height + 2 * self.padding - self.kernel_size[0]) // self.stride + 1
         out_w = (width + 2 * self.padding - self.kernel_size[1]) // self.stride + 1
         if out_h < 1 or out_w < 1:

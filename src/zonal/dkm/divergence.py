@@ -1,13 +1,20 @@
-"""KL divergences between Gaussians whose covariances are Gram matrices (seed 003 eqs. 5, 38, 75).
+r"""KL divergences between Gaussians whose covariances are Gram matrices (seed 003 eqs. 5, 38,
+75).
 
-For P-dimensional Gaussians with covariances A = R R^T and B = L L^T (R, L lower triangular),
+For :math:`P`-dimensional Gaussians with covariances :math:`A = R R^\top` and :math:`B = L L^\top`
+(:math:`R`, :math:`L` lower triangular),
 
-    KL(N(m, A) || N(0, B)) = 1/2 [tr(B^{-1} A) + m^T B^{-1} m - P + log|B| - log|A|]
-                           = 1/2 [||L^{-1} R||_F^2 + ||L^{-1} m||^2 - P
-                                  + 2 sum log|L_kk| - 2 sum log|R_kk|].
+.. math::
 
-With C mean columns m_1..m_C sharing one covariance (the output channels of seed 003 eq. 74 with
-the same A for every channel, appendix D.1) the sum over the channels is returned. Roots are
+    \operatorname{KL}(\mathcal{N}(m, A) \,\|\, \mathcal{N}(0, B))
+    &= \tfrac{1}{2} \big[\operatorname{tr}(B^{-1} A) + m^\top B^{-1} m - P
+    + \log \lvert B \rvert - \log \lvert A \rvert\big] \\
+    &= \tfrac{1}{2} \big[\|L^{-1} R\|_F^2 + \|L^{-1} m\|^2 - P
+    + 2 \sum \log \lvert L_{kk} \rvert - 2 \sum \log \lvert R_{kk} \rvert\big].
+
+With :math:`C` mean columns :math:`m_1, \dots, m_C` sharing one covariance (the output channels of
+seed 003 eq. 74 with the same :math:`A` for every channel, appendix D.1) the sum over the channels
+is returned. Roots are
 lower-triangular (Cholesky factors); everything is computed by triangular solves, no inverse.
 """
 
@@ -21,9 +28,11 @@ from zonal.linalg import cholesky
 def gaussian_kl_from_roots(
     root_p: torch.Tensor, chol_q: torch.Tensor, mean_p: torch.Tensor | None = None
 ) -> torch.Tensor:
-    """KL(N(m, R R^T) || N(0, L L^T)) [*b] from lower-triangular R, L [*b, P, P].
+    r""":math:`\operatorname{KL}(\mathcal{N}(m, R R^\top) \,\|\, \mathcal{N}(0, L L^\top))` [*b]
+    from lower-triangular :math:`R`, :math:`L` [*b, P, P].
 
-    ``mean_p`` [*b, P, C] gives C channels with the same covariance; the result is their sum.
+    ``mean_p`` [*b, P, C] gives :math:`C` channels with the same covariance; the result is their
+    sum.
     Without it the means are zero (one channel).
     """
     size = root_p.shape[-1]
@@ -41,7 +50,8 @@ def gaussian_kl_from_roots(
 def gaussian_kl(
     cov_p: torch.Tensor, cov_q: torch.Tensor, mean_p: torch.Tensor | None = None
 ) -> torch.Tensor:
-    """KL(N(m, cov_p) || N(0, cov_q)) [*b] of covariances [*b, P, P] (module docstring).
+    r""":math:`\mathrm{KL}(\mathcal{N}(m, \mathtt{cov\_p}) \,\|\, \mathcal{N}(0, \mathtt{cov\_q}))`
+    [*b] of covariances [*b, P, P] (module docstring).
 
     Raises ``zonal.linalg.NotPositiveDefiniteError`` if either covariance is not positive definite.
     """

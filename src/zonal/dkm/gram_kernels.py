@@ -1,19 +1,25 @@
-"""Kernels as functions of a Gram matrix, K(G) (seed 003 eqs. 2-4, 16).
+r"""Kernels as functions of a Gram matrix, :math:`K(G)` (seed 003 eqs. 2-4, 16).
 
-A deep kernel machine carries Gram matrices G = F F^T / N between layers, never features, so every
-kernel it uses must be computable from G alone. Two families are:
+A deep kernel machine carries Gram matrices :math:`G = F F^\top / N` between layers, never
+features, so every kernel it uses must be computable from :math:`G` alone. Two families are:
 
-* **arc-cosine** (the infinitely wide ReLU layer; Cho and Saul): with f ~ N(0, G) and the
-  activation relu^m (the step function for m = 0),
+* **arc-cosine** (the infinitely wide ReLU layer; Cho and Saul): with
+  :math:`f \sim \mathcal{N}(0, G)` and the activation :math:`\operatorname{relu}^m` (the step
+  function for :math:`m = 0`),
 
-      K_m(G)_ij = 2 E[relu(f_i)^m relu(f_j)^m] = (J_m(0) / pi) (G_ii G_jj)^{m/2} s_m(t_ij),
-      t_ij = G_ij / sqrt(G_ii G_jj),
+  .. math::
 
-  with s_m = J_m(arccos t) / J_m(0) zonal's normalised arc-cosine shape
-  (``zonal.kernels.arccos_shape``) and J_m(0) / pi = 1, 1, 3. For m = 1 (ReLU) the diagonal is
-  kept, K(G)_ii = G_ii: the factor 2 is He's initialisation, the Omega(G) of seed 003 eq. 16.
-* **isotropic** kernels through the squared distance R_ij = G_ii - 2 G_ij + G_jj (seed 003 eq. 2),
-  e.g. the squared exponential K_ij = variance exp(-R_ij / (2 lengthscale^2)).
+      K_m(G)_{ij} &= 2\, \mathbb{E}[\operatorname{relu}(f_i)^m \operatorname{relu}(f_j)^m]
+      = \frac{J_m(0)}{\pi} (G_{ii} G_{jj})^{m/2} s_m(t_{ij}), \\
+      t_{ij} &= G_{ij} / \sqrt{G_{ii} G_{jj}},
+
+  with :math:`s_m = J_m(\arccos t) / J_m(0)` zonal's normalised arc-cosine shape
+  (``zonal.kernels.arccos_shape``) and :math:`J_m(0) / \pi = 1,\ 1,\ 3`. For :math:`m = 1` (ReLU)
+  the diagonal is kept, :math:`K(G)_{ii} = G_{ii}`: the factor 2 is He's initialisation, the
+  :math:`\Omega(G)` of seed 003 eq. 16.
+* **isotropic** kernels through the squared distance :math:`R_{ij} = G_{ii} - 2 G_{ij} + G_{jj}`
+  (seed 003 eq. 2), e.g. the squared exponential
+  :math:`K_{ij} = \mathtt{variance}\, \exp(-R_{ij} / (2\, \mathtt{lengthscale}^2))`.
 
 A sparse DKM needs the kernel on three blocks: inducing-inducing (a full matrix), test/train-inducing
 (a cross block, which needs the diagonals of both sides) and the test/train diagonal. Every kernel
@@ -38,27 +44,29 @@ _CHO_SAUL_DIAGONAL = (1.0, 1.0, 3.0)
 
 
 class GramKernel(ABC):
-    """K(G): a kernel evaluated from a Gram matrix (seed 003 eq. 3)."""
+    """:math:`K(G)`: a kernel evaluated from a Gram matrix (seed 003 eq. 3)."""
 
     @abstractmethod
     def cross(
         self, gram_cross: torch.Tensor, diag_rows: torch.Tensor, diag_cols: torch.Tensor
     ) -> torch.Tensor:
-        """K_xy [*b, n, m] from G_xy [*b, n, m] and the diagonals G_xx [*b, n], G_yy [*b, m]."""
+        """:math:`K_{xy}` [*b, n, m] from :math:`G_{xy}` [*b, n, m] and the diagonals
+        :math:`G_{xx}` [*b, n], :math:`G_{yy}` [*b, m]."""
 
     @abstractmethod
     def diagonal(self, diag: torch.Tensor) -> torch.Tensor:
-        """The diagonal K_xx [*b, n] from the diagonal G_xx [*b, n]."""
+        """The diagonal :math:`K_{xx}` [*b, n] from the diagonal :math:`G_{xx}` [*b, n]."""
 
     def __call__(self, gram: torch.Tensor) -> torch.Tensor:
-        """The full kernel matrix K(G) [*b, n, n] of a Gram matrix G [*b, n, n]."""
+        """The full kernel matrix :math:`K(G)` [*b, n, n] of a Gram matrix :math:`G` [*b, n, n]."""
         diag = gram.diagonal(dim1=-2, dim2=-1)  # [*b, n]
         return self.cross(gram, diag, diag)
 
 
 @dataclass(frozen=True)
 class ArcCosineGram(GramKernel):
-    """Arc-cosine kernel of order 0, 1 (ReLU) or 2 as a function of G (module docstring)."""
+    """Arc-cosine kernel of order 0, 1 (ReLU) or 2 as a function of :math:`G` (module
+    docstring)."""
 
     order: int = 1
 
@@ -81,7 +89,8 @@ class ArcCosineGram(GramKernel):
 
 @dataclass(frozen=True)
 class SquaredExponentialGram(GramKernel):
-    """variance * exp(-R / (2 lengthscale^2)), R_ij = G_ii - 2 G_ij + G_jj (seed 003 eq. 2)."""
+    r""":math:`\mathtt{variance} \cdot \exp(-R / (2\, \mathtt{lengthscale}^2))`,
+    :math:`R_{ij} = G_{ii} - 2 G_{ij} + G_{jj}` (seed 003 eq. 2)."""
 
     lengthscale: float = 1.0
     variance: float = 1.0

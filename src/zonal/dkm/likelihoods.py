@@ -1,15 +1,25 @@
-"""Expected log likelihoods and predictive densities of the DKM output layer (seed 003 appendix D.2).
+r"""Expected log likelihoods and predictive densities of the DKM output layer (seed 003 appendix
+D.2).
 
-The output channels f_c of a test/train point are Gaussian under q (eqs. 86-87), independent across
-points and channels, with means m_c and variances v_c. For the GP-ELBO (eq. 77):
+The output channels :math:`f_c` of a test/train point are Gaussian under :math:`q` (eqs. 86-87),
+independent across points and channels, with means :math:`m_c` and variances :math:`v_c`. For the
+GP-ELBO (eq. 77):
 
-* Gaussian likelihood y_c ~ N(f_c, sigma_c^2), in closed form (eqs. 80-83):
-  E_q[log p(y | f)] = -1/2 sum_c [log(2 pi sigma_c^2) + ((y_c - m_c)^2 + v_c) / sigma_c^2];
-* categorical likelihood p(y | f) = softmax(f)_y (eqs. 88-90):
-  E_q[log p(y | f)] = E_q[f_y - log sum_c exp f_c], a Monte Carlo average over draws of f.
+* Gaussian likelihood :math:`y_c \sim \mathcal{N}(f_c, \sigma_c^2)`, in closed form (eqs. 80-83):
 
-Predictive densities: Gaussian log N(y_c; m_c, v_c + sigma_c^2) summed over c (exact); categorical
-log p(y) = log E_q[softmax(f)_y], the log of a Monte Carlo average of the probabilities.
+  .. math::
+
+      \mathbb{E}_q[\log p(y \mid f)] = -\frac{1}{2} \sum_c \big[\log(2 \pi \sigma_c^2)
+      + ((y_c - m_c)^2 + v_c) / \sigma_c^2\big];
+
+* categorical likelihood :math:`p(y \mid f) = \operatorname{softmax}(f)_y` (eqs. 88-90):
+  :math:`\mathbb{E}_q[\log p(y \mid f)] = \mathbb{E}_q[f_y - \log \sum_c \exp f_c]`, a Monte Carlo
+  average over draws of :math:`f`.
+
+Predictive densities: Gaussian :math:`\log \mathcal{N}(y_c; m_c, v_c + \sigma_c^2)` summed over
+:math:`c` (exact); categorical
+:math:`\log p(y) = \log \mathbb{E}_q[\operatorname{softmax}(f)_y]`, the log of a Monte Carlo
+average of the probabilities.
 
 Noise variances and class counts are read from GPyTorch likelihood objects, which hold (and learn)
 them: ``GaussianLikelihood`` (one output), ``MultitaskGaussianLikelihood`` (one output per task,

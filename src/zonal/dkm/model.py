@@ -1,11 +1,12 @@
-"""What every deep kernel machine shares: the minibatch objective (seed 003 eq. 76) from the output
-marginals and the KL terms, and the contract's numbers (``predict``, ``log_predictive_density``)
-from the per-point marginals of the output layer.
+r"""What every deep kernel machine shares: the minibatch objective (seed 003 eq. 76) from the
+output marginals and the KL terms, and the contract's numbers (``predict``,
+``log_predictive_density``) from the per-point marginals of the output layer.
 
 A subclass builds its Gram layers and implements ``batch_outputs(inputs)``: the means [B, C] and
-variances [B] of the output channels at a minibatch, the output KL sum_c KL(N(mu_c, A) || N(0,
-K_ii)) and the layer KLs KL(N(0, G^l_ii) || N(0, K(G^{l-1})_ii)) (zero for NNGP layers), and
-``latent_distribution`` for ``posterior``.
+variances [B] of the output channels at a minibatch, the output KL
+:math:`\sum_c \operatorname{KL}(\mathcal{N}(\mu_c, A) \,\|\, \mathcal{N}(0, K_{ii}))` and the layer
+KLs :math:`\operatorname{KL}(\mathcal{N}(0, G^l_{ii}) \,\|\, \mathcal{N}(0, K(G^{l-1})_{ii}))`
+(zero for NNGP layers), and ``latent_distribution`` for ``posterior``.
 """
 
 from __future__ import annotations
@@ -45,7 +46,8 @@ class ObjectiveTerms(NamedTuple):
     layer_kls: torch.Tensor
 
     def objective(self, num_train: int, nu: Sequence[float]) -> torch.Tensor:
-        """(1/|B|) sum E_q[log p] - (KL_out + sum_l nu_l KL_l) / P (eq. 76)."""
+        r""":math:`\frac{1}{\lvert B \rvert} \sum \mathbb{E}_q[\log p]
+        - (\mathrm{KL}_{\mathrm{out}} + \sum_l \nu_l \mathrm{KL}_l) / P` (eq. 76)."""
         weights = torch.tensor(
             [0.0 if math.isinf(value) else value for value in nu],
             dtype=self.layer_kls.dtype,
@@ -91,7 +93,7 @@ class DeepKernelMachine(ZonalModel):
         num_train: int,
         generator: torch.Generator | None = None,
     ) -> torch.Tensor:
-        """The minibatch objective of eq. 76 (to maximise); ``num_train`` is P."""
+        """The minibatch objective of eq. 76 (to maximise); ``num_train`` is :math:`P`."""
         return self.objective_terms(inputs, targets, generator).objective(num_train, self.nu)
 
     def _generator(self, device: torch.device) -> torch.Generator:
@@ -101,7 +103,7 @@ class DeepKernelMachine(ZonalModel):
     def marginals(
         self, X: torch.Tensor, *, chunk_size: int = PREDICTION_CHUNK
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Per-point means [N, C] and variances [N] of f, ``chunk_size`` rows at a time."""
+        """Per-point means [N, C] and variances [N] of :math:`f`, ``chunk_size`` rows at a time."""
         X = self.check_inputs(X)
         if X.dim() != 2:
             raise ValueError(f"marginals take inputs [N, D], got {tuple(X.shape)}")
@@ -118,8 +120,9 @@ class DeepKernelMachine(ZonalModel):
     def predict(
         self, X: torch.Tensor, include_noise: bool = False, *, chunk_size: int = PREDICTION_CHUNK
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Predictive mean and variance of f(X) (of y with ``include_noise``, Gaussian only): [N]
-        for one output, [N, C] for C outputs; equal to the moments of ``posterior``."""
+        """Predictive mean and variance of :math:`f(X)` (of :math:`y` with ``include_noise``,
+        Gaussian only): [N] for one output, [N, C] for :math:`C` outputs; equal to the moments of
+        ``posterior``."""
         mean, variance = self.marginals(X, chunk_size=chunk_size)
         variance = variance.clamp_min(0).unsqueeze(-1).expand_as(mean)  # [N, C]
         if include_noise:
@@ -136,8 +139,9 @@ class DeepKernelMachine(ZonalModel):
     def class_log_probabilities(
         self, X: torch.Tensor, *, chunk_size: int = PREDICTION_CHUNK
     ) -> torch.Tensor:
-        """log p(y = c | X) [N, C] of a categorical DKM: log of the Monte Carlo mean of softmax(f)
-        over ``likelihood_samples`` draws of the output marginals."""
+        r""":math:`\log p(y = c \mid X)` [N, C] of a categorical DKM: log of the Monte Carlo mean of
+        :math:`\operatorname{softmax}(f)` over ``likelihood_samples`` draws of the output
+        marginals."""
         if not is_categorical(self.likelihood):
             raise ValueError("class probabilities need a SoftmaxLikelihood")
         mean, variance = self.marginals(X, chunk_size=chunk_size)
@@ -149,8 +153,8 @@ class DeepKernelMachine(ZonalModel):
     def log_predictive_density(
         self, X: torch.Tensor, y: torch.Tensor, *, chunk_size: int = PREDICTION_CHUNK
     ) -> torch.Tensor:
-        """log p(y_i | data) per point [N]: exact for Gaussian likelihoods, Monte Carlo
-        (``likelihood_samples`` draws) for the categorical one."""
+        r""":math:`\log p(y_i \mid \text{data})` per point [N]: exact for Gaussian likelihoods,
+        Monte Carlo (``likelihood_samples`` draws) for the categorical one."""
         X = self.check_inputs(X)
         y = check_targets(self.likelihood, torch.as_tensor(y), len(X)).to(X.device)
         if is_categorical(self.likelihood):

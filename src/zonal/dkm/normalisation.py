@@ -1,19 +1,26 @@
-"""Batch-norm-like normalisation and rescaling of convolutional Gram matrices (seed 003 app. C).
+r"""Batch-norm-like normalisation and rescaling of convolutional Gram matrices (seed 003 app. C).
 
 Every scheme has the form (eqs. 67-69)
 
-    N_ij^ii = G_ij^ii psi_i psi_j / (a_i a_j),
-    N_{i,js}^it = G_{i,js}^it psi_i Psi_s / (a_i A_js),
-    N_{jr,jr}^tt = G_{jr,jr}^tt Psi_r^2 / A_jr^2,
+.. math::
 
-with parameter-free normalisers a (inducing) and A (test/train) and learned scales psi, Psi:
+    N_{ij}^{ii} &= G_{ij}^{ii} \psi_i \psi_j / (a_i a_j), \\
+    N_{i,js}^{it} &= G_{i,js}^{it} \psi_i \Psi_s / (a_i A_{js}), \\
+    N_{jr,jr}^{tt} &= G_{jr,jr}^{tt} \Psi_r^2 / A_{jr}^2,
 
-* inducing normalisation a_i: ``none`` 1; ``batch`` sqrt(mean_j G_jj^ii); ``local`` sqrt(G_ii^ii);
-* test/train normalisation A_jr: ``none`` 1; ``batch`` sqrt of the mean of diag G^tt over every
-  image and location of the batch; ``image`` over the locations of image j; ``location`` over the
-  images of the batch at location r; ``local`` sqrt(G_{jr,jr}^tt);
-* inducing scaling psi: ``none`` 1; ``batch`` one learned scalar; ``local`` one per inducing point;
-* test/train scaling Psi: ``none`` 1; ``batch`` one learned scalar; ``location`` one per location.
+with parameter-free normalisers :math:`a` (inducing) and :math:`A` (test/train) and learned scales
+:math:`\psi`, :math:`\Psi`:
+
+* inducing normalisation :math:`a_i`: ``none`` 1; ``batch``
+  :math:`\sqrt{\operatorname{mean}_j G_{jj}^{ii}}`; ``local`` :math:`\sqrt{G_{ii}^{ii}}`;
+* test/train normalisation :math:`A_{jr}`: ``none`` 1; ``batch`` sqrt of the mean of
+  :math:`\operatorname{diag} G^{tt}` over every image and location of the batch; ``image`` over the
+  locations of image :math:`j`; ``location`` over the images of the batch at location :math:`r`;
+  ``local`` :math:`\sqrt{G_{jr,jr}^{tt}}`;
+* inducing scaling :math:`\psi`: ``none`` 1; ``batch`` one learned scalar; ``local`` one per
+  inducing point;
+* test/train scaling :math:`\Psi`: ``none`` 1; ``batch`` one learned scalar; ``location`` one per
+  location.
 
 ``batch``, ``image`` and ``location`` test/train normalisers use the statistics of the batch that is
 evaluated, as batch normalisation does in training (the seed keeps no running averages); evaluate

@@ -1,13 +1,18 @@
-"""The (dense) DKM objective and the NNGP it reduces to (seed 003 eqs. 4-5, appendix A).
+r"""The (dense) DKM objective and the NNGP it reduces to (seed 003 eqs. 4-5, appendix A).
 
-With G^0 = X X^T / N_0 and learned Gram matrices G^1..G^L,
+With :math:`G^0 = X X^\top / N_0` and learned Gram matrices :math:`G^1, \dots, G^L`,
 
-    L(G^1, ..., G^L) = log P(Y | G^L) - sum_l nu_l KL(N(0, G^l) || N(0, K(G^{l-1}))),     (eq. 5)
+.. math::
 
-the limit of the DGP log posterior divided by the width (eq. 45). The KL pull of strength nu_l keeps
-G^l near the NNGP value K(G^{l-1}); with nu_l = inf the layer is exactly the NNGP layer (eq. 4) and
-has no freedom. For a Gaussian likelihood the data term is the GP log marginal likelihood of each
-output channel y_c under the kernel K(G^L) (eq. 42): sum_c log N(y_c; 0, K(G^L) + sigma^2 I).
+    \mathcal{L}(G^1, \dots, G^L) = \log P(Y \mid G^L)
+    - \sum_l \nu_l \operatorname{KL}\big(\mathcal{N}(0, G^l) \,\|\, \mathcal{N}(0, K(G^{l-1}))\big),
+    \qquad \text{(eq. 5)}
+
+the limit of the DGP log posterior divided by the width (eq. 45). The KL pull of strength
+:math:`\nu_l` keeps :math:`G^l` near the NNGP value :math:`K(G^{l-1})`; with :math:`\nu_l = \infty`
+the layer is exactly the NNGP layer (eq. 4) and has no freedom. For a Gaussian likelihood the data
+term is the GP log marginal likelihood of each output channel :math:`y_c` under the kernel
+:math:`K(G^L)` (eq. 42): :math:`\sum_c \log \mathcal{N}(y_c; 0, K(G^L) + \sigma^2 I)`.
 """
 
 from __future__ import annotations
@@ -23,9 +28,11 @@ from zonal.linalg import cholesky
 
 
 def check_nu(nu: float | Sequence[float], num_layers: int) -> tuple[float, ...]:
-    """The per-layer regularisation strengths nu_1..nu_L (one number is used for every layer).
+    r"""The per-layer regularisation strengths :math:`\nu_1, \dots, \nu_L` (one number is used for
+    every layer).
 
-    Each must be >= 0 (``math.inf`` allowed: the NNGP layer); a named ``ValueError`` otherwise.
+    Each must be :math:`\ge 0` (``math.inf`` allowed: the NNGP layer); a named ``ValueError``
+    otherwise.
     """
     values = [nu] * num_layers if isinstance(nu, int | float) else list(nu)
     if len(values) != num_layers:
@@ -39,12 +46,14 @@ def check_nu(nu: float | Sequence[float], num_layers: int) -> tuple[float, ...]:
 
 
 def input_gram(inputs: torch.Tensor) -> torch.Tensor:
-    """G^0 = X X^T / N_0 [*b, P, P] of inputs X [*b, P, N_0] (seed 003 eq. 4)."""
+    r""":math:`G^0 = X X^\top / N_0` [*b, P, P] of inputs :math:`X` [*b, P, N_0] (seed 003
+    eq. 4)."""
     return inputs @ inputs.mT / inputs.shape[-1]
 
 
 def nngp_grams(gram_input: torch.Tensor, kernel: GramKernel, num_layers: int) -> list[torch.Tensor]:
-    """The NNGP chain G^l = K(G^{l-1}), l = 1..L (seed 003 eq. 4): the DKM with every nu = inf."""
+    r"""The NNGP chain :math:`G^l = K(G^{l-1})`, :math:`l = 1, \dots, L` (seed 003 eq. 4): the DKM
+    with every :math:`\nu = \infty`."""
     grams = [gram_input]
     for _ in range(num_layers):
         grams.append(kernel(grams[-1]))
@@ -54,7 +63,8 @@ def nngp_grams(gram_input: torch.Tensor, kernel: GramKernel, num_layers: int) ->
 def gaussian_log_marginal(
     kernel_matrix: torch.Tensor, targets: torch.Tensor, noise: float | torch.Tensor
 ) -> torch.Tensor:
-    """sum_c log N(y_c; 0, K + sigma^2 I) for K [P, P] and targets Y [P, C] (seed 003 eq. 42)."""
+    r""":math:`\sum_c \log \mathcal{N}(y_c; 0, K + \sigma^2 I)` for :math:`K` [P, P] and targets
+    :math:`Y` [P, C] (seed 003 eq. 42)."""
     size, channels = targets.shape
     covariance = kernel_matrix + noise * torch.eye(size, dtype=targets.dtype, device=targets.device)
     factor = cholesky(covariance, name="K(G^L) + noise I")  # [P, P]
@@ -70,15 +80,16 @@ def dkm_objective(
     nu: float | Sequence[float],
     log_likelihood: Callable[[torch.Tensor], torch.Tensor],
 ) -> torch.Tensor:
-    """L(G^1..G^L) of seed 003 eq. 5.
+    r""":math:`\mathcal{L}(G^1, \dots, G^L)` of seed 003 eq. 5.
 
     Args:
-        gram_input: G^0 [P, P].
-        grams: G^1..G^L [P, P]; ``None`` for a layer fixed at its NNGP value K(G^{l-1}) (required
-            where nu_l = inf, whose KL weight would otherwise be infinite).
-        kernel: the Gram kernel K.
-        nu: nu_l per layer (or one for all).
-        log_likelihood: G^L -> log P(Y | G^L), e.g.
+        gram_input: :math:`G^0` [P, P].
+        grams: :math:`G^1, \dots, G^L` [P, P]; ``None`` for a layer fixed at its NNGP value
+            :math:`K(G^{l-1})` (required where :math:`\nu_l = \infty`, whose KL weight would
+            otherwise be infinite).
+        kernel: the Gram kernel :math:`K`.
+        nu: :math:`\nu_l` per layer (or one for all).
+        log_likelihood: :math:`G^L \mapsto \log P(Y \mid G^L)`, e.g.
             ``lambda gram: gaussian_log_marginal(kernel(gram), Y, noise)``.
     """
     strengths = check_nu(nu, len(grams))

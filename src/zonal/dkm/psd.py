@@ -1,10 +1,11 @@
-"""Positive definite matrices as learnable parameters: G = V V^T with V lower triangular and a
-positive diagonal (a Cholesky factor), so G is positive definite for every value of the parameters.
+r"""Positive definite matrices as learnable parameters: :math:`G = V V^\top` with :math:`V` lower
+triangular and a positive diagonal (a Cholesky factor), so :math:`G` is positive definite for every
+value of the parameters.
 
-The diagonal is stored as its logarithm; log|G| = 2 sum log V_kk is then exact and cheap, which is
-what the KL terms of the DKM objective need (seed 003 eqs. 11, 75). Seed 003 sec. 5 initialises
-the inducing Gram blocks at the NNGP and the output covariance as A = V V^T; ``from_matrix`` starts
-the parameter at any given positive definite matrix.
+The diagonal is stored as its logarithm; :math:`\log \lvert G \rvert = 2 \sum \log V_{kk}` is then
+exact and cheap, which is what the KL terms of the DKM objective need (seed 003 eqs. 11, 75).
+Seed 003 sec. 5 initialises the inducing Gram blocks at the NNGP and the output covariance as
+:math:`A = V V^\top`; ``from_matrix`` starts the parameter at any given positive definite matrix.
 """
 
 from __future__ import annotations
@@ -30,12 +31,12 @@ class CholeskyParameter(torch.nn.Module):
 
     @property
     def root(self) -> torch.Tensor:
-        """V [*b, P, P], lower triangular with a positive diagonal."""
+        """:math:`V` [*b, P, P], lower triangular with a positive diagonal."""
         return self.lower.tril(-1) + torch.diag_embed(self.log_diagonal.exp())
 
     @property
     def matrix(self) -> torch.Tensor:
-        """G = V V^T [*b, P, P]."""
+        r""":math:`G = V V^\top` [*b, P, P]."""
         root = self.root
         return root @ root.mT
 

@@ -1,25 +1,33 @@
-"""The sparse fully connected deep kernel machine (seed 003 eqs. 10-11, appendix D).
+r"""The sparse fully connected deep kernel machine (seed 003 eqs. 10-11, appendix D).
 
-Inputs X [P, N_0] and M learned inducing inputs X_i [M, N_0] give the input Gram blocks
-G^0_ii = X_i X_i^T / N_0, G^0_ti = X X_i^T / N_0, G^0_tt = X X^T / N_0 (only its diagonal in
-training). Layer l = 1..L:
+Inputs :math:`X` [P, N_0] and :math:`M` learned inducing inputs :math:`X_i` [M, N_0] give the input
+Gram blocks :math:`G^0_{ii} = X_i X_i^\top / N_0`, :math:`G^0_{ti} = X X_i^\top / N_0`,
+:math:`G^0_{tt} = X X^\top / N_0` (only its diagonal in training). Layer
+:math:`l = 1, \dots, L`:
 
-* the kernel blocks K_ii, K_ti, K_tt = K(G^{l-1}) (``zonal.dkm.gram_kernels``);
-* the inducing block G^l_ii is a learned positive definite matrix (``CholeskyParameter``,
-  initialised at the NNGP value K_ii, seed 003 sec. 5); with nu_l = inf it *is* K_ii (the NNGP
-  layer, no parameters);
-* G^l_ti and G^l_tt follow by the GP conditional (``zonal.dkm.conditional``).
+* the kernel blocks :math:`K_{ii}, K_{ti}, K_{tt} = K(G^{l-1})` (``zonal.dkm.gram_kernels``);
+* the inducing block :math:`G^l_{ii}` is a learned positive definite matrix
+  (``CholeskyParameter``, initialised at the NNGP value :math:`K_{ii}`, seed 003 sec. 5); with
+  :math:`\nu_l = \infty` it *is* :math:`K_{ii}` (the NNGP layer, no parameters);
+* :math:`G^l_{ti}` and :math:`G^l_{tt}` follow by the GP conditional (``zonal.dkm.conditional``).
 
-The output layer is a sparse GP with kernel K(G^L) and q(f_i^c) = N(mu_c, A), one mean per output
-channel and one covariance A shared by the channels (appendix D.1). The objective is eq. 75,
+The output layer is a sparse GP with kernel :math:`K(G^L)` and
+:math:`q(f_i^c) = \mathcal{N}(\mu_c, A)`, one mean per output channel and one covariance :math:`A`
+shared by the channels (appendix D.1). The objective is eq. 75,
 
-    L = sum_p E_q[log p(y_p | f_p)] - sum_c KL(N(mu_c, A) || N(0, K_ii^{L+1}))
-        - sum_l nu_l KL(N(0, G^l_ii) || N(0, K(G^{l-1}_ii))),
+.. math::
 
-and on a minibatch B of a training set of P points, eq. 76: (1 / |B|) sum_{p in B} E_q[...] - (KL
-terms) / P, whose mean over the batches of an epoch is L / P. The model answers zonal's contract
-(``zonal.models.contract``): ``posterior`` is the joint Gaussian over the q points (full G_tt
-blocks), ``predict`` and ``log_predictive_density`` use the per-point marginals (diagonal G_tt).
+    \mathcal{L} = \sum_p \mathbb{E}_q[\log p(y_p \mid f_p)]
+    - \sum_c \operatorname{KL}\big(\mathcal{N}(\mu_c, A) \,\|\, \mathcal{N}(0, K_{ii}^{L+1})\big)
+    - \sum_l \nu_l \operatorname{KL}\big(\mathcal{N}(0, G^l_{ii}) \,\|\,
+    \mathcal{N}(0, K(G^{l-1}_{ii}))\big),
+
+and on a minibatch :math:`B` of a training set of :math:`P` points, eq. 76:
+:math:`\frac{1}{\lvert B \rvert} \sum_{p \in B} \mathbb{E}_q[\dots] - (\text{KL terms}) / P`, whose
+mean over the batches of an epoch is :math:`\mathcal{L} / P`. The model answers zonal's contract
+(``zonal.models.contract``): ``posterior`` is the joint Gaussian over the :math:`q` points (full
+:math:`G_{tt}` blocks), ``predict`` and ``log_predictive_density`` use the per-point marginals
+(diagonal :math:`G_{tt}`).
 """
 
 from __future__ import annotations
@@ -49,8 +57,9 @@ from zonal.linalg import cholesky
 
 
 class InducingLayer(NamedTuple):
-    """One layer's inducing quantities: L with L L^T = K(G^{l-1}_ii), V with V V^T = G^l_ii, and
-    whether G^l_ii is learned (False: the NNGP layer, V = L)."""
+    r"""One layer's inducing quantities: :math:`L` with :math:`L L^\top = K(G^{l-1}_{ii})`,
+    :math:`V` with :math:`V V^\top = G^l_{ii}`, and whether :math:`G^l_{ii}` is learned (False: the
+    NNGP layer, :math:`V = L`)."""
 
     prior_chol: torch.Tensor
     root: torch.Tensor
@@ -58,7 +67,8 @@ class InducingLayer(NamedTuple):
 
 
 class InducingChain(NamedTuple):
-    """The inducing blocks of every layer, the input block and the output layer's K_ii factor."""
+    """The inducing blocks of every layer, the input block and the output layer's :math:`K_{ii}`
+    factor."""
 
     input_gram: torch.Tensor
     layers: list[InducingLayer]
@@ -66,17 +76,19 @@ class InducingChain(NamedTuple):
 
 
 class SparseDKM(DeepKernelMachine):
-    """A sparse fully connected deep kernel machine (module docstring).
+    r"""A sparse fully connected deep kernel machine (module docstring).
 
     Args:
-        inducing_inputs: X_i [M, N_0], the initial inducing inputs (learned unless
+        inducing_inputs: :math:`X_i` [M, N_0], the initial inducing inputs (learned unless
             ``learn_inducing_inputs=False``); seed 003 initialises them at training points.
-        num_layers: L, the number of Gram-matrix layers (0: a GP with kernel K(G^0)).
+        num_layers: :math:`L`, the number of Gram-matrix layers (0: a GP with kernel
+            :math:`K(G^0)`).
         likelihood: ``GaussianLikelihood()`` (one output), ``MultitaskGaussianLikelihood(C,
-            rank=0, ...)`` (C outputs) or ``SoftmaxLikelihood(num_classes=C,
+            rank=0, ...)`` (:math:`C` outputs) or ``SoftmaxLikelihood(num_classes=C,
             mixing_weights=False)`` (classification, Monte Carlo, appendix D.2.2).
         kernel: a ``GramKernel`` or its name (default ``"relu"``, the first-order arc-cosine).
-        nu: regularisation strength nu_l >= 0 per layer, or one for all (``math.inf``: NNGP layer).
+        nu: regularisation strength :math:`\nu_l \ge 0` per layer, or one for all (``math.inf``:
+            NNGP layer).
         likelihood_samples: Monte Carlo draws for the categorical likelihood (seed 003 F.4: 1000).
         seed: seeds the Monte Carlo draws of predictions (the same call gives the same numbers).
     """
@@ -136,7 +148,8 @@ class SparseDKM(DeepKernelMachine):
 
     # ------------------------------------------------------------------ propagation
     def inducing_chain(self) -> InducingChain:
-        """Factorised inducing blocks of every layer (O(L M^3), independent of the data)."""
+        """Factorised inducing blocks of every layer (:math:`O(L M^3)`, independent of the
+        data)."""
         gram = input_gram(self.inducing_inputs)  # G^0_ii [M, M]
         layers = []
         for index in range(self.num_layers):
@@ -152,7 +165,7 @@ class SparseDKM(DeepKernelMachine):
         self, inputs: torch.Tensor, chain: InducingChain, *, joint: bool = False
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Output means [*b, n, C] and covariances (variances [*b, n], or [*b, n, n] with
-        ``joint``) of f at inputs [*b, n, N_0] under q (eqs. 86-87)."""
+        ``joint``) of :math:`f` at inputs [*b, n, N_0] under :math:`q` (eqs. 86-87)."""
         width = inputs.shape[-1]
         cross = inputs @ self.inducing_inputs.mT / width  # G^0_ti [*b, n, M]
         tt = inputs @ inputs.mT / width if joint else inputs.square().sum(-1) / width
@@ -195,7 +208,8 @@ class SparseDKM(DeepKernelMachine):
 
     # ------------------------------------------------------------------ the contract
     def latent_distribution(self, X: torch.Tensor) -> MultivariateNormal:
-        """The joint q(f(X)) over the q points of X [*b, q, N_0] (full G_tt blocks)."""
+        """The joint :math:`q(f(X))` over the :math:`q` points of :math:`X` [*b, q, N_0] (full
+        :math:`G_{tt}` blocks)."""
         mean, covariance = self.propagate(X, self.inducing_chain(), joint=True)
         covariance = (covariance + covariance.mT) / 2  # [*b, q, q]
         if self._num_outputs == 1:

@@ -1,18 +1,22 @@
-"""Top layers of a convolutional DKM: the spatial dimension is collapsed before the output GP
+r"""Top layers of a convolutional DKM: the spatial dimension is collapsed before the output GP
 (seed 003 appendix E).
 
 * **Linear** (E.1, eqs. 91-93): a convolution whose filter covers the whole feature map with no
-  padding (|D| = S), so the output has one location: the kernelised convolution of
-  ``zonal.dkm.convolution`` with that geometry and mixing matrices [M_out, M, H, W].
+  padding (:math:`\lvert D \rvert = S`), so the output has one location: the kernelised
+  convolution of ``zonal.dkm.convolution`` with that geometry and mixing matrices
+  [M_out, M, H, W].
 * **Global average pooling** (E.3): features averaged over the locations. Inducing points have no
-  location, so K_ii = Omega_ii (eq. 108) and K_{i,j} = Xi_{ij} = (1 / S) sum_s Omega_{i,js}
-  (eq. 113); the diagonal K_jj = (1 / S^2) sum_{rs} Omega_{jr,js} needs the covariances of all
-  locations of an image, which are not kept, so the corrected Nystrom approximation
-  Omega_tt ~ Omega_ti Omega_ii^{-1} Omega_it + D (D diagonal, restoring the known diagonal;
-  eqs. 119-125) gives
+  location, so :math:`K_{ii} = \Omega_{ii}` (eq. 108) and
+  :math:`K_{i,j} = \Xi_{ij} = \frac{1}{S} \sum_s \Omega_{i,js}` (eq. 113); the diagonal
+  :math:`K_{jj} = \frac{1}{S^2} \sum_{rs} \Omega_{jr,js}` needs the covariances of all locations
+  of an image, which are not kept, so the corrected Nystrom approximation
+  :math:`\Omega_{tt} \approx \Omega_{ti} \Omega_{ii}^{-1} \Omega_{it} + D` (:math:`D` diagonal,
+  restoring the known diagonal; eqs. 119-125) gives
 
-      K_jj = Xi_j^T Omega_ii^{-1} Xi_j
-             + (1 / S^2) sum_s (Omega_{js,js} - Omega_{js,i} Omega_ii^{-1} Omega_{i,js}).
+  .. math::
+
+      K_{jj} = \Xi_j^\top \Omega_{ii}^{-1} \Xi_j + \frac{1}{S^2} \sum_s
+      \big(\Omega_{js,js} - \Omega_{js,i} \Omega_{ii}^{-1} \Omega_{i,js}\big).
 """
 
 from __future__ import annotations

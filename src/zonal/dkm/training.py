@@ -1,8 +1,9 @@
-"""Training a DKM by Adam on the minibatch objective (seed 003 sec. 5, eq. 76).
+r"""Training a DKM by Adam on the minibatch objective (seed 003 sec. 5, eq. 76).
 
 Seed 003 trains every parameter (inducing inputs, inducing Gram blocks, mixing matrices, the output
-q(f_i), the likelihood's) with Adam(beta_1 = 0.8, beta_2 = 0.9), batches of 256 and a step schedule:
-the learning rate (0.01) divided by 10 at fixed epochs (40 and 80 of 100; 80 and 160 of 200).
+:math:`q(f_i)`, the likelihood's) with Adam(:math:`\beta_1 = 0.8`, :math:`\beta_2 = 0.9`), batches
+of 256 and a step schedule: the learning rate (0.01) divided by 10 at fixed epochs (40 and 80 of
+100; 80 and 160 of 200).
 
 Training is resumable: after every epoch ``checkpoint(state)`` receives the model, optimiser,
 schedule and random-generator states and the objective history; passing that state back as

@@ -1,11 +1,12 @@
-"""Activated deep GPs: every layer is a sphere embedding + activated features + an arc-cosine
+r"""Activated deep GPs: every layer is a sphere embedding + activated features + an arc-cosine
 kernel, so the posterior mean is exactly a neural network (seed 000 sec. 3.2, 4.3; seed 001 ch. 4).
 
 ``to_torch_module()`` returns that network (``zonal.nn.ActivatedNetwork``);
-``from_torch_module(net)`` sets the inducing directions W and the variational means so that the
-DGP's posterior mean equals ``net``: with B = V (the network's output weights),
-m = L^T V (whitened, L L^T = Kuu) or m = Kuu V (unwhitened). The rest (variational covariances,
-kernel variances, likelihood) is then trained by the ELBO: ``two_stage_fit``.
+``from_torch_module(net)`` sets the inducing directions :math:`W` and the variational means so that
+the DGP's posterior mean equals ``net``: with :math:`B = V` (the network's output weights),
+:math:`m = L^\top V` (whitened, :math:`L L^\top = K_{uu}`) or :math:`m = K_{uu} V` (unwhitened).
+The rest (variational covariances, kernel variances, likelihood) is then trained by the ELBO:
+``two_stage_fit``.
 """
 
 from __future__ import annotations
@@ -29,19 +30,20 @@ from zonal.nn import ActivatedLayer, ActivatedNetwork
 
 
 class ActivatedDGP(DGP):
-    """An L-layer activated DGP with widths ``input_dim -> hidden_dims... -> output_dim``.
+    r"""An :math:`L`-layer activated DGP with widths ``input_dim -> hidden_dims... -> output_dim``.
 
     Args:
-        input_dim: D.
+        input_dim: :math:`D`.
         hidden_dims: output widths of the hidden layers (seed 000 uses 5), empty for one layer.
         likelihood: e.g. ``GaussianLikelihood()``, ``BernoulliLikelihood()``,
             ``SoftmaxLikelihood(num_classes=C, mixing_weights=False)`` (with ``output_dim=C``:
-            the softmax of the last layer's C outputs, as in the network; GPyTorch's default
-            mixing weights would multiply f by a random C x C matrix the network does not have).
+            the softmax of the last layer's :math:`C` outputs, as in the network; GPyTorch's
+            default mixing weights would multiply :math:`f` by a random :math:`C \times C` matrix
+            the network does not have).
         output_dim: outputs of the last layer (1 is squeezed: a single GP output).
-        num_inducing: M per layer (the hidden width of the equivalent network).
+        num_inducing: :math:`M` per layer (the hidden width of the equivalent network).
         activation: ``"relu"`` or ``"softplus"`` (seed 001 recommends Softplus).
-        truncation_level: N-tilde (seed 000 uses 10; seed 001 uses 20).
+        truncation_level: :math:`\tilde N` (seed 000 uses 10; seed 001 uses 20).
         mean: ``"zero"`` or ``"constant"`` (a bias in the network).
         kernel_variance: initial arc-cosine variance (a ``ScaleKernel`` outputscale).
         bias: the constant appended to each layer's input.
@@ -193,19 +195,21 @@ class ActivatedDGP(DGP):
         kernel_variance: float | Sequence[float] | None = None,
         variational_scale: float | None = None,
     ) -> ActivatedDGP:
-        """Set inducing directions and variational means so that the posterior mean is ``network``.
+        r"""Set inducing directions and variational means so that the posterior mean is
+        ``network``.
 
-        The network must match layer by layer (input width, hidden width M, output width,
+        The network must match layer by layer (input width, hidden width :math:`M`, output width,
         truncated activation coefficients, bias, whether it has input scales); a mismatch raises a
         ``ValueError`` naming the layer and the shapes. Input scales are copied into the layer's
         ``SphereEmbedding``.
 
         ``kernel_variance`` first sets the layers' arc-cosine variances (one for every layer, or
         one per layer, first to last): the copied mean does not depend on them (the variational
-        mean absorbs them), but everything the DGP adds to the network, Kff - Qff + Q S Q^T in
-        every layer, scales with them (see the ``uci-dgp`` experiment: 1e-3 starts a deep
-        regression model at the network). ``variational_scale`` then sets every q covariance to
-        scale^2 I (``set_variational_scale``).
+        mean absorbs them), but everything the DGP adds to the network,
+        :math:`K_{ff} - Q_{ff} + Q S Q^\top` in every layer, scales with them (see the ``uci-dgp``
+        experiment: 1e-3 starts a deep regression model at the network). ``variational_scale``
+        then sets every :math:`q` covariance to :math:`\mathtt{scale}^2 I`
+        (``set_variational_scale``).
         """
         layers = _network_layers(network)
         if len(layers) != len(self.layers):
@@ -325,8 +329,8 @@ def train_network(
     """Stage 1: fit the network by MSE, binary (probit) or categorical cross-entropy with Adam.
 
     ``seed``, ``plateau`` and ``callback`` are those of ``zonal.models.training.adam_on_minibatches``.
-    ``penalty()`` / N is added to every minibatch's mean loss (a prior's negative log density,
-    e.g. ``mean_prior_penalty``: the loss is then a MAP objective per point).
+    ``penalty()`` / :math:`N` is added to every minibatch's mean loss (a prior's negative log
+    density, e.g. ``mean_prior_penalty``: the loss is then a MAP objective per point).
     """
     if loss not in LOSSES:
         raise ValueError(f"unknown loss {loss!r}; use one of {sorted(LOSSES)}")

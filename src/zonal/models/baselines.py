@@ -1,13 +1,15 @@
-"""Baselines of the activated DGP head on the same feature extractor (seed 001 sec. 4.2): the plain
-network (``zonal.models.conv_head.HybridNetwork``), Monte Carlo dropout, a deep ensemble and the
-deep GP with inducing points on the extracted features.
+r"""Baselines of the activated DGP head on the same feature extractor (seed 001 sec. 4.2): the
+plain network (``zonal.models.conv_head.HybridNetwork``), Monte Carlo dropout, a deep ensemble and
+the deep GP with inducing points on the extracted features.
 
-* MC dropout (Gal and Ghahramani, 2016): dropout of rate p (0.1 in the report) before every head
-  layer at training *and* test time; p(y | x) = (1/T) sum_t softmax(logits_t(x)) over T = 100
-  passes with independent masks (seeded). The extractor has no dropout, so its features are
-  computed once per image and only the head runs T times.
-* Deep ensemble (Lakshminarayanan et al., 2017): E networks trained from different seeds (5 in
-  the protocol), p(y | x) = (1/E) sum_e softmax(logits_e(x)).
+* MC dropout (Gal and Ghahramani, 2016): dropout of rate :math:`p` (0.1 in the report) before every
+  head layer at training *and* test time;
+  :math:`p(y \mid x) = \frac{1}{T} \sum_t \operatorname{softmax}(\operatorname{logits}_t(x))` over
+  :math:`T = 100` passes with independent masks (seeded). The extractor has no dropout, so its
+  features are computed once per image and only the head runs :math:`T` times.
+* Deep ensemble (Lakshminarayanan et al., 2017): :math:`E` networks trained from different seeds
+  (5 in the protocol),
+  :math:`p(y \mid x) = \frac{1}{E} \sum_e \operatorname{softmax}(\operatorname{logits}_e(x))`.
 * Inducing-point DGP: seed 000's DGP (``zonal.models.inducing_point_dgp``: arc-cosine layers,
   inducing points in the lifted space, first-layer points at training features) of the same
   widths as the activated head, trained by the ELBO on the frozen features of a trained network.
@@ -89,8 +91,9 @@ def inducing_point_head(
     num_posterior_samples: int = 16,
     seed: int = 0,
 ) -> ConvDGPClassifier:
-    """The inducing-point DGP D -> ``hidden_width`` -> C on the (frozen) extractor of a trained
-    ``network``, its first-layer points at the features of ``num_inducing`` of ``images``."""
+    r"""The inducing-point DGP :math:`D \to \mathtt{hidden\_width} \to C` on the (frozen)
+    extractor of a trained ``network``, its first-layer points at the features of
+    ``num_inducing`` of ``images``."""
     import copy
 
     extractor = copy.deepcopy(network.extractor)

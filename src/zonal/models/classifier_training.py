@@ -1,15 +1,17 @@
-"""Training an image classifier until its validation log likelihood stops improving.
+r"""Training an image classifier until its validation log likelihood stops improving.
 
 A fixed epoch count either stops a network short of convergence or lets it overfit, and an
 overfitted network is a weak baseline of calibration under shift. ``train_classifier_to_convergence``
 trains by cross-entropy with Adam (``zonal.models.activated_dgp.train_network``), evaluates the mean
 validation log likelihood
 
-    L_val = (1/n) sum_i log softmax(f(x_i))_{y_i}
+.. math::
 
-after every epoch, stops after ``patience`` epochs without a better L_val (or at ``max_epochs``)
-and keeps the weights of the best epoch: early stopping as in Ovadia et al. (2019), whose dataset
-shift protocol seed 001 sec. 4.2 follows.
+    L_{\mathrm{val}} = \frac{1}{n} \sum_i \log \operatorname{softmax}(f(x_i))_{y_i}
+
+after every epoch, stops after ``patience`` epochs without a better :math:`L_{\mathrm{val}}` (or at
+``max_epochs``) and keeps the weights of the best epoch: early stopping as in Ovadia et al. (2019),
+whose dataset shift protocol seed 001 sec. 4.2 follows.
 """
 
 from __future__ import annotations

@@ -4,17 +4,18 @@
 observation_noise=None)`` (``zonal.models.contract``) check and reshape their arguments here, then
 call the model's own ``_conditioned(X, Y, noise, per_component)``:
 
-* X [*b, q, D] in data space (the input transform, if any, is applied here);
-* Y [*F, *b, q, m] (fewer batch dimensions broadcast), outcome-transformed here; the model
-  receives Y [*F, *b, q] for one output, [*F, *b, q, m] for m outputs (``SVGP`` only);
+* :math:`X` [*b, q, D] in data space (the input transform, if any, is applied here);
+* :math:`Y` [*F, *b, q, m] (fewer batch dimensions broadcast), outcome-transformed here; the model
+  receives :math:`Y` [*F, *b, q] for one output, [*F, *b, q, m] for :math:`m` outputs (``SVGP``
+  only);
 * noise [*b, q, m] of the new rows' observation variances in the outcome-transformed space
   (BoTorch's convention), or None for the likelihood's noise; the model receives [*b, q]
-  ([*b, q, m] for m outputs);
-* ``per_component`` (fantasies of a mixture model): Y [*F, *b, S, q] holds one observation per
-  mixture component, as the sampler draws them from a ``GaussianMixturePosterior``.
+  ([*b, q, m] for :math:`m` outputs);
+* ``per_component`` (fantasies of a mixture model): :math:`Y` [*F, *b, S, q] holds one
+  observation per mixture component, as the sampler draws them from a ``GaussianMixturePosterior``.
 
-The returned model has the batch shape [*F, *b] (``batch_shape``): ``posterior(X')`` broadcasts X'
-[*b', q', D] against it, as BoTorch's look-ahead acquisitions (``qKnowledgeGradient``,
+The returned model has the batch shape [*F, *b] (``batch_shape``): ``posterior(X')`` broadcasts
+:math:`X'` [*b', q', D] against it, as BoTorch's look-ahead acquisitions (``qKnowledgeGradient``,
 ``qMaxValueEntropy`` with pending points, ``qJointEntropySearch``,
 ``qNegIntegratedPosteriorVariance``) expect; a deep or stacked model (a Gaussian mixture) takes
 the knowledge gradient through ``zonal.bo.KnowledgeGradient`` and the entropy searches through

@@ -1,20 +1,21 @@
-"""The model contract: what every zonal model answers, the same way (docs/design.md).
+r"""The model contract: what every zonal model answers, the same way (docs/design.md).
 
 Every model is a BoTorch ``Model`` owning its ``likelihood`` and offers
 
-* ``posterior(X, observation_noise=False)``: a BoTorch ``Posterior`` over f(X) (X [*b, q, D]) in
-  data space: a ``GPyTorchPosterior`` for single-layer models; for deep models a
-  ``GaussianMixturePosterior`` whose components are the S Monte Carlo samples of the inner layers,
-  on the batch dimension just before q ([*b, S, q]). Deep models set ``_is_ensemble``, so
-  BoTorch's MC acquisition functions average over that dimension (log-mean-exp for the log
-  variants) and ``optimize_acqf`` takes the model unchanged;
+* ``posterior(X, observation_noise=False)``: a BoTorch ``Posterior`` over :math:`f(X)`
+  (:math:`X` [*b, q, D]) in data space: a ``GPyTorchPosterior`` for single-layer models; for deep
+  models a ``GaussianMixturePosterior`` whose components are the :math:`S` Monte Carlo samples of
+  the inner layers, on the batch dimension just before :math:`q` ([*b, S, q]). Deep models set
+  ``_is_ensemble``, so BoTorch's MC acquisition functions average over that dimension
+  (log-mean-exp for the log variants) and ``optimize_acqf`` takes the model unchanged;
 * ``predict(X, include_noise=False)`` -> (mean, variance) [N] (or [N, P]), the predictive moments
-  (mixture moments for deep models: variance = mean of v_s + mu_s^2 less the squared mean);
-* ``log_predictive_density(X, y)`` -> [N], log p(y_i | data) per point: the likelihood's marginal
-  under q(f), log-mean-exp over the components for deep models.
+  (mixture moments for deep models: variance = mean of :math:`v_s + \mu_s^2` less the squared
+  mean);
+* ``log_predictive_density(X, y)`` -> [N], :math:`\log p(y_i \mid \text{data})` per point: the
+  likelihood's marginal under :math:`q(f)`, log-mean-exp over the components for deep models.
 
-Subclasses implement ``latent_distribution(X)`` (q(f(X)) with the component dimension for deep
-models) and say whether they are a mixture (``_is_ensemble``).
+Subclasses implement ``latent_distribution(X)`` (:math:`q(f(X))` with the component dimension for
+deep models) and say whether they are a mixture (``_is_ensemble``).
 """
 
 from __future__ import annotations
@@ -92,13 +93,14 @@ class ZonalModel(Model, FantasizeMixin):
 
     # ------------------------------------------------------------------ to implement
     def latent_distribution(self, X: torch.Tensor) -> MultivariateNormal:
-        """q(f(X)) for inputs X [*b, q, D]: batch [*b] ([*b, S] for a mixture), event [q]
-        (or [q, P] for a multitask normal)."""
+        """:math:`q(f(X))` for inputs :math:`X` [*b, q, D]: batch [*b] ([*b, S] for a mixture),
+        event [q] (or [q, P] for a multitask normal)."""
         raise NotImplementedError
 
     def forward(self, X: torch.Tensor) -> MultivariateNormal:
-        """``model(X)``: q(f(X)) for X [*b, q, D] in the model's input space (after any input
-        transform, as GPyTorch's models take X when called in evaluation mode; BoTorch's
+        """``model(X)``: :math:`q(f(X))` for :math:`X` [*b, q, D] in the model's input space (after
+        any input transform, as GPyTorch's models take :math:`X` when called in evaluation mode;
+        BoTorch's
         ``qLowerBoundMaxValueEntropy`` with pending points calls the model so). A mixture model
         (deep or stacked) has no single normal to give: it raises ``UnsupportedError``."""
         if self._is_ensemble:
@@ -113,7 +115,7 @@ class ZonalModel(Model, FantasizeMixin):
     # ------------------------------------------------------------------ BoTorch
     @property
     def num_outputs(self) -> int:
-        """P, the number of outputs."""
+        """:math:`P`, the number of outputs."""
         return self._num_outputs
 
     @property
@@ -139,8 +141,9 @@ class ZonalModel(Model, FantasizeMixin):
     def transform_training_data(
         self, x: torch.Tensor, y: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Learn the transforms on training data (x [N, D], y [N] or [N, 1]) and return them
-        transformed (y as given: [N] or [N, 1]); without transforms, (x, y) as they are."""
+        """Learn the transforms on training data (:math:`x` [N, D], :math:`y` [N] or [N, 1]) and
+        return them transformed (:math:`y` as given: [N] or [N, 1]); without transforms,
+        :math:`(x, y)` as they are."""
         input_transform = getattr(self, "input_transform", None)
         if input_transform is not None:
             input_transform.train()
@@ -166,9 +169,9 @@ class ZonalModel(Model, FantasizeMixin):
     def condition_on_observations(
         self, X: torch.Tensor, Y: torch.Tensor, noise: torch.Tensor | None = None, **kwargs: Any
     ) -> ZonalModel:
-        """This model conditioned on new rows X [*b, q, D], Y [*F, *b, q, 1] (``noise`` [*b, q, 1]:
-        their noise variances; None: the likelihood's), at the current hyperparameters, with
-        batch shape [*F, *b] (``zonal.models.conditioning``)."""
+        """This model conditioned on new rows :math:`X` [*b, q, D], :math:`Y` [*F, *b, q, 1]
+        (``noise`` [*b, q, 1]: their noise variances; None: the likelihood's), at the current
+        hyperparameters, with batch shape [*F, *b] (``zonal.models.conditioning``)."""
         return conditioning.condition_on_observations(self, X, Y, noise)
 
     def fantasize(
@@ -178,8 +181,8 @@ class ZonalModel(Model, FantasizeMixin):
         observation_noise: torch.Tensor | None = None,
         **kwargs: Any,
     ) -> ZonalModel:
-        """A fantasy model: observations drawn at X [*b, q, D] by ``sampler`` ([*F] draws) and
-        conditioned on, batch shape [*F, *b] (``zonal.models.conditioning.fantasize``)."""
+        """A fantasy model: observations drawn at :math:`X` [*b, q, D] by ``sampler`` ([*F] draws)
+        and conditioned on, batch shape [*F, *b] (``zonal.models.conditioning.fantasize``)."""
         return conditioning.fantasize(self, X, sampler, observation_noise, **kwargs)
 
     def _conditioned(
@@ -191,7 +194,8 @@ class ZonalModel(Model, FantasizeMixin):
         )
 
     def check_inputs(self, X: torch.Tensor) -> torch.Tensor:
-        """X [*b, N, D] as a tensor of the model's dtype and device; a named error otherwise."""
+        """:math:`X` [*b, N, D] as a tensor of the model's dtype and device; a named error
+        otherwise."""
         if not isinstance(X, torch.Tensor) or X.dim() < 2:
             raise ValueError("inputs must be a tensor [N, D] (or [..., N, D])")
         input_dim = getattr(self, "input_dim", None)
@@ -216,7 +220,8 @@ class ZonalModel(Model, FantasizeMixin):
         posterior_transform: PosteriorTransform | None = None,
         **kwargs: Any,
     ) -> GPyTorchPosterior:
-        """The posterior over f(X) (or y(X) with ``observation_noise``), X [*b, q, D].
+        """The posterior over :math:`f(X)` (or :math:`y(X)` with ``observation_noise``),
+        :math:`X` [*b, q, D].
 
         ``observation_noise`` True adds the Gaussian likelihood's noise; a tensor [*b, q, P] (or
         [*b, q]) gives the noise variance of each point instead.
@@ -273,8 +278,9 @@ class ZonalModel(Model, FantasizeMixin):
     def predict(
         self, X: torch.Tensor, include_noise: bool = False, *, chunk_size: int = PREDICTION_CHUNK
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Predictive mean and variance of f(X) (or of y with ``include_noise``) in data space:
-        [N] for one output, [N, P] for P outputs; ``chunk_size`` rows at a time."""
+        """Predictive mean and variance of :math:`f(X)` (or of :math:`y` with ``include_noise``) in
+        data space: [N] for one output, [N, P] for :math:`P` outputs; ``chunk_size`` rows at a
+        time."""
         X = self.check_inputs(X)
         if X.dim() != 2:
             raise ValueError(f"predict takes inputs [N, D], got {tuple(X.shape)}")
@@ -298,13 +304,14 @@ class ZonalModel(Model, FantasizeMixin):
     def log_predictive_density(
         self, X: torch.Tensor, y: torch.Tensor, *, chunk_size: int = PREDICTION_CHUNK
     ) -> torch.Tensor:
-        """log p(y_i | data) per point [N]: the likelihood's marginal log density under q(f(x_i))
-        (log-mean-exp over the mixture components of a deep model). With an outcome transform
-        (an affine one such as ``Standardize``) y is transformed and the log-Jacobian added.
-        y is checked as training checks it (``zonal.models.training.check_targets``: a column
-        [N, 1] of a single-output likelihood, labels of a classifier). A likelihood whose
-        marginal GPyTorch samples (the softmax's) draws ``LIKELIHOOD_SAMPLES`` from the model's
-        ``posterior_seed`` (default 0; None: afresh), so that two calls agree."""
+        r""":math:`\log p(y_i \mid \text{data})` per point [N]: the likelihood's marginal log
+        density under :math:`q(f(x_i))` (log-mean-exp over the mixture components of a deep
+        model). With an outcome transform (an affine one such as ``Standardize``) :math:`y` is
+        transformed and the log-Jacobian added. :math:`y` is checked as training checks it
+        (``zonal.models.training.check_targets``: a column [N, 1] of a single-output likelihood,
+        labels of a classifier). A likelihood whose marginal GPyTorch samples (the softmax's)
+        draws ``LIKELIHOOD_SAMPLES`` from the model's ``posterior_seed`` (default 0; None:
+        afresh), so that two calls agree."""
         from zonal.models.training import check_targets  # (training builds on this module)
 
         self.eval()  # (an input transform in training mode would learn from X)

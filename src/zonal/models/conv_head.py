@@ -1,4 +1,4 @@
-"""Convolutional feature extractors followed by deep-GP heads (seed 001 sec. 4.2, image
+r"""Convolutional feature extractors followed by deep-GP heads (seed 001 sec. 4.2, image
 classification under dataset shift).
 
 A ``ConvDGPClassifier`` is ``extractor`` (any ``torch.nn.Module`` mapping images [N, C, H, W] to
@@ -6,10 +6,14 @@ features [N, D]) followed by a deep GP ``head`` on the features with a softmax l
 the classes; ``ConvActivatedDGP`` is the one whose head is an ``ActivatedDGP``, so that its
 posterior mean is the network
 
-    logits(x) = V_2^T r g~(W_2 [h_1, b]) ,   h_1 = V_1^T r g~(W_1 [phi(x), b])   (``zonal.nn``)
+.. math::
 
-with phi the extractor: two activated GP layers of M = 128 inducing functions (the hidden units of
-the equivalent network), the first with ``hidden_width`` outputs, the second with C.
+    \operatorname{logits}(x) = V_2^\top r\, \tilde g(W_2 [h_1, b]), \qquad
+    h_1 = V_1^\top r\, \tilde g(W_1 [\phi(x), b]) \qquad (\texttt{zonal.nn})
+
+with :math:`\phi` the extractor: two activated GP layers of :math:`M = 128` inducing functions (the
+hidden units of the equivalent network), the first with ``hidden_width`` outputs, the second with
+:math:`C`.
 
 Two-stage training (``fit_conv_adgp``; seed 001 sec. 4.2): (1) the whole network
 (``HybridNetwork``: extractor + the head's network) by cross-entropy; (2) the extractor and the
@@ -18,16 +22,22 @@ trained by the ELBO with the features frozen; (3) optionally the extractor and h
 the ELBO.
 
 Class probabilities (every classifier here answers ``predict_proba(images) -> [N, C]``): for a
-deep-GP head, the mixture over S Monte Carlo samples of the inner layer of q(f(x)), each a
-Gaussian over the C logits, pushed through the softmax by K draws per component:
+deep-GP head, the mixture over :math:`S` Monte Carlo samples of the inner layer of :math:`q(f(x))`,
+each a Gaussian over the :math:`C` logits, pushed through the softmax by :math:`K` draws per
+component:
 
-    p(y = c | x) ~ (1/S) sum_s (1/K) sum_k softmax(mu_s + sigma_s eps_sk)_c,  eps_sk ~ N(0, I),
+.. math::
+
+    p(y = c \mid x) \approx \frac{1}{S} \sum_s \frac{1}{K} \sum_k
+    \operatorname{softmax}(\mu_s + \sigma_s \varepsilon_{sk})_c, \qquad
+    \varepsilon_{sk} \sim \mathcal{N}(0, I),
 
 the predictive of the softmax likelihood (``SoftmaxLikelihood``'s marginal), with both draws
-seeded. The default extractor follows the report: two blocks conv 5x5 -> ReLU -> max-pool 2,
-then (our addition, ``feature_dim``) a linear map to D features; ``feature_dim=None`` feeds the
-flattened maps to the head as the report does, at a cost (each GP layer of P outputs works on
-S x P copies of its D-dimensional inputs).
+seeded. The default extractor follows the report: two blocks conv :math:`5 \times 5` -> ReLU ->
+max-pool 2, then (our addition, ``feature_dim``) a linear map to :math:`D` features;
+``feature_dim=None`` feeds the flattened maps to the head as the report does, at a cost (each GP
+layer of :math:`P` outputs works on :math:`S \times P` copies of its :math:`D`-dimensional
+inputs).
 """
 
 from __future__ import annotations
@@ -56,14 +66,15 @@ HEAD_INITIAL_SCALE = 1e-2
 
 
 class ConvFeatures(nn.Sequential):
-    """The report's extractor: [conv k x k (padding k // 2) -> ReLU -> max-pool 2] x 2, flatten,
-    then a linear map to ``feature_dim`` features (None: the flattened maps themselves).
+    r"""The report's extractor: [conv :math:`k \times k` (padding :math:`\lfloor k / 2 \rfloor`)
+    -> ReLU -> max-pool 2] :math:`\times 2`, flatten, then a linear map to ``feature_dim`` features
+    (None: the flattened maps themselves).
 
     Args:
-        image_shape: (C, H, W) of the inputs (H and W divisible by 4).
+        image_shape: :math:`(C, H, W)` of the inputs (:math:`H` and :math:`W` divisible by 4).
         channels: output channels of the two convolutions.
-        kernel_size: k.
-        feature_dim: D, or None for C_2 (H / 4) (W / 4).
+        kernel_size: :math:`k`.
+        feature_dim: :math:`D`, or None for :math:`C_2 (H / 4) (W / 4)`.
         seed: initialisation seed.
     """
 
@@ -118,7 +129,8 @@ class ImageClassifier(nn.Module):
         self.num_classes = int(num_classes)
 
     def check_images(self, images: torch.Tensor) -> torch.Tensor:
-        """Images [N, C, H, W] of the classifier's (C, H, W), finite; a ``ValueError`` otherwise."""
+        """Images [N, C, H, W] of the classifier's :math:`(C, H, W)`, finite; a ``ValueError``
+        otherwise."""
         if not isinstance(images, torch.Tensor) or tuple(images.shape[1:]) != self.image_shape:
             found = tuple(images.shape) if isinstance(images, torch.Tensor) else type(images)
             raise ValueError(
@@ -129,7 +141,8 @@ class ImageClassifier(nn.Module):
         return images
 
     def check_labels(self, labels: torch.Tensor, count: int) -> torch.Tensor:
-        """Integer labels [count] in [0, C); a ``ValueError`` naming the problem otherwise."""
+        """Integer labels [count] in :math:`[0, C)`; a ``ValueError`` naming the problem
+        otherwise."""
         labels = torch.as_tensor(labels)
         if labels.shape != (count,):
             raise ValueError(f"labels must have shape [{count}], got {tuple(labels.shape)}")
@@ -148,7 +161,8 @@ class ImageClassifier(nn.Module):
 
     @torch.no_grad()
     def predict_proba(self, images: torch.Tensor, *, chunk_size: int = IMAGE_CHUNK) -> torch.Tensor:
-        """Class probabilities p(y | x) [N, C] (float64), ``chunk_size`` images at a time."""
+        r"""Class probabilities :math:`p(y \mid x)` [N, C] (float64), ``chunk_size`` images at a
+        time."""
         images = self.check_images(images)
         chunks = [
             self._probabilities(images[start : start + chunk_size]).to(torch.float64)
@@ -157,7 +171,7 @@ class ImageClassifier(nn.Module):
         return torch.cat(chunks)
 
     def log_predictive_density(self, images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        """log p(y_i | x_i) per image [N]."""
+        r""":math:`\log p(y_i \mid x_i)` per image [N]."""
         labels = self.check_labels(labels, len(images))
         probabilities = self.predict_proba(images)
         return probabilities.gather(-1, labels.to(probabilities.device).unsqueeze(-1)).log()[:, 0]
@@ -256,7 +270,7 @@ class HybridNetwork(ImageClassifier):
 
 
 class ConvDGPClassifier(ImageClassifier):
-    """``extractor`` then a deep GP ``head`` (``zonal.models.DGP`` of C outputs under
+    """``extractor`` then a deep GP ``head`` (``zonal.models.DGP`` of :math:`C` outputs under
     ``SoftmaxLikelihood(num_classes=C, mixing_weights=False)``)."""
 
     def __init__(
@@ -286,11 +300,12 @@ class ConvDGPClassifier(ImageClassifier):
         self.softmax_samples, self.seed = int(softmax_samples), int(seed)
 
     def features(self, images: torch.Tensor, *, chunk_size: int = IMAGE_CHUNK) -> torch.Tensor:
-        """phi(images) [N, D] (float64, no gradient), ``chunk_size`` images at a time."""
+        r""":math:`\phi(\text{images})` [N, D] (float64, no gradient), ``chunk_size`` images at a
+        time."""
         return extract_frozen(self.extractor, self.check_images(images), chunk_size=chunk_size)
 
     def head_probabilities(self, features: torch.Tensor) -> torch.Tensor:
-        """p(y | phi) [n, C] for features [n, D]: the Monte Carlo mixture of the module
+        r""":math:`p(y \mid \phi)` [n, C] for features [n, D]: the Monte Carlo mixture of the module
         docstring (the head's ``posterior_seed`` fixes the inner draws, ``seed`` the softmax's)."""
         self.head.eval()
         latent = self.head.latent_distribution(features)  # batch [S], event [n, C]
@@ -308,8 +323,8 @@ class ConvDGPClassifier(ImageClassifier):
 
     @torch.no_grad()
     def logits_mean(self, images: torch.Tensor) -> torch.Tensor:
-        """The head's posterior mean at phi(images): [N, C] (for an activated head, the logits
-        of the equivalent network)."""
+        r"""The head's posterior mean at :math:`\phi(\text{images})`: [N, C] (for an activated
+        head, the logits of the equivalent network)."""
         return self.head.posterior_mean(self.features(images))
 
 
@@ -333,8 +348,9 @@ class ConvActivatedDGP(ConvDGPClassifier):
         num_posterior_samples: int = 16,
         seed: int = 0,
     ) -> ConvActivatedDGP:
-        """The report's model: ``extractor`` (default ``ConvFeatures(image_shape)``), then two
-        activated GP layers D -> ``hidden_width`` -> C of ``num_inducing`` inducing functions."""
+        r"""The report's model: ``extractor`` (default ``ConvFeatures(image_shape)``), then two
+        activated GP layers :math:`D \to \mathtt{hidden\_width} \to C` of ``num_inducing``
+        inducing functions."""
         if extractor is None:
             extractor = ConvFeatures(image_shape, seed=seed)
         width = _check_extractor(extractor, image_shape, None)

@@ -1,4 +1,4 @@
-"""Doubly-stochastic deep GPs over inter-domain layers (Salimbeni and Deisenroth, 2017; seed 000
+r"""Doubly-stochastic deep GPs over inter-domain layers (Salimbeni and Deisenroth, 2017; seed 000
 sec. 3.2).
 
 Each ``DGPLayer`` is a (multi-output) SVGP with any ``zonal.features`` inducing feature, shared by
@@ -6,14 +6,18 @@ its outputs, and an input map (``zonal.geometry``: ``SphereEmbedding`` by defaul
 propagated through the layers (one reparametrised sample of each hidden layer's output per Monte
 Carlo sample, as in GPyTorch's ``DeepGPLayer``), the ELBO is
 ``gpytorch.mlls.DeepApproximateMLL(VariationalELBO(...))``, and the posterior is the Gaussian
-mixture over S samples of the inner layers (``zonal.models.contract``):
+mixture over :math:`S` samples of the inner layers (``zonal.models.contract``):
 
-    mean = (1/S) sum_s mu_s,   variance = (1/S) sum_s (v_s + mu_s^2) - mean^2,
-    log p(y*) ~ log (1/S) sum_s p(y* | f_s)   (log-mean-exp).
+.. math::
+
+    \text{mean} &= \frac{1}{S} \sum_s \mu_s, \qquad
+    \text{variance} = \frac{1}{S} \sum_s (v_s + \mu_s^2) - \text{mean}^2, \\
+    \log p(y^\ast) &\approx \log \frac{1}{S} \sum_s p(y^\ast \mid f_s) \qquad
+    \text{(log-mean-exp)}.
 
 ``posterior_seed`` fixes the inner-layer draws of every ``posterior`` call (the same draws for
 inputs of the same shape), so that an acquisition function built on it is a deterministic,
-differentiable function of X, as ``optimize_acqf`` needs; None draws afresh each call.
+differentiable function of :math:`X`, as ``optimize_acqf`` needs; None draws afresh each call.
 """
 
 from __future__ import annotations
@@ -60,18 +64,19 @@ POSTERIOR_SAMPLES = 32
 
 
 class DGPLayer(DeepGPLayer):
-    """One GP layer R^{D_in} -> R^{D_out} (``output_dims=None`` squashes a single output).
+    r"""One GP layer :math:`\mathbb{R}^{D_\mathrm{in}} \to \mathbb{R}^{D_\mathrm{out}}`
+    (``output_dims=None`` squashes a single output).
 
     Args:
         kernel: a zonal kernel on the lifted inputs (homogeneous for a ``SphereEmbedding``), or
             any kernel of the lifted inputs for ``InducingPoints``.
         features: inducing features in ``input_map.ambient_dim(D_in)``.
-        input_dims: D_in.
+        input_dims: :math:`D_\mathrm{in}`.
         output_dims: number of outputs, or None for a single squashed output (the last layer).
         mean: ``"zero"``, ``"constant"``, ``"identity"`` or ``"linear"``.
-        input_map: ``SphereEmbedding(bias)`` (None: bias 1, inputs lifted to [h, b]) or
+        input_map: ``SphereEmbedding(bias)`` (None: bias 1, inputs lifted to :math:`[h, b]`) or
             ``OnSphere()`` for a layer whose inputs are unit vectors.
-        whiten: whitened q(u).
+        whiten: whitened :math:`q(u)`.
     """
 
     def __init__(
@@ -112,7 +117,8 @@ class DGPLayer(DeepGPLayer):
         are_samples: bool = False,
         **kwargs: Any,
     ) -> MultivariateNormal:
-        """q(f(h)) for inputs h [..., N, D_in], or a sample of a previous layer's output.
+        """:math:`q(f(h))` for inputs :math:`h` [..., N, D_in], or a sample of a previous layer's
+        output.
 
         A ``MultitaskMultivariateNormal`` input is sampled (one reparametrised draw per entry).
         Deterministic inputs give an output expanded over ``num_likelihood_samples`` samples
@@ -141,9 +147,11 @@ class DGPLayer(DeepGPLayer):
         return output
 
     def mean_function(self, h: torch.Tensor) -> torch.Tensor:
-        """The layer's posterior mean at deterministic inputs h [N, D_in]: [N, D_out] (or [N]).
+        r"""The layer's posterior mean at deterministic inputs :math:`h` [N, D_in]: [N, D_out] (or
+        [N]).
 
-        mean(h) = Kfu B + mu(h), B = L^{-T} m (whitened) or Kuu^{-1} m: seed 000 eq. 2-3.
+        :math:`\text{mean}(h) = K_{fu} B + \mu(h)`, :math:`B = L^{-\top} m` (whitened) or
+        :math:`K_{uu}^{-1} m`: seed 000 eq. 2-3.
         """
         lifted = self.input_map.lift(h)  # [N, ambient_dim]
         strategy = self.variational_strategy
@@ -205,8 +213,8 @@ class DGP(DeepGP, ZonalModel):
         self.set_transforms(input_transform, outcome_transform)
 
     def forward(self, x: torch.Tensor, *, are_samples: bool = False) -> MultivariateNormal:
-        """Propagate inputs x [..., N, D] through the layers (deterministic x: the output is
-        expanded over ``num_likelihood_samples`` samples in front)."""
+        """Propagate inputs :math:`x` [..., N, D] through the layers (deterministic :math:`x`: the
+        output is expanded over ``num_likelihood_samples`` samples in front)."""
         if x.dim() < 2 or x.shape[-1] != self.input_dims:
             raise ValueError(
                 f"inputs must have shape [N, {self.input_dims}] (the model's input dimension), "
@@ -219,12 +227,14 @@ class DGP(DeepGP, ZonalModel):
         return output
 
     def latent_distribution(self, X: torch.Tensor) -> MultivariateNormal:
-        """The S mixture components of q(f(X)) for X [*b, q, D]: batch [*b, S], event [q]
-        (or [q, P]); for a conditioned model batch [*F, *b, S] (``_conditioned``).
+        r"""The :math:`S` mixture components of :math:`q(f(X))` for :math:`X` [*b, q, D]: batch
+        [*b, S], event [q] (or [q, P]); for a conditioned model batch [*F, *b, S]
+        (``_conditioned``).
 
-        Hidden layer l's output is drawn as h = mu + sigma * eps with eps [S, q, D_l] from
-        ``posterior_seed`` (fresh when None), shared by every t-batch: a point gets the same
-        inner draws wherever it sits in the batch, as BoTorch's fixed base samples do.
+        Hidden layer :math:`l`'s output is drawn as :math:`h = \mu + \sigma \odot \varepsilon` with
+        :math:`\varepsilon` [S, q, D_l] from ``posterior_seed`` (fresh when None), shared by every
+        t-batch: a point gets the same inner draws wherever it sits in the batch, as BoTorch's
+        fixed base samples do.
         """
         return self._output_marginal(self._output_layer_inputs(X))
 
@@ -300,7 +310,8 @@ class DGP(DeepGP, ZonalModel):
         return model
 
     def set_variational_scale(self, scale: float) -> None:
-        """Every layer's q covariance to scale^2 I (whitened: relative to the prior)."""
+        r"""Every layer's :math:`q` covariance to :math:`\mathtt{scale}^2 I` (whitened: relative to
+        the prior)."""
         for layer in cast("Iterable[DGPLayer | GaussianVectorField]", self.layers):
             layer.variational_strategy.set_variational_scale(scale)
 
@@ -333,7 +344,7 @@ def fit_dgp(
     ``seed`` is an int or a ``torch.Generator`` for the minibatch order; ``plateau`` cuts the
     learning rate on plateaus of the epoch loss; ``callback(step, loss)`` runs after every step
     (traces, checkpoints). Targets [N] or [N, 1]; the model's input and outcome transforms, if
-    any, are learnt on (x, y) first (``ZonalModel.transform_training_data``).
+    any, are learnt on :math:`(x, y)` first (``ZonalModel.transform_training_data``).
     """
     x = model.check_inputs(torch.as_tensor(x))
     x, y = transformed_training_data(model, x, y)
@@ -386,13 +397,14 @@ def inducing_point_dgp(
     inner_scale: float = 1e-2,
     bias: float = 1.0,
 ) -> DGP:
-    """The standard DGP of seed 000 sec. 5 (DGP-L): layers of widths ``widths`` = [D, ..., 1],
-    each ``ScaleKernel(ArcCosineKernel(D_in + 1, homogeneous=True))`` with M inducing points in
-    the lifted space [h, b] shared by the layer's outputs.
+    r"""The standard DGP of seed 000 sec. 5 (DGP-L): layers of widths ``widths`` = [D, ..., 1],
+    each ``ScaleKernel(ArcCosineKernel(D_in + 1, homogeneous=True))`` with :math:`M` inducing
+    points in the lifted space :math:`[h, b]` shared by the layer's outputs.
 
     First-layer points are lifted training inputs; hidden-layer points are standard normal. The
-    hidden layers' whitened q(v) start at N(0, inner_scale^2 I) (Salimbeni and Deisenroth's
-    near-deterministic inner layers); the last layer's at the prior N(0, I).
+    hidden layers' whitened :math:`q(v)` start at :math:`\mathcal{N}(0, \mathtt{inner\_scale}^2 I)`
+    (Salimbeni and Deisenroth's near-deterministic inner layers); the last layer's at the prior
+    :math:`\mathcal{N}(0, I)`.
     """
     generator = torch.Generator().manual_seed(seed)
     dtype, device = x_train.dtype, x_train.device

@@ -1,28 +1,43 @@
-"""Exact GP regression with a zonal kernel: the reference the sparse models approximate.
+r"""Exact GP regression with a zonal kernel: the reference the sparse models approximate.
 
-With training rows X [N, D], targets y [N], a zonal kernel k on the input map's lifted inputs
-(``SphereEmbedding``: [s * x, b], the kernel 1-homogeneous, k(x, x') = r r' k_S(z . z'), seed 000
-sec. 4.1; per-input scales s are the zonal kernels' counterpart of ARD), a constant prior mean c
-and Gaussian noise sigma^2, the posterior at X* is (Rasmussen & Williams 2006, eqs. 2.25-2.26)
+With training rows :math:`X` [N, D], targets :math:`y` [N], a zonal kernel :math:`k` on the input
+map's lifted inputs (``SphereEmbedding``: :math:`[s \odot x, b]`, the kernel 1-homogeneous,
+:math:`k(x, x') = r r' k_S(z \cdot z')`, seed 000 sec. 4.1; per-input scales :math:`s` are the
+zonal kernels' counterpart of ARD), a constant prior mean :math:`c` and Gaussian noise
+:math:`\sigma^2`, the posterior at :math:`X_\ast` is (Rasmussen & Williams 2006, eqs. 2.25-2.26)
 
-    mean = c + K_*N K_y^{-1} (y - c),      cov = K_** - K_*N K_y^{-1} K_N*,     K_y = K_NN + sigma^2 I,
+.. math::
 
-and the log marginal likelihood (eq. 2.30) that trains k's hyperparameters, the input map, c and
-sigma^2 is
+    \text{mean} = c + K_{\ast N} K_y^{-1} (y - c), \qquad
+    \text{cov} = K_{\ast\ast} - K_{\ast N} K_y^{-1} K_{N \ast}, \qquad
+    K_y = K_{NN} + \sigma^2 I,
 
-    log p(y) = -1/2 (y - c)^T K_y^{-1} (y - c) - 1/2 log |K_y| - N/2 log 2 pi.
+and the log marginal likelihood (eq. 2.30) that trains :math:`k`'s hyperparameters, the input
+map, :math:`c` and :math:`\sigma^2` is
 
-With L L^T = K_y (``zonal.linalg.cholesky``: adaptive jitter, a named error when K_y is not
-positive definite) and a = L^{-1} (y - c), V = L^{-1} K_N*: mean = c + V^T a, cov = K_** - V^T V.
-O(N^3) time and O(N^2) memory: for tables of a few thousand rows, where it is the most accurate
-of zonal's GPs on a kernel's own terms (no feature truncation, no variational gap).
+.. math::
 
-Conditioning on new rows X_n [*b, q, D], Y_n [*F, *b, q] (``condition_on_observations``,
-``fantasize``) keeps the factor of the stored rows and extends it by blocks: B = L^{-1} K_Nn,
-C C^T = K_nn + diag(noise) - B^T B, a_n = C^{-1} (Y_n - c - B^T a); then at X*, with
-V = L^{-1} K_N* and W = C^{-1} (K_n* - B^T V),
+    \log p(y) = -\tfrac{1}{2} (y - c)^\top K_y^{-1} (y - c) - \tfrac{1}{2} \log \lvert K_y \rvert
+    - \tfrac{N}{2} \log 2 \pi.
 
-    mean = c + V^T a + W^T a_n,      cov = K_** - V^T V - W^T W,
+With :math:`L L^\top = K_y` (``zonal.linalg.cholesky``: adaptive jitter, a named error when
+:math:`K_y` is not positive definite) and :math:`a = L^{-1} (y - c)`,
+:math:`V = L^{-1} K_{N \ast}`: :math:`\text{mean} = c + V^\top a`,
+:math:`\text{cov} = K_{\ast\ast} - V^\top V`. :math:`O(N^3)` time and :math:`O(N^2)` memory: for
+tables of a few thousand rows, where it is the most accurate of zonal's GPs on a kernel's own
+terms (no feature truncation, no variational gap).
+
+Conditioning on new rows :math:`X_n` [*b, q, D], :math:`Y_n` [*F, *b, q]
+(``condition_on_observations``, ``fantasize``) keeps the factor of the stored rows and extends it
+by blocks: :math:`B = L^{-1} K_{Nn}`,
+:math:`C C^\top = K_{nn} + \operatorname{diag}(\text{noise}) - B^\top B`,
+:math:`a_n = C^{-1} (Y_n - c - B^\top a)`; then at :math:`X_\ast`, with
+:math:`V = L^{-1} K_{N \ast}` and :math:`W = C^{-1} (K_{n \ast} - B^\top V)`,
+
+.. math::
+
+    \text{mean} = c + V^\top a + W^\top a_n, \qquad
+    \text{cov} = K_{\ast\ast} - V^\top V - W^\top W,
 
 which is the posterior of the model fitted on all rows at the same hyperparameters.
 """
@@ -98,12 +113,13 @@ class ExactZonalGP(ZonalModel):
     # ------------------------------------------------------------------ data and training
     @property
     def noise(self) -> torch.Tensor:
-        """sigma^2, a scalar tensor."""
+        r""":math:`\sigma^2`, a scalar tensor."""
         return self.likelihood.noise.reshape(())
 
     def set_training_data(self, x: torch.Tensor, y: torch.Tensor) -> None:
-        """Replace the training rows (x [N, D], y [N]) at the current hyperparameters: the
-        posterior becomes that of the new rows (the factor is recomputed when next needed)."""
+        """Replace the training rows (:math:`x` [N, D], :math:`y` [N]) at the current
+        hyperparameters: the posterior becomes that of the new rows (the factor is recomputed when
+        next needed)."""
         x = self.check_inputs(x)
         if x.dim() != 2:
             raise ValueError(f"x must be a tensor [N, D], got {tuple(x.shape)}")
@@ -115,7 +131,7 @@ class ExactZonalGP(ZonalModel):
         self._cache = None
 
     def lift(self, x: torch.Tensor) -> torch.Tensor:
-        """Check x [..., N, D] and map it to the kernel's inputs [..., N, ambient_dim]."""
+        """Check :math:`x` [..., N, D] and map it to the kernel's inputs [..., N, ambient_dim]."""
         return self.input_map.lift(self.check_inputs(x))
 
     def _covariance(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -152,21 +168,23 @@ class ExactZonalGP(ZonalModel):
         return self._cache[1], self._cache[2]
 
     def marginal_log_likelihood(self) -> torch.Tensor:
-        """log p(y) of the stored rows (module docstring), a scalar tensor with gradients (the
-        closed-form gradient of ``zonal.linalg.gaussian_log_density``)."""
+        r""":math:`\log p(y)` of the stored rows (module docstring), a scalar tensor with gradients
+        (the closed-form gradient of ``zonal.linalg.gaussian_log_density``)."""
         return gaussian_log_density(
             self._training_gram(), self.train_y - self.constant, name=_TRAINING_GRAM
         )
 
     def leave_one_out_log_density(self) -> torch.Tensor:
-        """log p(y_i | y_{-i}) [N] of each stored row under the posterior of the others at the
-        current hyperparameters (Rasmussen & Williams 2006, eqs. 5.10-5.12): with
-        a = K_y^{-1} (y - c),
+        r""":math:`\log p(y_i \mid y_{-i})` [N] of each stored row under the posterior of the others
+        at the current hyperparameters (Rasmussen & Williams 2006, eqs. 5.10-5.12): with
+        :math:`a = K_y^{-1} (y - c)`,
 
-            mu_i = y_i - a_i / [K_y^{-1}]_ii,      sigma_i^2 = 1 / [K_y^{-1}]_ii,
+        .. math::
 
-        from one factor of K_y (O(N^3), no refits; in evaluation mode the factor the predictions
-        keep, ``_cached_factor``). Without gradients."""
+            \mu_i = y_i - a_i / [K_y^{-1}]_{ii}, \qquad \sigma_i^2 = 1 / [K_y^{-1}]_{ii},
+
+        from one factor of :math:`K_y` (:math:`O(N^3)`, no refits; in evaluation mode the factor
+        the predictions keep, ``_cached_factor``). Without gradients."""
         with torch.no_grad():
             factor, _ = self._cached_factor()  # L [N, N]
             inverse = torch.cholesky_inverse(factor)  # K_y^{-1} [N, N]
@@ -176,9 +194,9 @@ class ExactZonalGP(ZonalModel):
             return 0.5 * (precision.log() - precision * residual**2 - math.log(2 * math.pi))
 
     def log_prior(self, priors: Hyperpriors) -> torch.Tensor:
-        """log p(theta) under ``priors`` (``zonal.models.hyperpriors``) of the learned input scales
-        (none when the input map learns none), sigma^2 and the mean prior variance of f over the
-        training rows, a scalar tensor with gradients."""
+        r""":math:`\log p(\theta)` under ``priors`` (``zonal.models.hyperpriors``) of the learned
+        input scales (none when the input map learns none), :math:`\sigma^2` and the mean prior
+        variance of :math:`f` over the training rows, a scalar tensor with gradients."""
         scales = None
         if isinstance(self.input_map, SphereEmbedding) and self.input_map.learn_input_scales:
             scales = self.input_map.input_scales  # [D]
@@ -196,17 +214,17 @@ class ExactZonalGP(ZonalModel):
         deadline: float | None = None,
         priors: Hyperpriors | None = None,
     ) -> list[float]:
-        """Maximise the marginal likelihood per row over every parameter (the kernel's, the input
-        map's, c and sigma^2) by L-BFGS with a strong Wolfe line search; the trace of log p(y) / N
-        per evaluation. With ``priors`` the fit is type-II MAP: it maximises
-        (log p(y) + log p(theta)) / N (``log_prior``), and the trace is that. The parameters end
-        at the best evaluation. With ``deadline`` (a ``time.monotonic()`` time) the first
-        evaluation after it stops the run; a trial point whose K_y is not positive definite even
-        with jitter stops it too.
+        r"""Maximise the marginal likelihood per row over every parameter (the kernel's, the input
+        map's, :math:`c` and :math:`\sigma^2`) by L-BFGS with a strong Wolfe line search; the trace
+        of :math:`\log p(y) / N` per evaluation. With ``priors`` the fit is type-II MAP: it
+        maximises :math:`(\log p(y) + \log p(\theta)) / N` (``log_prior``), and the trace is that.
+        The parameters end at the best evaluation. With ``deadline`` (a ``time.monotonic()`` time)
+        the first evaluation after it stops the run; a trial point whose :math:`K_y` is not
+        positive definite even with jitter stops it too.
 
         (``zonal.models.lbfgs.maximise_by_lbfgs``; one L-BFGS iteration per ``step`` call instead
-        let the input scales' iterations diverge here: on yacht, log p(y) / N went from -0.35 to
-        -43.9 where one call reaches 1.71.)"""
+        let the input scales' iterations diverge here: on yacht, :math:`\log p(y) / N` went from
+        -0.35 to -43.9 where one call reaches 1.71.)"""
         count = len(self.train_y)
 
         def objective() -> torch.Tensor:
@@ -229,8 +247,9 @@ class ExactZonalGP(ZonalModel):
 
     # ------------------------------------------------------------------ predictions
     def latent_distribution(self, X: torch.Tensor) -> MultivariateNormal:
-        """q(f(X)) [*B, q] for inputs X [*b, q, D] (module docstring); the covariance is lazy,
-        its diagonal O(q N) once V is known; B broadcasts b with a conditioned model's batch."""
+        """:math:`q(f(X))` [*B, q] for inputs :math:`X` [*b, q, D] (module docstring); the
+        covariance is lazy, its diagonal :math:`O(q N)` once :math:`V` is known; B broadcasts b
+        with a conditioned model's batch."""
         factor, weights = self._cached_factor()
         solved = torch.linalg.solve_triangular(
             factor, self._covariance(self.train_x, X), upper=False

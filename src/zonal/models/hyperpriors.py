@@ -1,33 +1,41 @@
-"""Log-normal hyperpriors for type-II MAP fits of GP hyperparameters.
+r"""Log-normal hyperpriors for type-II MAP fits of GP hyperparameters.
 
-Maximising log p(y | theta) alone overfits a small table: on 5 rows of 3 inputs the exact GP's
-input scales grew to 1e3-1e4 (the embedding [s * x, b] then forgets its bias b, so s and the
-kernel's outputscale trade off freely), the outputscale fell to 1e-8 and the noise to 0, and
-its 95% intervals covered 2-56% of new rows. A maximum a posteriori fit maximises
+Maximising :math:`\log p(y \mid \theta)` alone overfits a small table: on 5 rows of 3 inputs the
+exact GP's input scales grew to 1e3-1e4 (the embedding :math:`[s \odot x, b]` then forgets its bias
+:math:`b`, so :math:`s` and the kernel's outputscale trade off freely), the outputscale fell to
+1e-8 and the noise to 0, and its 95% intervals covered 2-56% of new rows. A maximum a posteriori
+fit maximises
 
-    log p(y | theta) + log p(theta),
+.. math::
+
+    \log p(y \mid \theta) + \log p(\theta),
 
 with independent log-normal priors adapted from the defaults of BoTorch's ``SingleTaskGP``
 (Hvarfner, Hellsten & Nardi 2024, "Vanilla Bayesian optimization performs great in high
 dimensions", sec. 4) to zonal's parameters:
 
-- each input scale s_d (an inverse lengthscale of a standardised input column) ~
-  LogNormal(-1/2 log D, sqrt 3): the prior median 1 / sqrt(D) keeps ||s * x|| about 1 = b for
-  standardised inputs whatever D, as BoTorch's lengthscale median grows as sqrt(D), with its
-  width sqrt 3. BoTorch's median lengthscale is e^{sqrt 2} sqrt(D) on inputs scaled to the unit
-  cube, far smoother: zonal's centre is not BoTorch's;
-- the noise variance sigma^2 of a standardised target ~ LogNormal(-4, 1) (BoTorch's);
-- the mean prior variance of f over the training rows, mean_i k(x_i, x_i) ~ LogNormal(0, 1): a
-  standardised target has variance 1 (BoTorch fixes the outputscale at 1 instead; with the
-  embedding's radius the kernel's variance is not one number, and this prior ties s and the
-  outputscale, which maximum likelihood trades off freely).
+- each input scale :math:`s_d` (an inverse lengthscale of a standardised input column)
+  :math:`\sim \operatorname{LogNormal}(-\frac{1}{2} \log D, \sqrt{3})`: the prior median
+  :math:`1 / \sqrt{D}` keeps :math:`\|s \odot x\|` about :math:`1 = b` for standardised inputs
+  whatever :math:`D`, as BoTorch's lengthscale median grows as :math:`\sqrt{D}`, with its width
+  :math:`\sqrt{3}`. BoTorch's median lengthscale is :math:`e^{\sqrt{2}} \sqrt{D}` on inputs scaled
+  to the unit cube, far smoother: zonal's centre is not BoTorch's;
+- the noise variance :math:`\sigma^2` of a standardised target
+  :math:`\sim \operatorname{LogNormal}(-4, 1)` (BoTorch's);
+- the mean prior variance of :math:`f` over the training rows,
+  :math:`\operatorname{mean}_i k(x_i, x_i) \sim \operatorname{LogNormal}(0, 1)`: a standardised
+  target has variance 1 (BoTorch fixes the outputscale at 1 instead; with the embedding's radius
+  the kernel's variance is not one number, and this prior ties :math:`s` and the outputscale,
+  which maximum likelihood trades off freely).
 
 A log-normal density in closed form (not fitted to any table):
 
-    log p(v) = -log v - log tau - 1/2 log(2 pi) - (log v - mu)^2 / (2 tau^2).
+.. math::
 
-Its weight against log p(y) falls as 1 / N per row, so a table of thousands of rows barely feels
-it.
+    \log p(v) = -\log v - \log \tau - \tfrac{1}{2} \log(2 \pi) - (\log v - \mu)^2 / (2 \tau^2).
+
+Its weight against :math:`\log p(y)` falls as :math:`1 / N` per row, so a table of thousands of
+rows barely feels it.
 """
 
 from __future__ import annotations
@@ -55,15 +63,15 @@ def log_normal_log_density(value: torch.Tensor, loc: float, scale: float) -> tor
 
 @dataclass(frozen=True)
 class Hyperpriors:
-    """Independent log-normal priors on a GP's input scales, noise variance and mean signal
+    r"""Independent log-normal priors on a GP's input scales, noise variance and mean signal
     variance.
 
     Args:
-        input_scales: (mu, tau) of every learned input scale's log-normal prior, or None (no
-            prior on them).
-        noise: (mu, tau) of the noise variance's log-normal prior, or None.
-        signal_variance: (mu, tau) of the log-normal prior on the mean prior variance of f over
-            the training rows, or None.
+        input_scales: :math:`(\mu, \tau)` of every learned input scale's log-normal prior, or None
+            (no prior on them).
+        noise: :math:`(\mu, \tau)` of the noise variance's log-normal prior, or None.
+        signal_variance: :math:`(\mu, \tau)` of the log-normal prior on the mean prior variance
+            of :math:`f` over the training rows, or None.
     """
 
     input_scales: tuple[float, float] | None = None
@@ -82,7 +90,8 @@ class Hyperpriors:
 
     @classmethod
     def default(cls, input_dim: int) -> Hyperpriors:
-        """The priors of the module docstring for D = ``input_dim`` standardised inputs."""
+        """The priors of the module docstring for :math:`D =` ``input_dim`` standardised
+        inputs."""
         if isinstance(input_dim, bool) or not isinstance(input_dim, int) or input_dim < 1:
             raise ValueError(f"input_dim must be a positive integer, got {input_dim!r}")
         return cls(
@@ -97,9 +106,9 @@ class Hyperpriors:
         noise: torch.Tensor,
         signal_variance: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """log p(theta), a scalar tensor with gradients: the sum over the input scales s [D]
-        (None: a model without learned scales, whose prior is then not read), the noise
-        variance (a scalar tensor) and the mean signal variance (a scalar tensor; None: not
+        r""":math:`\log p(\theta)`, a scalar tensor with gradients: the sum over the input scales
+        :math:`s` [D] (None: a model without learned scales, whose prior is then not read), the
+        noise variance (a scalar tensor) and the mean signal variance (a scalar tensor; None: not
         read)."""
         total = torch.zeros((), dtype=noise.dtype, device=noise.device)
         if self.input_scales is not None and input_scales is not None:

@@ -18,7 +18,8 @@ def kmeans(
     num_iterations: int = 100,
     generator: torch.Generator | None = None,
 ) -> torch.Tensor:
-    """K centres [K, D] of the points x [N, D]: Lloyd's algorithm from k-means++ seeds.
+    """:math:`K` centres [K, D] of the points :math:`x` [N, D]: Lloyd's algorithm from k-means++
+    seeds.
 
     Seeds: the first centre is a uniform draw, each next one a point drawn with probability
     proportional to its squared distance to the nearest centre so far (Arthur and Vassilvitskii

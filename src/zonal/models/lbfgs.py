@@ -8,7 +8,8 @@ the parameters return to the best evaluation seen (a line search may stop at a t
 This is the unbudgeted run, cut short; running one iteration per ``step`` call instead (the
 SGPR's way until session 22) re-evaluates the objective at every call and never sees the change
 tolerance, so it ran to the deadline: 22.9 s against 3.8 s to the same bound on
-grid-stability's 8,100 rows (M = 512), and on yacht it let the exact GP's input scales diverge.
+grid-stability's 8,100 rows (:math:`M = 512`), and on yacht it let the exact GP's input scales
+diverge.
 """
 
 from __future__ import annotations

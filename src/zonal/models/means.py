@@ -1,5 +1,6 @@
-"""Mean functions of (hidden) GP layers. They see the lifted input [h, b]; the bias column is
-dropped where the mean is a function of h alone (Salimbeni and Deisenroth's identity mean)."""
+"""Mean functions of (hidden) GP layers. They see the lifted input :math:`[h, b]`; the bias column
+is dropped where the mean is a function of :math:`h` alone (Salimbeni and Deisenroth's identity
+mean)."""
 
 from __future__ import annotations
 

@@ -1,17 +1,21 @@
-"""A mixture model seen as one Gaussian: the moment-matched view of a deep or stacked model.
+r"""A mixture model seen as one Gaussian: the moment-matched view of a deep or stacked model.
 
-Deep zonal models and stacked models are ensembles: their posterior at X [*b, q, D] is the
-equally weighted mixture of S Gaussians N(mu_s, C_s) (``zonal.models.contract``). Acquisition
-functions that read one Gaussian per point (BoTorch's ``qMaxValueEntropy`` and
-``qJointEntropySearch``: entropies of Gaussian marginals) do not take a mixture. The Gaussian with
-the mixture's first two moments,
+Deep zonal models and stacked models are ensembles: their posterior at :math:`X` [*b, q, D] is the
+equally weighted mixture of :math:`S` Gaussians :math:`\mathcal{N}(\mu_s, C_s)`
+(``zonal.models.contract``). Acquisition functions that read one Gaussian per point (BoTorch's
+``qMaxValueEntropy`` and ``qJointEntropySearch``: entropies of Gaussian marginals) do not take a
+mixture. The Gaussian with the mixture's first two moments,
 
-    m = (1/S) sum_s mu_s,    C = (1/S) sum_s (C_s + mu_s mu_s^T) - m m^T,
+.. math::
 
-is the closest Gaussian in KL(mixture || Gaussian) (moment matching, as in expectation
-propagation). ``MomentMatchedModel(model)`` answers the model contract with it, and conditions
-and fantasises by conditioning the mixture (``model.condition_on_observations``: the same
-observations for every component) and matching the conditioned mixture's moments again.
+    m = \frac{1}{S} \sum_s \mu_s, \qquad
+    C = \frac{1}{S} \sum_s (C_s + \mu_s \mu_s^\top) - m m^\top,
+
+is the closest Gaussian in :math:`\operatorname{KL}(\text{mixture} \,\|\, \text{Gaussian})`
+(moment matching, as in expectation propagation). ``MomentMatchedModel(model)`` answers the model
+contract with it, and conditions and fantasises by conditioning the mixture
+(``model.condition_on_observations``: the same observations for every component) and matching the
+conditioned mixture's moments again.
 """
 
 from __future__ import annotations
@@ -58,7 +62,7 @@ class MomentMatchedModel(ZonalModel):
         return self.ensemble.batch_shape
 
     def latent_distribution(self, X: torch.Tensor) -> MultivariateNormal:
-        """N(m, C) of f(X) [*b, q]."""
+        r""":math:`\mathcal{N}(m, C)` of :math:`f(X)` [*b, q]."""
         return self._noisy_distribution(X, False)
 
     def _noisy_distribution(
@@ -72,7 +76,8 @@ class MomentMatchedModel(ZonalModel):
     def log_predictive_density(
         self, X: torch.Tensor, y: torch.Tensor, *, chunk_size: int = PREDICTION_CHUNK
     ) -> torch.Tensor:
-        """log N(y_i | m_i, C_ii) per point [N], the moments with the observation noise."""
+        r""":math:`\log \mathcal{N}(y_i \mid m_i, C_{ii})` per point [N], the moments with the
+        observation noise."""
         mean, variance = self.predict(X, include_noise=True, chunk_size=chunk_size)  # [N]
         y = torch.as_tensor(y).to(mean)
         if y.dim() == 2 and y.shape[-1] == 1 and mean.dim() == 1:

@@ -1,24 +1,31 @@
-"""Residual deep GPs on S^D (seed 004 sec. 3.1.2, eq. 3.3).
+r"""Residual deep GPs on :math:`\mathbb{S}^D` (seed 004 sec. 3.1.2, eq. 3.3).
 
-    F = g o (exp o v^{L-1}) o ... o (exp o v^1),   h_{l+1} = exp_{h_l}(v^l(h_l)),
+.. math::
 
-with v^l Gaussian vector fields on the sphere (``zonal.models.vector_field``) and g a GP on the
-sphere (a ``DGPLayer`` with ``OnSphere`` inputs). Every hidden point stays on the sphere, so every
-layer can use inducing points on the sphere or spherical-harmonic features (seed 004 ch. 5).
+    F = g \circ (\exp \circ v^{L-1}) \circ \dots \circ (\exp \circ v^1), \qquad
+    h_{l+1} = \exp_{h_l}(v^l(h_l)),
+
+with :math:`v^l` Gaussian vector fields on the sphere (``zonal.models.vector_field``) and :math:`g`
+a GP on the sphere (a ``DGPLayer`` with ``OnSphere`` inputs). Every hidden point stays on the
+sphere, so every layer can use inducing points on the sphere or spherical-harmonic features
+(seed 004 ch. 5).
 
 Data enter once, through the model's input map: ``OnSphere`` for unit vectors, or
-``SphereEmbedding(b)`` for x in R^D, z = [x, b] / r, r = ||[x, b]|| (seed 004 eq. 5.4). With the
-embedding the output is carried back to the data by the 1-homogeneous extension, F(x) = r g(h(z)):
-a Gaussian N(m, C) of g becomes N(r m, diag(r) C diag(r)) (seed 000 eq. 7; seed 004 sec. 5.1,
-"the posterior distribution is rescaled appropriately"), so that with no hidden layer the model is
-zonal's ``SVGP`` with the homogeneous kernel.
+``SphereEmbedding(b)`` for :math:`x \in \mathbb{R}^D`, :math:`z = [x, b] / r`,
+:math:`r = \|[x, b]\|` (seed 004 eq. 5.4). With the embedding the output is carried back to the
+data by the 1-homogeneous extension, :math:`F(x) = r\, g(h(z))`: a Gaussian
+:math:`\mathcal{N}(m, C)` of :math:`g` becomes
+:math:`\mathcal{N}(r m, \operatorname{diag}(r) C \operatorname{diag}(r))` (seed 000 eq. 7;
+seed 004 sec. 5.1, "the posterior distribution is rescaled appropriately"), so that with no hidden
+layer the model is zonal's ``SVGP`` with the homogeneous kernel.
 
-Training is doubly stochastic (Salimbeni and Deisenroth 2017): each of S samples draws every
-hidden layer's v at each point from its marginal q(v(h)) with one reparametrised draw, maps the
-point by exp, and the ELBO is ``DeepApproximateMLL(VariationalELBO)`` (``fit_dgp`` takes the model:
-the KL terms of all layers, fields included, are summed by GPyTorch's deep-GP strategy). The
-posterior is the Gaussian mixture over S such samples, their draws taken from ``posterior_seed``
-and shared across t-batches (``zonal.models.dgp.DGP.latent_distribution``).
+Training is doubly stochastic (Salimbeni and Deisenroth 2017): each of :math:`S` samples draws
+every hidden layer's :math:`v` at each point from its marginal :math:`q(v(h))` with one
+reparametrised draw, maps the point by :math:`\exp`, and the ELBO is
+``DeepApproximateMLL(VariationalELBO)`` (``fit_dgp`` takes the model: the KL terms of all layers,
+fields included, are summed by GPyTorch's deep-GP strategy). The posterior is the Gaussian mixture
+over :math:`S` such samples, their draws taken from ``posterior_seed`` and shared across t-batches
+(``zonal.models.dgp.DGP.latent_distribution``).
 """
 
 from __future__ import annotations
@@ -54,15 +61,18 @@ CONSTRUCTIONS = {"projected": ProjectedVectorField, "frame": FrameVectorField}
 
 
 class ResidualDGP(DGP):
-    """g o (exp o v^{L-1}) o ... o (exp o v^1) on S^{d-1} (seed 004 eq. 3.3).
+    r""":math:`g \circ (\exp \circ v^{L-1}) \circ \dots \circ (\exp \circ v^1)` on
+    :math:`\mathbb{S}^{d-1}` (seed 004 eq. 3.3).
 
     Args:
-        fields: the hidden layers, Gaussian vector fields on S^{d-1} (none: a shallow GP).
-        output_layer: g, a ``DGPLayer`` on S^{d-1} (``input_map=OnSphere()``, input_dims d),
-            one output or several (``output_dims``; a multitask likelihood then).
+        fields: the hidden layers, Gaussian vector fields on :math:`\mathbb{S}^{d-1}` (none: a
+            shallow GP).
+        output_layer: :math:`g`, a ``DGPLayer`` on :math:`\mathbb{S}^{d-1}`
+            (``input_map=OnSphere()``, input_dims :math:`d`), one output or several
+            (``output_dims``; a multitask likelihood then).
         likelihood: default Gaussian.
-        input_map: ``SphereEmbedding(b)`` (default b = 1) for data in R^{d-1}, or ``OnSphere()``
-            for unit vectors in R^d.
+        input_map: ``SphereEmbedding(b)`` (default :math:`b = 1`) for data in
+            :math:`\mathbb{R}^{d-1}`, or ``OnSphere()`` for unit vectors in :math:`\mathbb{R}^d`.
         num_posterior_samples, posterior_seed: the mixture of ``posterior`` (see ``DGP``).
         input_transform, outcome_transform: BoTorch transforms, as ``SingleTaskGP`` takes them.
     """
@@ -105,23 +115,25 @@ class ResidualDGP(DGP):
 
     @property
     def fields(self) -> list[GaussianVectorField]:
-        """The hidden layers v^1, ..., v^{L-1}."""
+        r"""The hidden layers :math:`v^1, \dots, v^{L-1}`."""
         return cast("list[GaussianVectorField]", list(self.layers[:-1]))  # from a ModuleList
 
     @property
     def output_layer(self) -> DGPLayer:
-        """g, the GP on the sphere that gives the output."""
+        """:math:`g`, the GP on the sphere that gives the output."""
         return cast(DGPLayer, self.layers[-1])
 
     def to_sphere(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """(z [..., N, d] on the sphere, radii r [..., N] or None without an embedding)."""
+        """(:math:`z` [..., N, d] on the sphere, radii :math:`r` [..., N] or None without an
+        embedding)."""
         if isinstance(self.sphere_input, SphereEmbedding):
             return self.sphere_input(x)
         return self.sphere_input.lift(x), None
 
     def hidden_points(self, z: torch.Tensor, noise: Noise) -> torch.Tensor:
-        """h_L [..., N, d]: z [..., N, d] moved by every field, h <- exp_h(v(h)) with v drawn from
-        q(v(h)) by standard normal ``noise(shape)`` (shape [..., N, P] or a trailing part of it)."""
+        r""":math:`h_L` [..., N, d]: :math:`z` [..., N, d] moved by every field,
+        :math:`h \leftarrow \exp_h(v(h))` with :math:`v` drawn from :math:`q(v(h))` by standard
+        normal ``noise(shape)`` (shape [..., N, P] or a trailing part of it)."""
         h = z
         for field in self.fields:
             eps = noise(torch.Size([*h.shape[:-1], field.num_components]))  # [..., N, P]
@@ -131,8 +143,10 @@ class ResidualDGP(DGP):
     def output_distribution(
         self, h: torch.Tensor, radius: torch.Tensor | None
     ) -> MultivariateNormal:
-        """g's q at hidden points h [..., N, d], times the radius r [..., N] of an embedding:
-        N(r m, diag(r) C diag(r)) (each output of a multi-output g alike)."""
+        r""":math:`g`'s :math:`q` at hidden points :math:`h` [..., N, d], times the radius
+        :math:`r` [..., N] of an embedding:
+        :math:`\mathcal{N}(r m, \operatorname{diag}(r) C \operatorname{diag}(r))` (each output of a
+        multi-output :math:`g` alike)."""
         output = self._output_marginal(h)
         if radius is None:
             return output
@@ -151,8 +165,9 @@ class ResidualDGP(DGP):
         )
 
     def forward(self, x: torch.Tensor, *, are_samples: bool = False) -> MultivariateNormal:
-        """q(F(x)) for x [..., N, D], one reparametrised draw of every hidden field per sample
-        (deterministic x: ``num_likelihood_samples`` samples in front, as ``DGP.forward``)."""
+        """:math:`q(F(x))` for :math:`x` [..., N, D], one reparametrised draw of every hidden field
+        per sample (deterministic :math:`x`: ``num_likelihood_samples`` samples in front, as
+        ``DGP.forward``)."""
         z, radius = self.to_sphere(self.check_inputs(x))
         if not are_samples:
             samples = gpytorch.settings.num_likelihood_samples.value()
@@ -165,11 +180,12 @@ class ResidualDGP(DGP):
         return self.output_distribution(self.hidden_points(z, noise), radius)
 
     def latent_distribution(self, X: torch.Tensor) -> MultivariateNormal:
-        """The S mixture components of q(F(X)) for X [*b, q, D]: batch [*b, S], event [q] (batch
-        [*F, *b, S] for a conditioned model, ``DGP._conditioned``).
+        r"""The :math:`S` mixture components of :math:`q(F(X))` for :math:`X` [*b, q, D]: batch
+        [*b, S], event [q] (batch [*F, *b, S] for a conditioned model, ``DGP._conditioned``).
 
-        Field l's components are drawn with eps [S, q, P] from ``posterior_seed`` (fresh when None),
-        shared by every t-batch, as in ``DGP.latent_distribution``.
+        Field :math:`l`'s components are drawn with :math:`\varepsilon` [S, q, P] from
+        ``posterior_seed`` (fresh when None), shared by every t-batch, as in
+        ``DGP.latent_distribution``.
         """
         return self.output_distribution(*self._output_stage(X))
 
@@ -191,8 +207,9 @@ class ResidualDGP(DGP):
         return self.hidden_points(z, noise), radius
 
     def posterior_mean(self, x: torch.Tensor) -> torch.Tensor:
-        """The composition of the posterior means, r g_mean(h_L) with h_{l+1} = exp_{h_l}(mean
-        field of v^l at h_l): [N] (or [N, P])."""
+        r"""The composition of the posterior means, :math:`r\, g_{\mathrm{mean}}(h_L)` with
+        :math:`h_{l+1} = \exp_{h_l}(\text{mean field of } v^l \text{ at } h_l)`: [N] (or
+        [N, P])."""
         h, radius = self.to_sphere(self.check_inputs(x))
         for field in self.fields:
             h = exp_map(h, field.mean(h))
@@ -226,20 +243,23 @@ def residual_dgp(
     likelihood: Likelihood | None = None,
     max_degree: int = 30,
 ) -> ResidualDGP:
-    """The residual DGP of seed 004 sec. 3.2 / ch. 5 with ``num_hidden_layers`` vector fields.
+    r"""The residual DGP of seed 004 sec. 3.2 / ch. 5 with ``num_hidden_layers`` vector fields.
 
-    Every layer uses the Matérn-nu kernel of the sphere (heat kernel for nu = inf) at
-    ``lengthscale`` and the features ``sphere_features(inducing, d)``; the output layer's variance
-    is ``outputscale``. The hidden layers start near the identity: their prior variances share a
-    small total, sigma_l^2 = ``hidden_variance`` / (L - 1), and their whitened q(u) is
-    N(0, ``hidden_scale``^2 I) (near-deterministic, as in Salimbeni and Deisenroth; 1 is the
-    prior), so that E|v^l(x)|^2 <= (d - 1) sigma_l^2 at the start (for ``hidden_scale`` <= 1).
+    Every layer uses the Matérn-:math:`\nu` kernel of the sphere (heat kernel for
+    :math:`\nu = \infty`) at ``lengthscale`` and the features ``sphere_features(inducing, d)``; the
+    output layer's variance is ``outputscale``. The hidden layers start near the identity: their
+    prior variances share a small total, :math:`\sigma_l^2 = \mathtt{hidden\_variance} / (L - 1)`,
+    and their whitened :math:`q(u)` is :math:`\mathcal{N}(0, \mathtt{hidden\_scale}^2 I)`
+    (near-deterministic, as in Salimbeni and Deisenroth; 1 is the prior), so that
+    :math:`\mathbb{E} \lvert v^l(x) \rvert^2 \le (d - 1) \sigma_l^2` at the start (for
+    ``hidden_scale`` :math:`\le 1`).
 
     Args:
-        input_dim: D of the data (d = D + 1 with the default ``SphereEmbedding(1.0)``; d = D
-            with ``OnSphere()``).
-        num_hidden_layers: L - 1 >= 0.
-        inducing: fixed inducing points Z [M, d] on the sphere, or a feature budget M.
+        input_dim: :math:`D` of the data (:math:`d = D + 1` with the default
+            ``SphereEmbedding(1.0)``; :math:`d = D` with ``OnSphere()``).
+        num_hidden_layers: :math:`L - 1 \ge 0`.
+        inducing: fixed inducing points :math:`Z` [M, d] on the sphere, or a feature budget
+            :math:`M`.
         construction: ``"projected"`` (eq. 3.1) or ``"frame"`` (parallel-transport frame).
         mean: the output layer's prior mean (``"zero"`` or ``"constant"``).
     """
@@ -296,17 +316,21 @@ def hybrid_dgp(
     generator: torch.Generator | None = None,
     learn_inducing: bool = True,
 ) -> DGP:
-    """The baseline of seed 004 eq. 3.5: F = F_Euclidean o f on S^{d-1}, a ``DGP`` on unit vectors.
+    r"""The baseline of seed 004 eq. 3.5: :math:`F = F_{\mathrm{Euclidean}} \circ f` on
+    :math:`\mathbb{S}^{d-1}`, a ``DGP`` on unit vectors.
 
-    f: S^{d-1} -> R^d is a GP on the sphere (Matérn-nu of the sphere, 1-homogeneous so that its
-    inducing points may leave the sphere while learned: u = ||z|| f(z / ||z||) is still an
-    inducing variable of f); F_Euclidean is Salimbeni and Deisenroth's DGP, R^d -> R^d hidden
-    layers and an R^d -> R output, Euclidean Matérn-nu ARD kernels. Hidden layers have the
-    identity mean (seed 004 eq. 2.23) and whitened q(u) = N(0, ``inner_scale``^2 I); the output
-    layer has ``mean`` and q at the prior. Every layer's M inducing locations start at the k-means
-    centres of the training inputs (those of f projected onto the sphere) and are learned, as in
-    seed 004 sec. 3.2 (``learn_inducing=False`` keeps them there: the seed's suspected cause of the
-    baseline's best runs). ``num_hidden_layers`` >= 1 counts f and the Euclidean hidden layers.
+    :math:`f: \mathbb{S}^{d-1} \to \mathbb{R}^d` is a GP on the sphere (Matérn-:math:`\nu` of the
+    sphere, 1-homogeneous so that its inducing points may leave the sphere while learned:
+    :math:`u = \|z\| f(z / \|z\|)` is still an inducing variable of :math:`f`);
+    :math:`F_{\mathrm{Euclidean}}` is Salimbeni and Deisenroth's DGP,
+    :math:`\mathbb{R}^d \to \mathbb{R}^d` hidden layers and an :math:`\mathbb{R}^d \to \mathbb{R}`
+    output, Euclidean Matérn-:math:`\nu` ARD kernels. Hidden layers have the identity mean (seed 004
+    eq. 2.23) and whitened :math:`q(u) = \mathcal{N}(0, \mathtt{inner\_scale}^2 I)`; the output
+    layer has ``mean`` and :math:`q` at the prior. Every layer's :math:`M` inducing locations start
+    at the k-means centres of the training inputs (those of :math:`f` projected onto the sphere) and
+    are learned, as in seed 004 sec. 3.2 (``learn_inducing=False`` keeps them there: the seed's
+    suspected cause of the baseline's best runs). ``num_hidden_layers`` :math:`\ge 1` counts
+    :math:`f` and the Euclidean hidden layers.
     """
     if num_hidden_layers < 1:
         raise ValueError(f"the baseline needs num_hidden_layers >= 1, got {num_hidden_layers}")

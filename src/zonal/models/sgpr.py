@@ -1,41 +1,63 @@
-"""Collapsed SGPR with spherical-harmonic features: one pass over the data, then steps free of N.
+r"""Collapsed SGPR with spherical-harmonic features: one pass over the data, then steps free of
+:math:`N`.
 
-For a Gaussian likelihood the optimal q(u) is available in closed form (Titsias, 2009). With
-spherical-harmonic features Kuf = Phi_r^T (rows r_i phi(z_i), r_i = ||[x_i, b]||, seed 000 sec. 4.1)
-and Kuu^{-1} = Lambda = diag(lambda_{n(m)}) (seed 002 eqs. 17-18), the bound
+For a Gaussian likelihood the optimal :math:`q(u)` is available in closed form (Titsias, 2009).
+With spherical-harmonic features :math:`K_{uf} = \Phi_r^\top` (rows :math:`r_i \phi(z_i)`,
+:math:`r_i = \|[x_i, b]\|`, seed 000 sec. 4.1) and
+:math:`K_{uu}^{-1} = \Lambda = \operatorname{diag}(\lambda_{n(m)})` (seed 002 eqs. 17-18), the
+bound
 
-    log N(y | 0, Phi_r Lambda Phi_r^T + s^2 I) - (tr Kff - tr Qff) / (2 s^2)
+.. math::
+
+    \log \mathcal{N}(y \mid 0, \Phi_r \Lambda \Phi_r^\top + s^2 I)
+    - (\operatorname{tr} K_{ff} - \operatorname{tr} Q_{ff}) / (2 s^2)
 
 depends on the data only through the sufficient statistics
 
-    A = Phi_r^T Phi_r [M, M],  c = Phi_r^T y [M],  y^T y,  N,  sum_i r_i^2,
+.. math::
 
-because tr Kff = k(1) sum_i r_i^2 (zonal kernels have a constant diagonal) and tr Qff = tr(Lambda A).
-With B = I + Lambda^{1/2} A Lambda^{1/2} / s^2 = L_B L_B^T and w = L_B^{-1} Lambda^{1/2} c:
+    A = \Phi_r^\top \Phi_r \ [M, M], \qquad c = \Phi_r^\top y \ [M], \qquad y^\top y, \qquad N,
+    \qquad \sum_i r_i^2,
 
-    bound = -N/2 log(2 pi s^2) - sum log diag L_B - y^T y / (2 s^2) + ||w||^2 / (2 s^4)
-            - (k(1) sum r^2 - tr(Lambda A)) / (2 s^2).
+because :math:`\operatorname{tr} K_{ff} = k(1) \sum_i r_i^2` (zonal kernels have a constant
+diagonal) and :math:`\operatorname{tr} Q_{ff} = \operatorname{tr}(\Lambda A)`. With
+:math:`B = I + \Lambda^{1/2} A \Lambda^{1/2} / s^2 = L_B L_B^\top` and
+:math:`w = L_B^{-1} \Lambda^{1/2} c`:
 
-The statistics are accumulated in one streaming pass over chunks (N may exceed memory); each
-optimisation step then costs O(M^3), independent of N. The posterior of f at X* (rows
-psi* = r* phi*^T Lambda^{1/2}, P = L_B^{-1} psi*^T):
+.. math::
 
-    mean = psi* L_B^{-T} w / s^2,
-    cov  = K** - psi* psi*^T + P^T P        (the diagonal: r*^2 k(1) - |psi*|^2 + |P|^2).
+    \text{bound} = -\tfrac{N}{2} \log(2 \pi s^2) - \sum \log \operatorname{diag} L_B
+    - y^\top y / (2 s^2) + \|w\|^2 / (2 s^4)
+    - \big(k(1) \sum r^2 - \operatorname{tr}(\Lambda A)\big) / (2 s^2).
 
-**Input scales (ARD).** With ``SphereEmbedding(input_scales=...)`` the rows are r_i phi(z_i) of
-z_i = [s * x_i, b] / r_i, r_i = ||[s * x_i, b]||, so every statistic depends on s and a step in s
-invalidates the pass. ``fit_input_scales`` uses an alternating scheme:
+The statistics are accumulated in one streaming pass over chunks (:math:`N` may exceed memory);
+each optimisation step then costs :math:`O(M^3)`, independent of :math:`N`. The posterior of
+:math:`f` at :math:`X_\ast` (rows :math:`\psi_\ast = r_\ast \phi_\ast^\top \Lambda^{1/2}`,
+:math:`P = L_B^{-1} \psi_\ast^\top`):
 
-1. maximise the collapsed bound of a random subsample of n rows (all rows when N <= n) over s,
-   the kernel hyperparameters and the noise; every evaluation recomputes the subsample's
-   statistics with gradients (exactly the bound above for those rows): O(n M^2 + M^3) time and
-   O(n M) memory per L-BFGS evaluation;
-2. one pass over all N rows at the learned s (``fit_statistics``): O(N M^2);
-3. ``fit``: the kernel hyperparameters and the noise on the full statistics, O(M^3) per step.
+.. math::
 
-With n >= N step 1 is "a pass per scale update" (the exact full-data bound in s). Until step 2 has
-run the stored statistics belong to other scales: ``elbo`` and the predictions refuse them by name.
+    \text{mean} &= \psi_\ast L_B^{-\top} w / s^2, \\
+    \text{cov} &= K_{\ast\ast} - \psi_\ast \psi_\ast^\top + P^\top P \qquad
+    \text{(the diagonal: } r_\ast^2 k(1) - \lvert \psi_\ast \rvert^2 + \lvert P \rvert^2 \text{)}.
+
+**Input scales (ARD).** With ``SphereEmbedding(input_scales=...)`` the rows are
+:math:`r_i \phi(z_i)` of :math:`z_i = [s \odot x_i, b] / r_i`, :math:`r_i = \|[s \odot x_i, b]\|`,
+so every statistic depends on :math:`s` and a step in :math:`s` invalidates the pass.
+``fit_input_scales`` uses an alternating scheme:
+
+1. maximise the collapsed bound of a random subsample of :math:`n` rows (all rows when
+   :math:`N \le n`) over :math:`s`, the kernel hyperparameters and the noise; every evaluation
+   recomputes the subsample's statistics with gradients (exactly the bound above for those rows):
+   :math:`O(n M^2 + M^3)` time and :math:`O(n M)` memory per L-BFGS evaluation;
+2. one pass over all :math:`N` rows at the learned :math:`s` (``fit_statistics``):
+   :math:`O(N M^2)`;
+3. ``fit``: the kernel hyperparameters and the noise on the full statistics, :math:`O(M^3)` per
+   step.
+
+With :math:`n \ge N` step 1 is "a pass per scale update" (the exact full-data bound in :math:`s`).
+Until step 2 has run the stored statistics belong to other scales: ``elbo`` and the predictions
+refuse them by name.
 
 The model answers the contract of ``zonal.models.contract`` (``posterior`` with any batch shape,
 ``predict``, ``log_predictive_density``).
@@ -95,14 +117,14 @@ def add_statistics(
 
 
 class SGPR(ZonalModel):
-    """Sparse GP regression with a diagonal-Kuu feature and sufficient statistics.
+    """Sparse GP regression with a diagonal-:math:`K_{uu}` feature and sufficient statistics.
 
     Args:
         kernel: a ``ZonalKernel`` (optionally in a ``ScaleKernel``), homogeneous when an embedding
             is used (the data-space GP is the 1-homogeneous extension).
-        features: features with a diagonal Kuu (``SphericalHarmonicFeatures``, or
+        features: features with a diagonal :math:`K_{uu}` (``SphericalHarmonicFeatures``, or
             ``SparseSphericalHarmonicFeatures`` with fixed phases).
-        input_dim: D, the data dimension.
+        input_dim: :math:`D`, the data dimension.
         input_map: a ``SphereEmbedding`` with a fixed bias (the statistics depend on it; None: the
             default, bias 1), possibly with input scales (``fit_input_scales``), or ``OnSphere()``
             for inputs on the sphere.
@@ -164,7 +186,7 @@ class SGPR(ZonalModel):
 
     # ------------------------------------------------------------------ data
     def lift(self, x: torch.Tensor) -> torch.Tensor:
-        """Check x [..., N, D] and map it to the kernel's inputs."""
+        """Check :math:`x` [..., N, D] and map it to the kernel's inputs."""
         return self.input_map.lift(self.check_inputs(x))
 
     def reset_statistics(self) -> None:
@@ -190,9 +212,10 @@ class SGPR(ZonalModel):
     def chunk_statistics(
         self, x: torch.Tensor, y: torch.Tensor, *, first_row: int = 0
     ) -> tuple[torch.Tensor, ...]:
-        """The statistics (Phi_r^T Phi_r, Phi_r^T y, y^T y, sum r^2, n) of one chunk x [n, D],
-        y [n], in the model's dtype; bad values are reported by their row in the whole data
-        (``first_row`` + i)."""
+        r"""The statistics (:math:`\Phi_r^\top \Phi_r`, :math:`\Phi_r^\top y`, :math:`y^\top y`,
+        :math:`\sum r^2`, :math:`n`) of one chunk :math:`x` [n, D], :math:`y` [n], in the model's
+        dtype; bad values are reported by their row in the whole data (``first_row`` +
+        :math:`i`)."""
         kernel = self.statistics_kernel()
         totals = kernel.empty()
         kernel.add_(totals, *self._checked_rows(x, y, first_row))
@@ -230,7 +253,8 @@ class SGPR(ZonalModel):
 
     @torch.no_grad()
     def accumulate(self, x: torch.Tensor, y: torch.Tensor) -> None:
-        """Add a chunk (x [n, D], y [n]) to the sufficient statistics (all or nothing)."""
+        """Add a chunk (:math:`x` [n, D], :math:`y` [n]) to the sufficient statistics (all or
+        nothing)."""
         parts = self.chunk_statistics(x, y, first_row=int(self.stat_count))
         for name, value in zip(self.STATISTICS, parts, strict=True):
             getattr(self, name).add_(value)
@@ -250,8 +274,9 @@ class SGPR(ZonalModel):
         chunk_size: int = 4096,
         dtype: torch.dtype | None = None,
     ) -> None:
-        """One streaming pass: from arrays (x, y) (numpy memmaps are read chunk by chunk) or from
-        an iterable of (x, y) chunks, the next chunk read while the current one is added
+        """One streaming pass: from arrays :math:`(x, y)` (numpy memmaps are read chunk by chunk)
+        or from an iterable of :math:`(x, y)` chunks, the next chunk read while the current one is
+        added
         (``read_ahead``). The new statistics replace the old ones only when the whole pass
         succeeds; a bad value is reported by its row in the whole data. ``dtype``: the per-chunk
         work's dtype (default ``statistics_dtype``; the totals are float64 either way)."""
@@ -292,11 +317,12 @@ class SGPR(ZonalModel):
         lr: float = 1.0,
         seed: int = 0,
     ) -> list[float]:
-        """Step 1 of the alternating scheme (module docstring): L-BFGS on the collapsed bound of
-        ``subsample_size`` random rows (all rows when N is smaller) over the input scales, the
-        kernel hyperparameters and the noise; returns the bound per row at each evaluation.
+        r"""Step 1 of the alternating scheme (module docstring): L-BFGS on the collapsed bound of
+        ``subsample_size`` random rows (all rows when :math:`N` is smaller) over the input scales,
+        the kernel hyperparameters and the noise; returns the bound per row at each evaluation.
 
-        Each evaluation costs O(n M^2 + M^3) for n = min(N, subsample_size). The stored
+        Each evaluation costs :math:`O(n M^2 + M^3)` for
+        :math:`n = \min(N, \mathtt{subsample\_size})`. The stored
         statistics are then stale: call ``fit_statistics`` (all rows) and ``fit`` next.
         """
         scales = self._input_scales()
@@ -375,16 +401,17 @@ class SGPR(ZonalModel):
         return root, cholesky(matrix, name="SGPR matrix B = I + L^1/2 A L^1/2 / s^2"), noise
 
     def whitened_posterior(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """The implicit q(v) of v = Lambda^{1/2} u (the Titsias optimum): (m_v [M], L_B [M, M])
-        with m_v = B^{-1} Lambda^{1/2} c / s^2 and S_v = B^{-1} = (L_B L_B^T)^{-1}."""
+        r"""The implicit :math:`q(v)` of :math:`v = \Lambda^{1/2} u` (the Titsias optimum):
+        (:math:`m_v` [M], :math:`L_B` [M, M]) with :math:`m_v = B^{-1} \Lambda^{1/2} c / s^2` and
+        :math:`S_v = B^{-1} = (L_B L_B^\top)^{-1}`."""
         self._check_statistics()
         root, factor, noise = self._posterior_terms()
         scaled = (root * self.stat_cross / noise).unsqueeze(-1)  # Lambda^{1/2} c / s^2 [M, 1]
         return torch.cholesky_solve(scaled, factor).squeeze(-1), factor
 
     def elbo(self) -> torch.Tensor:
-        """The collapsed bound on log p(y) (a scalar; [*F, *b] for a conditioned model), from the
-        statistics alone."""
+        r"""The collapsed bound on :math:`\log p(y)` (a scalar; [*F, *b] for a conditioned model),
+        from the statistics alone."""
         self._check_statistics()
         statistics = [getattr(self, name) for name in self.STATISTICS]
         return self._bound(self._full_gram(), *statistics[1:])
@@ -426,8 +453,8 @@ class SGPR(ZonalModel):
 
         With ``deadline`` (a ``time.monotonic()`` time) the first evaluation after it stops the
         run and the parameters return to the best bound evaluated (``zonal.models.lbfgs``): the
-        overshoot is at most one O(M^3) evaluation, and a run that converges before the deadline
-        is the unbudgeted run.
+        overshoot is at most one :math:`O(M^3)` evaluation, and a run that converges before the
+        deadline is the unbudgeted run.
         """
         return maximise_by_lbfgs(
             [p for p in self._parameters_to_fit() if p.requires_grad],
@@ -439,18 +466,24 @@ class SGPR(ZonalModel):
 
     # ------------------------------------------------------------------ predictions
     def latent_distribution(self, X: torch.Tensor) -> MultivariateNormal:
-        """q(f(X)) [*b, q] for inputs X [*b, q, D] (module docstring): the mean and a lazy
-        covariance K** - psi psi^T + P^T P whose diagonal costs O(q M).
+        r""":math:`q(f(X))` [*b, q] for inputs :math:`X` [*b, q, D] (module docstring): the mean
+        and a lazy covariance :math:`K_{\ast\ast} - \psi \psi^\top + P^\top P` whose diagonal
+        costs :math:`O(q M)`.
 
         A conditioned model (``_conditioned``) adds its new rows by the Woodbury identity rather
-        than a new factorisation: with U = Lambda^{1/2} Phi_n^T / s [*b_c, M, q'] the new rows,
-        B' = B + U U^T = L_B (I + V V^T) L_B^T, V = L_B^{-1} U, C = I + V^T V = L_C L_C^T, so
+        than a new factorisation: with :math:`U = \Lambda^{1/2} \Phi_n^\top / s` [*b_c, M, q'] the
+        new rows, :math:`B' = B + U U^\top = L_B (I + V V^\top) L_B^\top`,
+        :math:`V = L_B^{-1} U`, :math:`C = I + V^\top V = L_C L_C^\top`, so
 
-            mean = P^T (r - V C^{-1} V^T r) / s^2,   r = L_B^{-1} Lambda^{1/2} c',
-            cov  = K** - psi psi^T + P^T P - (L_C^{-1} V^T P)^T (L_C^{-1} V^T P),
+        .. math::
 
-        O(q' M^2) per t-batch of new rows on top of the one factorisation of the stored B; X's
-        batch broadcasts against the model's [*F, *b_c].
+            \text{mean} &= P^\top (r - V C^{-1} V^\top r) / s^2, \qquad
+            r = L_B^{-1} \Lambda^{1/2} c', \\
+            \text{cov} &= K_{\ast\ast} - \psi \psi^\top + P^\top P
+            - (L_C^{-1} V^\top P)^\top (L_C^{-1} V^\top P),
+
+        :math:`O(q' M^2)` per t-batch of new rows on top of the one factorisation of the stored
+        :math:`B`; :math:`X`'s batch broadcasts against the model's [*F, *b_c].
         """
         self._check_statistics()
         lifted = self.input_map.lift(X)  # [*b, q, ambient_dim]

@@ -1,26 +1,34 @@
-"""The SGPR's statistics pass: one kernel of work for the in-memory, streamed and Dask passes.
+r"""The SGPR's statistics pass: one kernel of work for the in-memory, streamed and Dask passes.
 
 The collapsed bound (``zonal.models.sgpr``) sees the rows only through
 
-    A = Phi_r^T Phi_r [M, M],  c = Phi_r^T y [M],  y^T y,  sum_i r_i^2,  N,
+.. math::
 
-with rows phi_r(x_i) = r_i phi(z_i). The harmonic features factor as phi(z) = F Z(z), Z the zonal
-functions Z_{n(m)}(eta_m . z) and F = blockdiag(F_n) one small matrix per level
+    A = \Phi_r^\top \Phi_r \ [M, M], \qquad c = \Phi_r^\top y \ [M], \qquad y^\top y, \qquad
+    \sum_i r_i^2, \qquad N,
+
+with rows :math:`\phi_r(x_i) = r_i \phi(z_i)`. The harmonic features factor as
+:math:`\phi(z) = F Z(z)`, :math:`Z` the zonal functions :math:`Z_{n(m)}(\eta_m \cdot z)` and
+:math:`F = \operatorname{blockdiag}(F_n)` one small matrix per level
 (``zonal.features.zonal_basis``), so every sum is taken in the zonal basis and transformed once:
 
-    A = F (sum_i r_i^2 Z(z_i) Z(z_i)^T) F^T,    c = F sum_i r_i Z(z_i) y_i.
+.. math::
 
-Per chunk of n rows the work is the zonal functions (one n x d x M product and one fused
-recurrence, a few passes over n x M) and one triangle of Z_r^T Z_r (``add_upper_gram_``: panels of
-``PANEL`` rows, about (1 + 1 / P) / 2 of the full product's flops for P panels); the level factors
-(sum_n N_n^2 per row, as much as half the Gram product) leave the per-row work entirely.
+    A = F \Big(\sum_i r_i^2 Z(z_i) Z(z_i)^\top\Big) F^\top, \qquad
+    c = F \sum_i r_i Z(z_i) y_i.
+
+Per chunk of :math:`n` rows the work is the zonal functions (one :math:`n \times d \times M`
+product and one fused recurrence, a few passes over :math:`n \times M`) and one triangle of
+:math:`Z_r^\top Z_r` (``add_upper_gram_``: panels of ``PANEL`` rows, about
+:math:`(1 + 1 / P) / 2` of the full product's flops for :math:`P` panels); the level factors
+(:math:`\sum_n N_n^2` per row, as much as half the Gram product) leave the per-row work entirely.
 
 Precision: the per-chunk products run in the compute dtype (float64 by default; float32 is the
 user's choice, ``SGPR.statistics_dtype``) and are added to float64 running totals; ``finish``
-mirrors the triangle and applies F in float64, then casts to the model's dtype.
+mirrors the triangle and applies :math:`F` in float64, then casts to the model's dtype.
 
 Features without the factored form (no ``zonal_basis`` / ``basis_factors``) use their ``kuf`` rows
-with F = I. ``read_ahead`` overlaps reading the next chunk with the work on the current one.
+with :math:`F = I`. ``read_ahead`` overlaps reading the next chunk with the work on the current one.
 """
 
 from __future__ import annotations
@@ -95,13 +103,13 @@ def read_ahead(chunks: Iterable[Item]) -> Iterator[Item]:
 
 
 class StatisticsKernel:
-    """The per-chunk work of the statistics pass of one model, in one compute dtype.
+    r"""The per-chunk work of the statistics pass of one model, in one compute dtype.
 
     Totals are a list in the order of ``SGPR.STATISTICS``, float64, on the model's device: the
-    zonal-basis triangle sum r^2 Z Z^T [M, M] (upper part), sum r Z y [M], y^T y, sum r^2, N. Add
-    them with ``add_`` (one chunk) or ``zonal.models.sgpr.add_statistics`` (partial passes);
-    ``finish`` turns them into the model's statistics. A buffer for the chunk's Z [n, M] is kept
-    from chunk to chunk.
+    zonal-basis triangle :math:`\sum r^2 Z Z^\top` [M, M] (upper part), :math:`\sum r Z y` [M],
+    :math:`y^\top y`, :math:`\sum r^2`, :math:`N`. Add them with ``add_`` (one chunk) or
+    ``zonal.models.sgpr.add_statistics`` (partial passes); ``finish`` turns them into the model's
+    statistics. A buffer for the chunk's :math:`Z` [n, M] is kept from chunk to chunk.
     """
 
     def __init__(self, model: SGPR, dtype: torch.dtype | None = None) -> None:
@@ -147,7 +155,7 @@ class StatisticsKernel:
 
     @torch.no_grad()
     def add_(self, totals: Sequence[torch.Tensor], x: torch.Tensor, y: torch.Tensor) -> None:
-        """Add the chunk (checked x [n, D], y [n]) to ``totals`` in place."""
+        """Add the chunk (checked :math:`x` [n, D], :math:`y` [n]) to ``totals`` in place."""
         zonal, radius2 = self._zonal_rows(x)  # [n, M]
         add_upper_gram_(totals[0], zonal)
         totals[1].add_(zonal.mT @ y.to(self.dtype))  # [M]
@@ -158,8 +166,9 @@ class StatisticsKernel:
 
     @torch.no_grad()
     def finish(self, totals: Sequence[torch.Tensor]) -> tuple[torch.Tensor, ...]:
-        """The statistics (Phi_r^T Phi_r [M, M] symmetric, Phi_r^T y [M], y^T y, sum r^2, N) in the
-        model's dtype and device: the triangle mirrored, then A = F G F^T, c = F s (float64)."""
+        r"""The statistics (:math:`\Phi_r^\top \Phi_r` [M, M] symmetric, :math:`\Phi_r^\top y` [M],
+        :math:`y^\top y`, :math:`\sum r^2`, :math:`N`) in the model's dtype and device: the
+        triangle mirrored, then :math:`A = F G F^\top`, :math:`c = F s` (float64)."""
         gram = mirror_upper(totals[0].to(torch.float64))  # [M, M]
         cross = totals[1].to(torch.float64)  # [M]
         if self._factored is not None:

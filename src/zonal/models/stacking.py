@@ -1,15 +1,18 @@
-"""Stacking of predictive distributions: a weighted mixture of trained regression models, or of
+r"""Stacking of predictive distributions: a weighted mixture of trained regression models, or of
 trained classifiers.
 
-Given K trained models with predictive densities p_k(y | x), stacking (Y. Yao, A. Vehtari, D.
-Simpson and A. Gelman, *Using Stacking to Average Bayesian Predictive Distributions*, Bayesian
-Analysis 13(3), 2018) predicts with the mixture
+Given :math:`K` trained models with predictive densities :math:`p_k(y \mid x)`, stacking (Y. Yao,
+A. Vehtari, D. Simpson and A. Gelman, *Using Stacking to Average Bayesian Predictive
+Distributions*, Bayesian Analysis 13(3), 2018) predicts with the mixture
 
-    p(y | x) = sum_k w_k p_k(y | x),    w on the simplex,
+.. math::
 
-its weights maximising the mean log density of held-out rows, (1/n) sum_i log sum_k w_k p_k(y_i |
-x_i): a concave objective, maximised by ``stacking_weights`` (EM, whose every step raises it);
-``zonal fit`` rounds the maximiser to multiples of 1 / ``WEIGHT_RESOLUTION``.
+    p(y \mid x) = \sum_k w_k p_k(y \mid x), \qquad w \text{ on the simplex},
+
+its weights maximising the mean log density of held-out rows,
+:math:`\frac{1}{n} \sum_i \log \sum_k w_k p_k(y_i \mid x_i)`: a concave objective, maximised by
+``stacking_weights`` (EM, whose every step raises it); ``zonal fit`` rounds the maximiser to
+multiples of 1 / ``WEIGHT_RESOLUTION``.
 When one model is best everywhere the weights pick it; when models err differently the mixture
 beats each of them (``zonal fit``'s ``auto``: ``zonal.fitting``). Two ways to weigh few held-out
 rows less decisively: the mean of the maximiser over Bayesian-bootstrap replicates of the rows
@@ -17,16 +20,17 @@ rows less decisively: the mean of the maximiser over Bayesian-bootstrap replicat
 Dirichlet prior (``posterior_stacking_weights``; compared in docs/fit_evidence.md).
 
 ``StackedModel`` answers the model contract of ``zonal.models.contract``: ``predict`` gives the
-mixture moments (mean sum_k w_k m_k, variance sum_k w_k (v_k + m_k^2) - mean^2),
-``log_predictive_density`` log sum_k w_k p_k(y | x), and ``posterior`` a BoTorch
-``GaussianMixturePosterior`` whose equally weighted components are the components' own (one for a
-single-layer model, S Monte Carlo components for a deep one), each repeated in proportion to its
-weight. For that the weights are multiples of 1 / ``WEIGHT_RESOLUTION`` (``quantize_weights``),
-so the posterior and the closed forms agree exactly. Components are single-output models with
-Gaussian likelihoods, each keeping its own noise, or classifiers of one likelihood (Bernoulli or
-softmax) and one number of latent outputs: their mixture predicts the class probabilities
-sum_k w_k p_k(c | x) (``zonal.tabular.metrics.class_probabilities``), its latent posterior is the
-equally weighted mixture of theirs as above (multitask normals, interleaved).
+mixture moments (mean :math:`\sum_k w_k m_k`, variance
+:math:`\sum_k w_k (v_k + m_k^2) - \text{mean}^2`), ``log_predictive_density``
+:math:`\log \sum_k w_k p_k(y \mid x)`, and ``posterior`` a BoTorch ``GaussianMixturePosterior``
+whose equally weighted components are the components' own (one for a single-layer model,
+:math:`S` Monte Carlo components for a deep one), each repeated in proportion to its weight. For
+that the weights are multiples of 1 / ``WEIGHT_RESOLUTION`` (``quantize_weights``), so the
+posterior and the closed forms agree exactly. Components are single-output models with Gaussian
+likelihoods, each keeping its own noise, or classifiers of one likelihood (Bernoulli or softmax)
+and one number of latent outputs: their mixture predicts the class probabilities
+:math:`\sum_k w_k p_k(c \mid x)` (``zonal.tabular.metrics.class_probabilities``), its latent
+posterior is the equally weighted mixture of theirs as above (multitask normals, interleaved).
 """
 
 from __future__ import annotations
@@ -257,8 +261,8 @@ def _num_samples(component: ZonalModel) -> int:
 
 
 class StackedModel(ZonalModel):
-    """The mixture sum_k w_k p_k(y | x) of trained single-output regression models, or of trained
-    classifiers (the module docstring; weights from ``stacking_weights``).
+    r"""The mixture :math:`\sum_k w_k p_k(y \mid x)` of trained single-output regression models, or
+    of trained classifiers (the module docstring; weights from ``stacking_weights``).
 
     Args:
         components: trained ``ZonalModel``s, all of the same input dimension, dtype and device:
@@ -343,7 +347,7 @@ class StackedModel(ZonalModel):
 
     # ------------------------------------------------------------------ contract
     def latent_distribution(self, X: torch.Tensor) -> MultivariateNormal:
-        """q(f(X)) as equally weighted components: batch [*b, T], event [q] (see
+        """:math:`q(f(X))` as equally weighted components: batch [*b, T], event [q] (see
         ``_noisy_distribution``)."""
         return self._noisy_distribution(X, observation_noise=False)
 
@@ -429,8 +433,8 @@ class StackedModel(ZonalModel):
     def predict(
         self, X: torch.Tensor, include_noise: bool = False, *, chunk_size: int = PREDICTION_CHUNK
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Mixture moments [N] (a classifier's latent ones: [N, C] for C outputs): mean
-        sum_k w_k m_k, variance sum_k w_k (v_k + m_k^2) - mean^2."""
+        r"""Mixture moments [N] (a classifier's latent ones: [N, C] for :math:`C` outputs): mean
+        :math:`\sum_k w_k m_k`, variance :math:`\sum_k w_k (v_k + m_k^2) - \text{mean}^2`."""
         X = self.check_inputs(X)
         if X.dim() != 2:
             raise ValueError(f"predict takes inputs [N, D], got {tuple(X.shape)}")
@@ -445,7 +449,7 @@ class StackedModel(ZonalModel):
     def log_predictive_density(
         self, X: torch.Tensor, y: torch.Tensor, *, chunk_size: int = PREDICTION_CHUNK
     ) -> torch.Tensor:
-        """log sum_k w_k p_k(y_i | x_i) per row [N]."""
+        r""":math:`\log \sum_k w_k p_k(y_i \mid x_i)` per row [N]."""
         X = self.check_inputs(X)
         terms = [
             math.log(weight) + component.log_predictive_density(X, y, chunk_size=chunk_size)

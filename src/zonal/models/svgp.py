@@ -1,10 +1,11 @@
-"""SVGP with inter-domain features on the sphere (seed 000 sec. 3.1, 4; seed 002 sec. 5).
+r"""SVGP with inter-domain features on the sphere (seed 000 sec. 3.1, 4; seed 002 sec. 5).
 
-Inputs x in R^D reach the kernel through an input map (``zonal.geometry``): ``SphereEmbedding``
-lifts them to [x, b] in R^{D+1}, where the kernel, homogeneous, is the 1-homogeneous extension of a
-zonal kernel on S^D, so every prediction is already in data space (mean r mu, variance r^2 sigma^2
-with r = ||[x, b]||, seed 000 sec. 4.1); ``OnSphere`` takes unit vectors as they are. Train with
-``zonal.models.fit_svgp`` (the minibatch ELBO). The model answers the contract of
+Inputs :math:`x \in \mathbb{R}^D` reach the kernel through an input map (``zonal.geometry``):
+``SphereEmbedding`` lifts them to :math:`[x, b] \in \mathbb{R}^{D+1}`, where the kernel,
+homogeneous, is the 1-homogeneous extension of a zonal kernel on :math:`\mathbb{S}^D`, so every
+prediction is already in data space (mean :math:`r \mu`, variance :math:`r^2 \sigma^2` with
+:math:`r = \|[x, b]\|`, seed 000 sec. 4.1); ``OnSphere`` takes unit vectors as they are. Train
+with ``zonal.models.fit_svgp`` (the minibatch ELBO). The model answers the contract of
 ``zonal.models.contract``: ``posterior``, ``predict``, ``log_predictive_density``.
 """
 
@@ -92,14 +93,16 @@ class SVGP(ApproximateGP, ZonalModel):
         kernel: a GPyTorch kernel; for harmonic and activated features a ``ZonalKernel``
             (optionally in a ``ScaleKernel``), homogeneous when an embedding is used.
         features: the inducing features (shared by all outputs).
-        input_dim: D, the data dimension (checked on every call); the features' ambient_dim is
-            ``input_map.ambient_dim(D)`` (D + 1 for a sphere embedding, D on the sphere).
-        likelihood: the model's likelihood (default: Gaussian, multitask for P > 1, float64).
+        input_dim: :math:`D`, the data dimension (checked on every call); the features'
+            ambient_dim is ``input_map.ambient_dim(D)`` (:math:`D + 1` for a sphere embedding,
+            :math:`D` on the sphere).
+        likelihood: the model's likelihood (default: Gaussian, multitask for :math:`P > 1`,
+            float64).
         input_map: ``SphereEmbedding(bias)`` (None: the default, bias 1) or ``OnSphere()`` for
             inputs already on the sphere.
-        num_outputs: P independent outputs (a batch of q(u), one per output).
+        num_outputs: :math:`P` independent outputs (a batch of :math:`q(u)`, one per output).
         mean_module: prior mean (default zero).
-        variational_family: ``"cholesky"`` (full S), ``"meanfield"`` (diagonal S),
+        variational_family: ``"cholesky"`` (full :math:`S`), ``"meanfield"`` (diagonal :math:`S`),
             ``"natural"`` / ``"tril-natural"`` (natural parameters, for ``gpytorch.optim.NGD``)
             or ``"delta"`` (a point mass: MAP inducing values).
         whiten: whitened parametrisation (default True).
@@ -168,17 +171,18 @@ class SVGP(ApproximateGP, ZonalModel):
         return strategy
 
     def lift(self, x: torch.Tensor) -> torch.Tensor:
-        """Check x [..., N, D] and map it to the kernel's inputs [..., N, ambient_dim]."""
+        """Check :math:`x` [..., N, D] and map it to the kernel's inputs [..., N, ambient_dim]."""
         return self.input_map.lift(self.check_inputs(x))
 
     @torch.no_grad()
     def set_optimal_variational_distribution(
         self, x: torch.Tensor, y: torch.Tensor, noise: float | torch.Tensor | None = None
     ) -> None:
-        """Set q(u) to the optimum for a Gaussian likelihood (Titsias, 2009), single output, at
-        the current hyperparameters (``InterDomainVariationalStrategy.
+        """Set :math:`q(u)` to the optimum for a Gaussian likelihood (Titsias, 2009), single
+        output, at the current hyperparameters (``InterDomainVariationalStrategy.
         set_optimal_variational_distribution``); ``noise`` defaults to the likelihood's. At this
-        q the ELBO equals the collapsed bound (``SGPR.elbo``) for the same features and kernel.
+        :math:`q` the ELBO equals the collapsed bound (``SGPR.elbo``) for the same features and
+        kernel.
         """
         if self.num_outputs != 1:
             raise ValueError("the closed-form optimum is implemented for a single output")
@@ -194,9 +198,10 @@ class SVGP(ApproximateGP, ZonalModel):
     def set_natural_gradient_optimum(
         self, x: torch.Tensor, y: torch.Tensor, **options: Any
     ) -> NaturalGradientResult:
-        """Set q(u) to the ELBO's optimum on rows x [N, D], y [N] at the current
-        hyperparameters and features, for any likelihood (a probit or softmax classifier too;
-        one q(u) per output): damped natural-gradient steps from the current q(u)
+        """Set :math:`q(u)` to the ELBO's optimum on rows :math:`x` [N, D], :math:`y` [N] at the
+        current hyperparameters and features, for any likelihood (a probit or softmax classifier
+        too; one :math:`q(u)` per output): damped natural-gradient steps from the current
+        :math:`q(u)`
         (``zonal.variational.nonconjugate``, whose ``optimal_variational_q`` takes ``options``).
         For a Gaussian likelihood the first step lands on ``set_optimal_variational_distribution``'s
         closed form. Returns what the steps did (the ELBO before and after, in nats)."""
@@ -218,11 +223,11 @@ class SVGP(ApproximateGP, ZonalModel):
         num_data: int,
         generator: torch.Generator | None = None,
     ) -> None:
-        """One natural-gradient step of size ``step`` on q(u) from a minibatch x [B, D], y [B]
-        of ``num_data`` rows (already through the model's transforms) at the current
-        hyperparameters (``zonal.variational.nonconjugate.stochastic_natural_step``: GPyTorch's
-        ``NGD`` step with learning rate ``step``, for the Cholesky family too). Used by
-        ``fit_svgp(natural_gradient=...)``; q(u) is written, the hyperparameters stay."""
+        """One natural-gradient step of size ``step`` on :math:`q(u)` from a minibatch :math:`x`
+        [B, D], :math:`y` [B] of ``num_data`` rows (already through the model's transforms) at the
+        current hyperparameters (``zonal.variational.nonconjugate.stochastic_natural_step``:
+        GPyTorch's ``NGD`` step with learning rate ``step``, for the Cholesky family too). Used by
+        ``fit_svgp(natural_gradient=...)``; :math:`q(u)` is written, the hyperparameters stay."""
         marginals, mean, covariance = self._whitened_marginals(x)
         mean, covariance = stochastic_natural_step(
             marginals, self.likelihood, y, mean, covariance,
@@ -252,17 +257,18 @@ class SVGP(ApproximateGP, ZonalModel):
         return marginals, mean, covariance
 
     def forward(self, x: torch.Tensor) -> MultivariateNormal:
-        """The prior p(f(x)) on lifted inputs (GPyTorch calls this with prior=True)."""
+        """The prior :math:`p(f(x))` on lifted inputs (GPyTorch calls this with prior=True)."""
         mean = x.new_zeros(x.shape[:-1]) if self.mean_module is None else self.mean_module(x)
         return MultivariateNormal(mean, self.covar_module(x))
 
     def __call__(self, x: torch.Tensor, prior: bool = False, **kwargs: Any) -> MultivariateNormal:
-        """q(f(x)) for data-space inputs x [..., N, D] (already in data space)."""
+        """:math:`q(f(x))` for data-space inputs :math:`x` [..., N, D] (already in data space)."""
         return super().__call__(self.lift(x), prior=prior, **kwargs)
 
     def latent_distribution(self, X: torch.Tensor) -> MultivariateNormal:
-        """q(f(X)) [*b, q] (a multitask normal [*b, q, P] for several outputs); for a conditioned
-        model the online-conditioned q (``zonal.variational.online``), batch [*F, *b] broadcast."""
+        """:math:`q(f(X))` [*b, q] (a multitask normal [*b, q, P] for several outputs); for a
+        conditioned model the online-conditioned :math:`q` (``zonal.variational.online``), batch
+        [*F, *b] broadcast."""
         update = getattr(self, "_online", None)
         if update is None:  # P outputs: X's t-batches stay apart from the batch of q(u_p)
             return self(X if self.num_outputs == 1 else X.unsqueeze(-3))

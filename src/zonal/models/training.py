@@ -54,12 +54,13 @@ class StopTraining(Exception):  # noqa: N818 (a control-flow signal, like StopIt
 
 
 def check_targets(likelihood: Likelihood, y: torch.Tensor, num_points: int) -> torch.Tensor:
-    """Validate targets for ``likelihood`` and return them in the dtype it needs.
+    r"""Validate targets for ``likelihood`` and return them in the dtype it needs.
 
-    Gaussian: real values [N] (or [N, P] for a multitask likelihood); Bernoulli: labels in {0, 1};
-    softmax / categorical: integer class labels in [0, num_classes). A single-output likelihood
-    also takes one column [N, 1] (BoTorch's convention) and returns [N]. NaN or infinite values
-    are reported with the first bad row.
+    Gaussian: real values [N] (or [N, P] for a multitask likelihood); Bernoulli: labels in
+    :math:`\{0, 1\}`; softmax / categorical: integer class labels in
+    :math:`[0, \mathtt{num\_classes})`. A single-output likelihood also takes one column [N, 1]
+    (BoTorch's convention) and returns [N]. NaN or infinite values are reported with the first bad
+    row.
     """
     if not isinstance(y, torch.Tensor):
         y = torch.as_tensor(y)
@@ -128,16 +129,17 @@ def fit_svgp(
 
     ``plateau`` cuts the learning rate on plateaus; ``callback(step, loss)`` is called after every
     step (for traces and checkpoints). Targets [N] or [N, 1]; the model's input and outcome
-    transforms, if any, are learnt on (x, y) first (``ZonalModel.transform_training_data``).
+    transforms, if any, are learnt on :math:`(x, y)` first (``ZonalModel.transform_training_data``).
 
-    ``natural_gradient`` (a step size in (0, 1], for a ``zonal.models.SVGP``): each step first
-    moves q(u) by a natural-gradient step of that size on the minibatch
-    (``SVGP.natural_gradient_step``), then Adam moves the hyperparameters alone with q(u)
+    ``natural_gradient`` (a step size in :math:`(0, 1]`, for a ``zonal.models.SVGP``): each step
+    first moves :math:`q(u)` by a natural-gradient step of that size on the minibatch
+    (``SVGP.natural_gradient_step``), then Adam moves the hyperparameters alone with :math:`q(u)`
     fixed, as GPflow's ``NaturalGradient`` with Adam and GPyTorch's ``NGD`` with Adam do
-    (Salimbeni, Eleftheriadis & Hensman 2018). q(u)'s parameters do not require gradients
+    (Salimbeni, Eleftheriadis & Hensman 2018). :math:`q(u)`'s parameters do not require gradients
     during the training (the backward pass skips them: 0.8x its time for 10 classes), and do
-    again afterwards. Within a step both read one B = L^{-1} Kuf, computed once
-    (``InterDomainVariationalStrategy.shared_projection``: q(u)'s step does not change it).
+    again afterwards. Within a step both read one :math:`B = L^{-1} K_{uf}`, computed once
+    (``InterDomainVariationalStrategy.shared_projection``: :math:`q(u)`'s step does not change
+    it).
     """
     if natural_gradient is not None:
         if not hasattr(model, "natural_gradient_step"):

@@ -1,28 +1,40 @@
-"""Gaussian vector fields on S^{d-1} (seed 004 sec. 3.1.1, after Hutchinson et al. 2021).
+r"""Gaussian vector fields on :math:`\mathbb{S}^{d-1}` (seed 004 sec. 3.1.1, after Hutchinson et
+al. 2021).
 
-A Gaussian vector field v on the sphere has v(x) in the tangent space T_x S^{d-1} = {u : x . u = 0}.
-Both constructions here write it as a matrix field A(x) [d, P] with tangent columns applied to a
-P-output GP g on the sphere (P independent outputs sharing one kernel and one set of inducing
-features, each with its own whitened q(u)):
+A Gaussian vector field :math:`v` on the sphere has :math:`v(x)` in the tangent space
+:math:`T_x \mathbb{S}^{d-1} = \{u : x \cdot u = 0\}`. Both constructions here write it as a matrix
+field :math:`A(x)` [d, P] with tangent columns applied to a :math:`P`-output GP :math:`g` on the
+sphere (:math:`P` independent outputs sharing one kernel and one set of inducing features, each
+with its own whitened :math:`q(u)`):
 
-    projected (eq. 3.1):   v(x) = P_x g(x),   P_x = I - x x^T,   g = (g_1, ..., g_d),   P = d;
-    coordinate frame:      v(x) = sum_{i < d} g_i(x) e_i(x) = E(x) g(x),               P = d - 1,
+.. math::
 
-so that Cov(v(x), v(x')) = A(x) Cov(g(x), g(x')) A(x')^T; under the prior of the projected
-construction this is k(x, x') P_x P_x'. A doubly stochastic layer draws g at each point from its
-marginal q(g(x)) = N(mu, diag(sigma^2)) and maps it, v = A(x) (mu + sigma * eps): an exact draw of
-v(x)'s marginal.
+    \text{projected (eq. 3.1):} \quad & v(x) = P_x g(x), \qquad P_x = I - x x^\top, \qquad
+    g = (g_1, \dots, g_d), \qquad P = d; \\
+    \text{coordinate frame:} \quad & v(x) = \sum_{i < d} g_i(x) e_i(x) = E(x) g(x), \qquad
+    P = d - 1,
 
-The frame is parallel transport from a pole p: with b_1, ..., b_{d-1} an orthonormal basis of T_p,
+so that :math:`\operatorname{Cov}(v(x), v(x')) = A(x) \operatorname{Cov}(g(x), g(x')) A(x')^\top`;
+under the prior of the projected construction this is :math:`k(x, x') P_x P_{x'}`. A doubly
+stochastic layer draws :math:`g` at each point from its marginal
+:math:`q(g(x)) = \mathcal{N}(\mu, \operatorname{diag}(\sigma^2))` and maps it,
+:math:`v = A(x) (\mu + \sigma \odot \varepsilon)`: an exact draw of :math:`v(x)`'s marginal.
 
-    e_i(x) = b_i - (x . b_i) / (1 + p . x) (p + x),
+The frame is parallel transport from a pole :math:`p`: with :math:`b_1, \dots, b_{d-1}` an
+orthonormal basis of :math:`T_p`,
 
-the transport of b_i along the great circle from p to x. It is orthonormal, tangent and smooth
-everywhere except at the antipode -p, where 1 + p . x = 0 and the frame has no limit (on S^2 every
-frame has such a point: the hairy ball theorem). Inputs within sqrt(eps) of 1 + p . x = 0 raise
-``FrameSingularityError``. The default pole is the last axis e_d, so that the singular point -e_d
-lies outside the image of ``SphereEmbedding`` (the open hemisphere x_d > 0). A user frame (a
-function x -> E(x)) is checked to be tangent at every call (``NotTangentError``).
+.. math::
+
+    e_i(x) = b_i - \frac{x \cdot b_i}{1 + p \cdot x} (p + x),
+
+the transport of :math:`b_i` along the great circle from :math:`p` to :math:`x`. It is orthonormal,
+tangent and smooth everywhere except at the antipode :math:`-p`, where :math:`1 + p \cdot x = 0`
+and the frame has no limit (on :math:`\mathbb{S}^2` every frame has such a point: the hairy ball
+theorem). Inputs within :math:`\sqrt{\mathrm{eps}}` of :math:`1 + p \cdot x = 0` raise
+``FrameSingularityError``. The default pole is the last axis :math:`e_d`, so that the singular
+point :math:`-e_d` lies outside the image of ``SphereEmbedding`` (the open hemisphere
+:math:`x_d > 0`). A user frame (a function :math:`x \mapsto E(x)`) is checked to be tangent at
+every call (``NotTangentError``).
 """
 
 from __future__ import annotations
@@ -115,17 +127,21 @@ def check_sphere_features(features: InducingFeatures, kernel: Kernel, ambient_di
 
 
 class GaussianVectorField(nn.Module):
-    """v(x) = A(x) g(x) on S^{d-1}: a P-output GP g on the sphere and a tangent matrix field A.
+    r""":math:`v(x) = A(x) g(x)` on :math:`\mathbb{S}^{d-1}`: a :math:`P`-output GP :math:`g` on
+    the sphere and a tangent matrix field :math:`A`.
 
-    Subclasses implement ``_basis`` (A(x) [..., N, d, P]); ``tangent_vectors`` may be overridden
-    with a cheaper product. ``input_dims`` = ``output_dims`` = d (points in, tangent vectors out).
+    Subclasses implement ``_basis`` (:math:`A(x)` [..., N, d, P]); ``tangent_vectors`` may be
+    overridden with a cheaper product. ``input_dims`` = ``output_dims`` = :math:`d` (points in,
+    tangent vectors out).
 
     Args:
-        ambient_dim: d.
-        num_components: P, the outputs of g.
-        features: inducing features of g on S^{d-1} (shared by its outputs).
-        kernel: a zonal kernel on S^{d-1} (default: ``sphere_kernel(d)``, Matérn-5/2).
-        whiten: whitened q(u) (default True).
+        ambient_dim: :math:`d`.
+        num_components: :math:`P`, the outputs of :math:`g`.
+        features: inducing features of :math:`g` on :math:`\mathbb{S}^{d-1}` (shared by its
+            outputs).
+        kernel: a zonal kernel on :math:`\mathbb{S}^{d-1}` (default: ``sphere_kernel(d)``,
+            Matérn-5/2).
+        whiten: whitened :math:`q(u)` (default True).
     """
 
     def __init__(
@@ -154,19 +170,20 @@ class GaussianVectorField(nn.Module):
 
     @property
     def variational_strategy(self) -> InterDomainVariationalStrategy:
-        """The strategy of g (one batch member per output)."""
+        """The strategy of :math:`g` (one batch member per output)."""
         return self.gp.variational_strategy
 
     @property
     def num_components(self) -> int:
-        """P, the number of outputs of g."""
+        """:math:`P`, the number of outputs of :math:`g`."""
         return self.gp.output_dims
 
     def _basis(self, x: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
 
     def tangent_basis(self, x: torch.Tensor) -> torch.Tensor:
-        """A(x) [..., N, d, P] at unit vectors x [..., N, d], checked to be tangent."""
+        """:math:`A(x)` [..., N, d, P] at unit vectors :math:`x` [..., N, d], checked to be
+        tangent."""
         basis = self._basis(x)  # [..., N, d, P]
         expected = (*x.shape, self.num_components)
         if tuple(basis.shape) != expected:
@@ -175,33 +192,40 @@ class GaussianVectorField(nn.Module):
         return basis
 
     def tangent_vectors(self, x: torch.Tensor, components: torch.Tensor) -> torch.Tensor:
-        """A(x) g [..., N, d] for components g [..., N, P]."""
+        """:math:`A(x) g` [..., N, d] for components :math:`g` [..., N, P]."""
         basis = self.tangent_basis(x)  # [..., N, d, P]
         return (basis @ components.unsqueeze(-1)).squeeze(-1)
 
     def component_distribution(self, x: torch.Tensor) -> MultitaskMultivariateNormal:
-        """q(g(x)) for unit vectors x [..., N, d]: a multitask normal [..., N, P] (outputs
-        independent)."""
+        """:math:`q(g(x))` for unit vectors :math:`x` [..., N, d]: a multitask normal [..., N, P]
+        (outputs independent)."""
         return self.gp(x, are_samples=True)
 
     def sample(self, x: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
-        """v(x) = A(x) (mu + sigma * eps) [..., N, d]: a draw of each point's marginal q(v(x)),
-        with standard normal ``noise`` eps [..., N, P] (broadcast against q(g(x))). sigma^2 is
-        GPyTorch's marginal variance, floored at ``gpytorch.settings.min_variance`` (1e-10 in
-        float64)."""
+        r""":math:`v(x) = A(x) (\mu + \sigma \odot \varepsilon)` [..., N, d]: a draw of each point's
+        marginal :math:`q(v(x))`, with standard normal ``noise`` :math:`\varepsilon` [..., N, P]
+        (broadcast against :math:`q(g(x))`). :math:`\sigma^2` is GPyTorch's marginal variance,
+        floored at ``gpytorch.settings.min_variance`` (1e-10 in float64)."""
         components = self.component_distribution(x)
         draw = components.mean + components.variance.sqrt() * noise  # [..., N, P]
         return self.tangent_vectors(x, draw)
 
     def mean(self, x: torch.Tensor) -> torch.Tensor:
-        """The posterior mean field A(x) E[g(x)] [N, d] at unit vectors x [N, d]."""
+        r"""The posterior mean field :math:`A(x) \mathbb{E}[g(x)]` [N, d] at unit vectors :math:`x`
+        [N, d]."""
         components = self.gp.mean_function(x)  # [N, P]
         return self.tangent_vectors(x, components)
 
     def joint_distribution(self, x: torch.Tensor) -> MultivariateNormal:
-        """q(v(X)) over all points jointly, x [N, d]: mean [N d] and the dense covariance
-        [N d, N d] with blocks Cov(v(x_i), v(x_j)) = sum_p A_i[:, p] Cov(g_p(x_i), g_p(x_j))
-        A_j[:, p]^T (rank at most N P; for checks and small N)."""
+        r""":math:`q(v(X))` over all points jointly, :math:`x` [N, d]: mean [N d] and the dense
+        covariance [N d, N d] with blocks
+
+        .. math::
+
+            \operatorname{Cov}(v(x_i), v(x_j))
+            = \sum_p A_i[:, p] \operatorname{Cov}(g_p(x_i), g_p(x_j)) A_j[:, p]^\top
+
+        (rank at most :math:`N P`; for checks and small :math:`N`)."""
         basis = self.tangent_basis(x)  # [N, d, P]
         components = self.component_distribution(x)
         mean = self.tangent_vectors(x, components.mean)  # [N, d]
@@ -215,7 +239,8 @@ class GaussianVectorField(nn.Module):
 
 
 class ProjectedVectorField(GaussianVectorField):
-    """v(x) = P_x g(x) with g d independent GPs on S^{d-1} (seed 004 eq. 3.1)."""
+    r""":math:`v(x) = P_x g(x)` with :math:`g` :math:`d` independent GPs on :math:`\mathbb{S}^{d-1}`
+    (seed 004 eq. 3.1)."""
 
     def __init__(
         self,
@@ -233,7 +258,8 @@ class ProjectedVectorField(GaussianVectorField):
         return identity - x.unsqueeze(-1) * x.unsqueeze(-2)
 
     def tangent_vectors(self, x: torch.Tensor, components: torch.Tensor) -> torch.Tensor:
-        """P_x g = g - (x . g) x [..., N, d] (``zonal.geometry.project_to_tangent``)."""
+        r""":math:`P_x g = g - (x \cdot g)\, x` [..., N, d]
+        (``zonal.geometry.project_to_tangent``)."""
         return project_to_tangent(x, components)
 
 
@@ -255,16 +281,16 @@ def pole_basis(pole: torch.Tensor) -> torch.Tensor:
 
 
 class FrameVectorField(GaussianVectorField):
-    """v(x) = sum_{i < d} g_i(x) e_i(x): d - 1 GPs on S^{d-1} times a tangent frame (seed 004
-    sec. 3.1.1, construction 2).
+    r""":math:`v(x) = \sum_{i < d} g_i(x) e_i(x)`: :math:`d - 1` GPs on :math:`\mathbb{S}^{d-1}`
+    times a tangent frame (seed 004 sec. 3.1.1, construction 2).
 
     Args:
-        ambient_dim: d.
-        features, kernel, whiten: those of g (see ``GaussianVectorField``).
-        pole: the unit vector p whose antipode is the default frame's singular point (default
-            e_d); ignored with ``frame``.
-        frame: a function x [..., N, d] -> E(x) [..., N, d, d - 1] with tangent columns,
-            replacing the parallel-transport frame (checked at every call).
+        ambient_dim: :math:`d`.
+        features, kernel, whiten: those of :math:`g` (see ``GaussianVectorField``).
+        pole: the unit vector :math:`p` whose antipode is the default frame's singular point
+            (default :math:`e_d`); ignored with ``frame``.
+        frame: a function :math:`x` [..., N, d] -> :math:`E(x)` [..., N, d, d - 1] with tangent
+            columns, replacing the parallel-transport frame (checked at every call).
     """
 
     pole: torch.Tensor  # buffers: p [d] and an orthonormal basis of its tangent space [d, d - 1]
@@ -292,8 +318,9 @@ class FrameVectorField(GaussianVectorField):
         self.frame = frame
 
     def transport_frame(self, x: torch.Tensor) -> torch.Tensor:
-        """e_i(x) = b_i - (x . b_i) / (1 + p . x) (p + x) [..., N, d, d - 1]: parallel transport of
-        the pole's basis; ``FrameSingularityError`` within sqrt(eps) of the antipode -p."""
+        r""":math:`e_i(x) = b_i - (x \cdot b_i) / (1 + p \cdot x) (p + x)` [..., N, d, d - 1]:
+        parallel transport of the pole's basis; ``FrameSingularityError`` within
+        :math:`\sqrt{\mathrm{eps}}` of the antipode :math:`-p`."""
         pole = self.pole.to(x)  # [d]
         basis = self.pole_basis.to(x)  # [d, d - 1]
         denominator = 1 + x @ pole  # [..., N]
