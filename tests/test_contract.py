@@ -306,6 +306,25 @@ def test_a_noise_tensor_broadcasts_over_the_t_batches(fitted, shape):
         model.posterior(X, observation_noise=torch.ones(4, 1, dtype=x.dtype))
 
 
+def test_predicting_inside_a_training_loop_leaves_the_model_training(fitted):
+    """``predict`` and ``log_predictive_density`` evaluate in evaluation mode and give the mode
+    back (they left a model training in evaluation mode, where GPyTorch keeps a memoised q(u), so
+    a training loop that monitored its model trained on a stale one); ``posterior`` leaves it in
+    evaluation mode, as BoTorch's models do."""
+    _, model = fitted
+    x, y = training_data(5, seed=6)
+    model.train()
+    mean, _ = model.predict(x)
+    model.log_predictive_density(x, y)
+    assert model.training and all(module.training for module in model.modules())
+    model.eval()
+    torch.testing.assert_close(model.predict(x)[0], mean)  # the same numbers either way
+    assert not model.training
+    model.train()
+    model.posterior(x)
+    assert not model.training
+
+
 def test_observation_noise_needs_a_gaussian_likelihood():
     from gpytorch.likelihoods import BernoulliLikelihood
 

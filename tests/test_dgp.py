@@ -194,10 +194,55 @@ def test_a_one_column_target_trains_the_network_as_a_vector_does_and_float32_fit
         return traces["network"]
 
     assert fitted(y.unsqueeze(-1)) == fitted(y)
-    with pytest.raises(ValueError, match=r"targets of shape \(60, 2\) do not match"):
+    with pytest.raises(ValueError, match=r"needs targets \[N\], got \(60, 2\)"):
         fitted(torch.stack([y, y], -1))
     single = fitted(y, torch.float32)
     assert single[-1] < single[0]
+
+
+def test_two_stage_fit_trains_the_network_on_the_transformed_targets():
+    """With a ``Standardize`` outcome transform the network stage fits the standardised targets,
+    as the ELBO stage reads them: the model fitted on y = 100 + 30 f(x) predicts, right after the
+    copy, the same model fitted on the standardised targets mapped back (it trained the network
+    on the raw y, 4.7e6 MSE after the copy)."""
+    from botorch.models.transforms.outcome import Standardize
+
+    x, y = data(80)
+    raw = 100 + 30 * y
+    transform = Standardize(m=1).double()
+    standardised, _ = transform(raw.unsqueeze(-1))  # [N, 1]
+
+    def fitted(targets, outcome_transform):
+        model = ActivatedDGP(2, [3], gpytorch.likelihoods.GaussianLikelihood().double(),
+                             num_inducing=8, outcome_transform=outcome_transform)  # fmt: skip
+        two_stage_fit(model, x, targets, network_steps=40, elbo_steps=0, lr=0.02)
+        return model.predict(x)[0]
+
+    with_transform = fitted(raw, Standardize(m=1).double())
+    by_hand = fitted(standardised.squeeze(-1), None)
+    mean, std = transform.means.reshape(()), transform.stdvs.reshape(())
+    torch.testing.assert_close(with_transform, by_hand * std + mean, atol=1e-8, rtol=1e-8)
+
+
+def test_two_stage_fit_and_the_widths_are_checked_by_name():
+    likelihood = gpytorch.likelihoods.GaussianLikelihood().double()
+    model = ActivatedDGP(2, [3], likelihood, num_inducing=5)
+    x, y = data(20)
+    with pytest.raises(ValueError, match=r"\[N, 2\]"):
+        two_stage_fit(model, x[:, :1], y, network_steps=2, elbo_steps=0)
+    broken = x.clone()
+    broken[4, 1] = float("nan")
+    with pytest.raises(ValueError, match="row 4"):  # before the network trains on it
+        two_stage_fit(model, broken, y, network_steps=2, elbo_steps=0)
+    for widths, message in (
+        ({"hidden_dims": [0]}, r"hidden_dims\[0\] must be a positive int, got 0"),
+        ({"hidden_dims": 5}, "hidden_dims must be a list of widths"),
+        ({"hidden_dims": [3], "output_dim": 0}, "output_dim must be a positive int"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            ActivatedDGP(2, likelihood=likelihood, **widths)
+    with pytest.raises(ValueError, match="input_dim must be a positive int"):
+        ActivatedDGP(0, [3], likelihood)
 
 
 def test_bad_input():

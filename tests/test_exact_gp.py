@@ -242,3 +242,32 @@ def test_bad_training_data_is_named(problem):
         y = torch.tensor([0.0, 1.0, math.nan, 0.0, math.inf], dtype=torch.float64)
         with pytest.raises(ValueError, match=r"y contains NaN .*\(2 row\(s\), first at row 2\)"):
             ExactZonalGP(kernel, x, y)
+
+
+def test_a_gpytorch_prior_on_the_kernel_is_part_of_the_fit():
+    """``lengthscale_prior=NormalPrior(3, 0.01)`` on a chordal Matérn kernel pins the fitted
+    lengthscale near 3, as GPyTorch's ``ExactMarginalLogLikelihood`` would (it was ignored: the
+    fit went to the likelihood's own optimum); the trace's last value is
+    (log p(y) + log p(lengthscale)) / N at the fitted parameters."""
+    from gpytorch.priors import NormalPrior
+
+    from zonal.kernels import ChordalMaternKernel
+
+    generator = torch.Generator().manual_seed(1)
+    x = torch.randn(40, 2, generator=generator, dtype=torch.float64)
+    y = torch.sin(2 * x[:, 0]) + 0.1 * torch.randn(40, generator=generator, dtype=torch.float64)
+
+    def fitted(prior):
+        kernel = ChordalMaternKernel(3, homogeneous=True, lengthscale_prior=prior) \
+            if prior is not None else ChordalMaternKernel(3, homogeneous=True)  # fmt: skip
+        model = ExactZonalGP(ScaleKernel(kernel).double(), x, y, input_map=SphereEmbedding(1.0))
+        return model, model.fit(max_iter=60)
+
+    free, _ = fitted(None)
+    pinned, trace = fitted(NormalPrior(3.0, 0.01))
+    assert abs(float(free.kernel.base_kernel.lengthscale) - 3.0) > 0.1  # the data alone: elsewhere
+    assert float(pinned.kernel.base_kernel.lengthscale) == pytest.approx(3.0, abs=0.02)
+    with torch.no_grad():
+        prior = NormalPrior(3.0, 0.01).log_prob(pinned.kernel.base_kernel.lengthscale).sum()
+        expected = (pinned.marginal_log_likelihood() + prior) / 40
+    assert max(trace) == pytest.approx(float(expected), rel=1e-7)

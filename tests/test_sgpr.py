@@ -198,3 +198,33 @@ def test_a_failed_statistics_pass_keeps_the_old_statistics_and_names_the_global_
     unfitted = SGPR(kernel.double(), SphericalHarmonicFeatures(AMBIENT_DIM, 3), INPUT_DIM)
     with pytest.raises(ValueError, match="fit_statistics first"):
         unfitted.predict(x[:3])
+
+
+def test_a_float32_scale_kernel_keeps_the_sgpr_in_float64_and_priors_join_the_fit():
+    """``ScaleKernel`` is float32 unless told (GPyTorch's default) while the features, the
+    likelihood and the statistics are float64: the SGPR reads its rows in float64 whatever the
+    kernel came in (it read them in float32, and its bound at a large outputscale went to +72.8
+    nats a row against an exact -101.1). A GPyTorch ``outputscale_prior`` joins the bound the fit
+    maximises: a tight prior pins the outputscale, which the data alone put elsewhere."""
+    from gpytorch.priors import NormalPrior
+
+    x, y = data(80)
+
+    def fitted(prior):
+        base = PolynomialDecayKernel(AMBIENT_DIM, max_degree=8, homogeneous=True)
+        kernel = ScaleKernel(base) if prior is None else ScaleKernel(base, outputscale_prior=prior)
+        features = SphericalHarmonicFeatures(AMBIENT_DIM, 6, kernel=kernel)
+        model = SGPR(kernel, features, INPUT_DIM)
+        model.fit_statistics(x, y)
+        return model, model.fit(max_iter=40)
+
+    free, _ = fitted(None)
+    assert free.check_inputs(x).dtype == torch.float64
+    assert all(p.dtype == torch.float64 for p in free.parameters())
+    pinned, trace = fitted(NormalPrior(0.3, 0.001))
+    assert abs(float(free.kernel.outputscale) - 0.3) > 0.05
+    assert float(pinned.kernel.outputscale) == pytest.approx(0.3, abs=0.005)
+    with torch.no_grad():
+        prior = NormalPrior(0.3, 0.001).log_prob(pinned.kernel.outputscale).sum()
+        expected = (pinned.elbo() + prior) / pinned.stat_count
+    assert max(trace) == pytest.approx(float(expected), rel=1e-7)

@@ -247,6 +247,21 @@ def test_bad_inputs_are_named():
         model(bad)
     with pytest.raises(ValueError, match="ambient_dim=5"):
         SVGP(kernel, SphericalHarmonicFeatures(5, 2), INPUT_DIM)
+    # the embedding keeps each row's radius: a non-homogeneous kernel is refused when built (it
+    # failed at the first prediction, asking for the embedding the model had)
+    flat = PolynomialDecayKernel(AMBIENT_DIM, max_degree=8, beta=2.0)
+    with pytest.raises(
+        ValueError, match=r"non-homogeneous PolynomialDecayKernel.*homogeneous=True"
+    ):
+        SVGP(flat, SphericalHarmonicFeatures(AMBIENT_DIM, 2), INPUT_DIM)
+    from zonal.geometry import OnSphere
+    from zonal.models import ExactZonalGP
+
+    with pytest.raises(ValueError, match="non-homogeneous ArcCosineKernel"):
+        ExactZonalGP(ArcCosineKernel(AMBIENT_DIM), bad[:1].nan_to_num(), torch.zeros(1))
+    on_sphere = SVGP(flat, SphericalHarmonicFeatures(AMBIENT_DIM, 2), AMBIENT_DIM,
+                     input_map=OnSphere())  # fmt: skip
+    assert on_sphere.input_map.homogeneous is False  # unit vectors: any zonal kernel reads them
 
 
 def test_budget_counts_only_kept_levels_and_stops_at_the_last_one():

@@ -65,6 +65,15 @@ def test_bad_schedules_are_named():
         PlateauSchedule(patience=-1)
 
 
+@pytest.mark.parametrize("batch_size", [0, -5, 2.5, True])
+def test_a_batch_size_that_is_not_a_positive_int_is_named(batch_size):
+    """0 divided by zero and -5 trained on order[:-5], 25 of 30 rows, without a word."""
+    parameter = torch.nn.Parameter(torch.zeros(1))
+    with pytest.raises(ValueError, match="batch_size must be a positive int"):
+        adam_on_minibatches(lambda index: parameter.sum(), [parameter], num_points=30,
+                            num_steps=2, batch_size=batch_size, lr=0.1, seed=0)  # fmt: skip
+
+
 def test_a_share_deadline_is_its_share_of_the_time_left_and_never_before_now():
     assert TrainingControl().share_deadline(0.5) is None  # no deadline: none for a part
     start = time.monotonic()

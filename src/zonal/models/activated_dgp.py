@@ -25,7 +25,13 @@ from zonal.features import ActivatedFeatures
 from zonal.geometry import SphereEmbedding
 from zonal.kernels import ArcCosineKernel
 from zonal.models.dgp import DGP, DGPLayer, fit_dgp
-from zonal.models.training import PlateauSchedule, Seed, adam_on_minibatches
+from zonal.models.training import (
+    PlateauSchedule,
+    Seed,
+    adam_on_minibatches,
+    check_targets,
+    transformed_training_data,
+)
 from zonal.nn import ActivatedLayer, ActivatedNetwork
 
 
@@ -79,6 +85,7 @@ class ActivatedDGP(DGP):
                 "network does not have: use SoftmaxLikelihood(num_classes=C, mixing_weights=False) "
                 "with output_dim=C"
             )
+        _check_widths(input_dim, hidden_dims, output_dim)
         widths = [input_dim, *hidden_dims, output_dim]
         layers = []
         for index, (width_in, width_out) in enumerate(itertools.pairwise(widths)):
@@ -418,13 +425,20 @@ def two_stage_fit(
     After the copy (``from_torch_module(network, kernel_variance=..., variational_scale=
     initial_scale)``) a Gaussian likelihood's noise starts at the network's training MSE
     (``noise_from_network``). ``plateau`` (e.g. ``PlateauSchedule(0.9)``, seed 000 sec. 5.2)
-    applies to both stages.
+    applies to both stages. The inputs are checked, and the model's input and outcome
+    transforms learnt on :math:`(x, y)`, before the network stage, which trains on the
+    transformed rows that the ELBO stage (``fit_dgp``) reads.
     """
+    x = model.check_inputs(torch.as_tensor(x))  # shapes, dtype and NaN before any training
+    x_network, y_network = transformed_training_data(model, x, y)  # as fit_dgp will read them
+    y_network = check_targets(model.likelihood, y_network, len(x_network)).to(x_network.device)
+    if y_network.is_floating_point():
+        y_network = y_network.to(x_network.dtype)
     network = model.network_like(seed)
     network_losses = train_network(
         network,
-        x,
-        y,
+        x_network,
+        y_network,
         loss=loss,
         num_steps=network_steps,
         batch_size=batch_size,
@@ -436,11 +450,23 @@ def two_stage_fit(
         network, kernel_variance=kernel_variance, variational_scale=initial_scale
     )
     if isinstance(model.likelihood, GaussianLikelihood) and loss == "mse":
-        noise_from_network(model.likelihood, network, x, y)
+        noise_from_network(model.likelihood, network, x_network, y_network)
     elbo_losses = fit_dgp(
         model, x, y, num_steps=elbo_steps, batch_size=batch_size, lr=lr, seed=seed, plateau=plateau
     )
     return {"network": network_losses, "elbo": elbo_losses}
+
+
+def _check_widths(input_dim: object, hidden_dims: object, output_dim: object) -> None:
+    """Refuse, by argument name, widths an activated DGP cannot have (a width of 0 surfaced as
+    an ambient dimension of 1; ``hidden_dims=5`` as a TypeError of the unpacking)."""
+    if isinstance(hidden_dims, int | str) or not isinstance(hidden_dims, Sequence):
+        raise ValueError(f"hidden_dims must be a list of widths (e.g. [5]), got {hidden_dims!r}")
+    named = [("input_dim", input_dim), ("output_dim", output_dim)]
+    named += [(f"hidden_dims[{index}]", width) for index, width in enumerate(hidden_dims)]
+    for name, width in named:
+        if isinstance(width, bool) or not isinstance(width, int) or width < 1:
+            raise ValueError(f"{name} must be a positive int, got {width!r}")
 
 
 def _scales_start(input_scales: bool | float | torch.Tensor) -> float | torch.Tensor | None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+from collections.abc import Iterator
 from typing import Any
 
 import gpytorch
@@ -56,6 +57,20 @@ GAUSSIAN_LIKELIHOODS = (GaussianLikelihood, MultitaskGaussianLikelihood)
 def _cuda_devices(X: torch.Tensor) -> list[torch.device]:
     """The devices whose random streams ``torch.random.fork_rng`` must save for draws on X's."""
     return [X.device] if X.device.type == "cuda" else []
+
+
+@contextlib.contextmanager
+def evaluation_mode(module: torch.nn.Module) -> Iterator[None]:
+    """The block in evaluation mode, the module's mode restored after it: ``predict`` and
+    ``log_predictive_density`` called inside a training loop leave it training (GPyTorch keeps
+    its memoised q(u) in evaluation mode, so a loop left there trains on a stale one)."""
+    was_training = module.training
+    module.eval()
+    try:
+        yield
+    finally:
+        if was_training:
+            module.train()
 
 
 def _point_noise(noise: torch.Tensor, points: torch.Size) -> torch.Tensor:
@@ -285,16 +300,17 @@ class ZonalModel(Model, FantasizeMixin):
         if X.dim() != 2:
             raise ValueError(f"predict takes inputs [N, D], got {tuple(X.shape)}")
         means, variances = [], []
-        for start in range(0, len(X), chunk_size):
-            posterior = self.posterior(
-                X[start : start + chunk_size], observation_noise=include_noise
-            )
-            if self._is_ensemble:
-                mean, variance = posterior.mixture_mean, posterior.mixture_variance
-            else:
-                mean, variance = posterior.mean, posterior.variance  # [n, P]
-            means.append(mean)
-            variances.append(variance.clamp(min=0))
+        with evaluation_mode(self):
+            for start in range(0, len(X), chunk_size):
+                posterior = self.posterior(
+                    X[start : start + chunk_size], observation_noise=include_noise
+                )
+                if self._is_ensemble:
+                    mean, variance = posterior.mixture_mean, posterior.mixture_variance
+                else:
+                    mean, variance = posterior.mean, posterior.variance  # [n, P]
+                means.append(mean)
+                variances.append(variance.clamp(min=0))
         mean, variance = torch.cat(means), torch.cat(variances)  # [N, P]
         if self.num_outputs == 1:
             return mean.squeeze(-1), variance.squeeze(-1)
@@ -312,16 +328,21 @@ class ZonalModel(Model, FantasizeMixin):
         labels of a classifier). A likelihood whose marginal GPyTorch samples (the softmax's)
         draws ``LIKELIHOOD_SAMPLES`` from the model's ``posterior_seed`` (default 0; None:
         afresh), so that two calls agree."""
+        with evaluation_mode(self):  # (an input transform in training mode would learn from X)
+            return self._log_predictive_density(X, y, chunk_size)
+
+    def _log_predictive_density(
+        self, X: torch.Tensor, y: torch.Tensor, chunk_size: int
+    ) -> torch.Tensor:
+        """``log_predictive_density`` in evaluation mode."""
         from zonal.models.training import check_targets  # (training builds on this module)
 
-        self.eval()  # (an input transform in training mode would learn from X)
         X = self.check_inputs(self.transform_inputs(X))
         if X.dim() != 2:
             raise ValueError(f"log_predictive_density takes inputs [N, D], got {tuple(X.shape)}")
         y = check_targets(self.likelihood, torch.as_tensor(y, device=X.device), len(X))
         y = y.to(X.dtype) if y.is_floating_point() else y
         y, log_jacobian = self._transformed_targets(y)
-        self.eval()
         seed = getattr(self, "posterior_seed", 0)
         with contextlib.ExitStack() as scope:
             scope.enter_context(gpytorch.settings.num_likelihood_samples(LIKELIHOOD_SAMPLES))

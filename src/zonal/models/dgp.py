@@ -99,7 +99,7 @@ class DGPLayer(DeepGPLayer):
         super().__init__(strategy, input_dims, output_dims)
         self.covar_module = kernel
         self.mean_kind = mean
-        self.input_map = resolve_input_map(input_map, features, input_dims)
+        self.input_map = resolve_input_map(input_map, features, input_dims, kernel)
         lifted = self.input_map.ambient_dim(input_dims) > input_dims
         self.mean_module = make_mean(mean, input_dims, output_dims or 1, lifted=lifted)
 

@@ -58,8 +58,9 @@ from zonal.geometry import InputMap, SphereEmbedding
 from zonal.linalg import NotPositiveDefiniteError, cholesky, gaussian_log_density
 from zonal.models.conditioning import conditioned_copy
 from zonal.models.contract import ZonalModel
-from zonal.models.hyperpriors import Hyperpriors
+from zonal.models.hyperpriors import Hyperpriors, registered_log_prior
 from zonal.models.lbfgs import maximise_by_lbfgs
+from zonal.models.svgp import check_kernel_reads_map
 from zonal.variational.root_difference import RootDifferenceLinearOperator
 
 _TRAINING_GRAM = "K + noise I of the exact GP's training rows"
@@ -101,6 +102,7 @@ class ExactZonalGP(ZonalModel):
         check_finite(y, "y")
         self.input_dim = x.shape[-1]
         self.input_map = SphereEmbedding(1.0) if input_map is None else input_map
+        check_kernel_reads_map(kernel, self.input_map)
         self.kernel = kernel.to(device=x.device, dtype=x.dtype)
         self.input_map.to(device=x.device, dtype=x.dtype)
         self.likelihood = GaussianLikelihood().to(device=x.device, dtype=x.dtype)
@@ -218,8 +220,11 @@ class ExactZonalGP(ZonalModel):
         map's, :math:`c` and :math:`\sigma^2`) by L-BFGS with a strong Wolfe line search; the trace
         of :math:`\log p(y) / N` per evaluation. With ``priors`` the fit is type-II MAP: it
         maximises :math:`(\log p(y) + \log p(\theta)) / N` (``log_prior``), and the trace is that.
-        The parameters end at the best evaluation. With ``deadline`` (a ``time.monotonic()`` time)
-        the first evaluation after it stops the run; a trial point whose :math:`K_y` is not
+        GPyTorch priors registered on the kernel or the likelihood (``lengthscale_prior=``, ...)
+        add their log densities as ``ExactMarginalLogLikelihood`` adds them
+        (``registered_log_prior``). The parameters end at the best evaluation. With ``deadline``
+        (a ``time.monotonic()`` time) the first evaluation after it stops the run; a trial point
+        whose :math:`K_y` is not
         positive definite even with jitter stops it too.
 
         (``zonal.models.lbfgs.maximise_by_lbfgs``; one L-BFGS iteration per ``step`` call instead
@@ -228,7 +233,7 @@ class ExactZonalGP(ZonalModel):
         count = len(self.train_y)
 
         def objective() -> torch.Tensor:
-            value = self.marginal_log_likelihood()
+            value = self.marginal_log_likelihood() + registered_log_prior(self)
             if priors is not None:
                 value = value + self.log_prior(priors)
             return value / count

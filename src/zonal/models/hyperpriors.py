@@ -120,10 +120,25 @@ class Hyperpriors:
         return total
 
 
+def registered_log_prior(module: torch.nn.Module) -> torch.Tensor:
+    r""":math:`\sum_j \log p_j(\theta_j)` over the GPyTorch priors registered on ``module`` and its
+    submodules (``lengthscale_prior=`` of a kernel, ``outputscale_prior=`` of a ``ScaleKernel``,
+    ``noise_prior=`` of a likelihood), a scalar tensor with gradients (0 without priors): what
+    GPyTorch's ``ExactMarginalLogLikelihood`` adds to :math:`\log p(y)`, so that the closed-form
+    fits (``ExactZonalGP.fit``, ``SGPR.fit``) honour them as ``fit_svgp``'s ELBO does."""
+    total = torch.zeros(())
+    for owner in module.modules():  # a zonal model is a torch Module holding GPyTorch ones
+        for prior, closure, _ in getattr(owner, "_priors", {}).values():
+            value = prior.log_prob(closure(owner)).sum()
+            total = total.to(value) + value
+    return total
+
+
 __all__ = [
     "INPUT_SCALE_PRIOR_WIDTH",
     "NOISE_PRIOR",
     "SIGNAL_VARIANCE_PRIOR",
     "Hyperpriors",
     "log_normal_log_density",
+    "registered_log_prior",
 ]

@@ -83,6 +83,7 @@ from zonal.geometry import InputMap
 from zonal.linalg import cholesky
 from zonal.models.conditioning import conditioned_copy
 from zonal.models.contract import ZonalModel
+from zonal.models.hyperpriors import registered_log_prior
 from zonal.models.lbfgs import maximise_by_lbfgs
 from zonal.models.sgpr_statistics import StatisticsKernel, read_ahead
 from zonal.models.svgp import resolve_input_map
@@ -162,10 +163,12 @@ class SGPR(ZonalModel):
                 "SGPR's one-pass statistics need features with a diagonal Kuu "
                 "(spherical-harmonic features); use SVGP for other features"
             )
-        self.kernel = kernel
+        # float64 throughout (the likelihood's, the statistics' totals'): a GPyTorch ScaleKernel
+        # built in float32 would otherwise set the dtype the rows are read in
+        self.kernel = kernel.to(torch.float64)
         self.features = features
         self.input_dim = int(input_dim)
-        self.input_map = resolve_input_map(input_map, features, self.input_dim)
+        self.input_map = resolve_input_map(input_map, features, self.input_dim, self.kernel)
         if getattr(self.input_map, "learn_bias", False):
             raise ValueError("SGPR needs a fixed embedding bias: the statistics depend on it")
         self.likelihood = GaussianLikelihood().to(torch.float64)
@@ -449,7 +452,9 @@ class SGPR(ZonalModel):
         self, max_iter: int = 100, lr: float = 1.0, *, deadline: float | None = None
     ) -> list[float]:
         """Maximise the bound over kernel hyperparameters and noise by L-BFGS (strong Wolfe line
-        search); returns the trace of the bound per evaluation.
+        search); returns the trace of the bound per evaluation (per row). GPyTorch priors
+        registered on the kernel or the likelihood add their log densities
+        (``registered_log_prior``), as GPyTorch's marginal likelihoods add them.
 
         With ``deadline`` (a ``time.monotonic()`` time) the first evaluation after it stops the
         run and the parameters return to the best bound evaluated (``zonal.models.lbfgs``): the
@@ -458,7 +463,7 @@ class SGPR(ZonalModel):
         """
         return maximise_by_lbfgs(
             [p for p in self._parameters_to_fit() if p.requires_grad],
-            lambda: self.elbo() / self.stat_count,
+            lambda: (self.elbo() + registered_log_prior(self)) / self.stat_count,
             max_iter=max_iter,
             lr=lr,
             deadline=deadline,

@@ -64,11 +64,29 @@ def default_likelihood(num_outputs: int) -> Likelihood:
     return likelihood
 
 
+def check_kernel_reads_map(kernel: Kernel, input_map: InputMap) -> None:
+    """Refuse, when the model is built, a zonal kernel that cannot read the input map's lifted
+    inputs: an embedding keeps the rows' radius (``input_map.homogeneous``), which only a
+    homogeneous kernel reads (a non-homogeneous one failed at the first prediction, asking for
+    the embedding the model already had)."""
+    base = getattr(kernel, "base_kernel", kernel)  # inside a ScaleKernel; any GPyTorch kernel
+    if input_map.homogeneous and getattr(base, "homogeneous", True) is False:
+        raise ValueError(
+            f"{type(input_map).__name__} lifts each row to [x, b], keeping its radius, which a "
+            f"non-homogeneous {type(base).__name__} cannot read: build it with "
+            "homogeneous=True (or give unit vectors with input_map=zonal.geometry.OnSphere())"
+        )
+
+
 def resolve_input_map(
-    input_map: InputMap | None, features: InducingFeatures, input_dim: int
+    input_map: InputMap | None,
+    features: InducingFeatures,
+    input_dim: int,
+    kernel: Kernel | None = None,
 ) -> InputMap:
     """``input_map`` itself (the default ``SphereEmbedding(1.0)`` for None), after checking that
-    inputs of dimension ``input_dim`` reach the ambient dimension the features live in."""
+    inputs of dimension ``input_dim`` reach the ambient dimension the features live in, and that
+    ``kernel`` (when given) reads its lifted inputs (``check_kernel_reads_map``)."""
     if input_map is None:
         input_map = SphereEmbedding(1.0)
     if not isinstance(input_map, InputMap):
@@ -83,11 +101,13 @@ def resolve_input_map(
             f"the features live in ambient_dim={ambient_dim} but inputs of dimension "
             f"{input_dim} through {type(input_map).__name__} give {expected}"
         )
+    if kernel is not None:
+        check_kernel_reads_map(kernel, input_map)
     return input_map
 
 
 class SVGP(ApproximateGP, ZonalModel):
-    """Sparse variational GP with any ``zonal.features`` inducing features.
+    r"""Sparse variational GP with any ``zonal.features`` inducing features.
 
     Args:
         kernel: a GPyTorch kernel; for harmonic and activated features a ``ZonalKernel``
@@ -101,7 +121,10 @@ class SVGP(ApproximateGP, ZonalModel):
         input_map: ``SphereEmbedding(bias)`` (None: the default, bias 1) or ``OnSphere()`` for
             inputs already on the sphere.
         num_outputs: :math:`P` independent outputs (a batch of :math:`q(u)`, one per output).
-        mean_module: prior mean (default zero).
+        mean_module: prior mean (default zero). It reads the input map's lifted inputs, as the
+            kernel does: :math:`D + 1` columns :math:`[s \odot x, b]` through a
+            ``SphereEmbedding`` (e.g. ``gpytorch.means.LinearMean(input_size=D + 1)``), unit
+            vectors through ``OnSphere``.
         variational_family: ``"cholesky"`` (full :math:`S`), ``"meanfield"`` (diagonal :math:`S`),
             ``"natural"`` / ``"tril-natural"`` (natural parameters, for ``gpytorch.optim.NGD``)
             or ``"delta"`` (a point mass: MAP inducing values).
@@ -154,7 +177,7 @@ class SVGP(ApproximateGP, ZonalModel):
         self.input_dim = int(input_dim)
         self._num_outputs = num_outputs
         self.likelihood = default_likelihood(num_outputs) if likelihood is None else likelihood
-        self.input_map = resolve_input_map(input_map, features, self.input_dim)
+        self.input_map = resolve_input_map(input_map, features, self.input_dim, kernel)
         self.set_transforms(input_transform, outcome_transform)
 
     @property

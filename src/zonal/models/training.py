@@ -130,6 +130,10 @@ def fit_svgp(
     ``plateau`` cuts the learning rate on plateaus; ``callback(step, loss)`` is called after every
     step (for traces and checkpoints). Targets [N] or [N, 1]; the model's input and outcome
     transforms, if any, are learnt on :math:`(x, y)` first (``ZonalModel.transform_training_data``).
+    ``seed`` orders the minibatches (and draws a classifier's natural-gradient samples); the
+    model's initial :math:`q(u)` and the likelihood's Monte Carlo draws come from torch's global
+    stream, as in GPyTorch: seed it (``torch.manual_seed``) before building the model for a fit
+    that repeats to the bit (``zonal fit`` does).
 
     ``natural_gradient`` (a step size in :math:`(0, 1]`, for a ``zonal.models.SVGP``): each step
     first moves :math:`q(u)` by a natural-gradient step of that size on the minibatch
@@ -196,6 +200,13 @@ def fit_svgp(
             parameter.requires_grad_(True)
 
 
+def check_batch_size(batch_size: object) -> None:
+    """Refuse a minibatch size that is not a positive int (0 divided by zero; a negative one
+    trained on a slice of the rows without a word)."""
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+
+
 def minibatch_indices(
     num_points: int, batch_size: int, num_steps: int, seed: Seed
 ) -> Iterator[torch.Tensor]:
@@ -204,6 +215,7 @@ def minibatch_indices(
     ``seed`` is an int or a ``torch.Generator`` (which then carries on from where it is, so that
     consecutive training stages can share one stream).
     """
+    check_batch_size(batch_size)
     generator = seed if isinstance(seed, torch.Generator) else torch.Generator().manual_seed(seed)
     per_epoch = max(1, math.ceil(num_points / batch_size))
     for step in range(num_steps):
@@ -233,6 +245,7 @@ def adam_on_minibatches(
     natural-gradient steps inside ``loss_of_batch`` and which has no other) the losses are only
     evaluated.
     """
+    check_batch_size(batch_size)
     parameters = list(parameters)
     optimiser = torch.optim.Adam(parameters, lr=lr) if parameters else None
     scheduler = None
