@@ -94,6 +94,11 @@ def test_numbers_written_as_text_are_one_class_whatever_their_spelling():
     as_text = label_texts(np.array(["0.0", "1.0", "2.5"], dtype=object))[0]
     assert as_text.tolist() == label_texts(np.array([0.0, 1.0, 2.5]))[0].tolist()
     assert label_texts(np.array(["1", "1.0", "a"], dtype=object))[0].tolist() == ["1", "1.0", "a"]
+    # codes a number would change stay as written: leading zeros, integers beyond 2^53
+    codes = np.array(["007", "7", "0.5"], dtype=object)
+    assert label_texts(codes)[0].tolist() == ["007", "7", "0.5"]
+    ids = np.array(["9007199254740993", "9007199254740992"], dtype=object)
+    assert label_texts(ids)[0].tolist() == ids.tolist()
     saved_before = Target("bernoulli", ("0.0", "1.0"))
     codes = encode_labels(saved_before, np.array(["1", "0", "1.0"], dtype=object), "t")
     assert codes.tolist() == [1, 0, 1]

@@ -314,9 +314,11 @@ def test_predicting_inside_a_training_loop_leaves_the_model_training(fitted):
     _, model = fitted
     x, y = training_data(5, seed=6)
     model.train()
+    frozen = model.likelihood.eval()  # a part the user keeps in evaluation mode stays there
     mean, _ = model.predict(x)
     model.log_predictive_density(x, y)
-    assert model.training and all(module.training for module in model.modules())
+    assert model.training and not frozen.training
+    assert all(part.training for part in model.modules() if part not in set(frozen.modules()))
     model.eval()
     torch.testing.assert_close(model.predict(x)[0], mean)  # the same numbers either way
     assert not model.training

@@ -243,6 +243,10 @@ def test_two_stage_fit_and_the_widths_are_checked_by_name():
             ActivatedDGP(2, likelihood=likelihood, **widths)
     with pytest.raises(ValueError, match="input_dim must be a positive int"):
         ActivatedDGP(0, [3], likelihood)
+    import numpy as np
+
+    taken = ActivatedDGP(np.int64(2), np.array([3]), likelihood, num_inducing=5)
+    assert len(taken.layers) == 2
 
 
 def test_bad_input():

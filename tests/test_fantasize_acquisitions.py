@@ -155,6 +155,16 @@ def gibbon_with_pending(model):
     assert bool(math.isfinite(value)) and candidate.shape == (1, INPUT_DIM)
 
 
+def test_a_stacked_model_called_for_one_normal_names_the_moment_matched_view():
+    """``model(X)`` of a mixture: the stacked model raises (GIBBON's call), naming the view."""
+    from botorch.exceptions.errors import UnsupportedError
+
+    with pytest.raises(UnsupportedError, match="MomentMatchedModel"):
+        model_named("StackedModel")(candidates(3, 30))
+    view = MomentMatchedModel(model_named("StackedModel"))
+    assert view(candidates(3, 30)).mean.shape == (3,)
+
+
 def joint_entropy_search(model):
     model = gaussian_view(model)
     inputs, outputs = optimal_samples(model, candidates(64, 26), 4)

@@ -275,10 +275,14 @@ def test_tsv_and_parquet_tables_read_as_the_csv_does(tmp_path):
         assert [str(cell) for cell in table.cells["label"]] == ["up", "down", "up"]
         with pytest.raises(TableError, match=r"missing values in column 'y' at (line 3|row 1)"):
             table.numeric(["y"])
-    # a Parquet column name is stripped as a CSV header's is ("a " and "a" name one column)
+    # a Parquet name is kept as written, and found by its name without the spaces too (a CSV
+    # header is stripped): " a " is the column "a" of the same table saved as CSV
     spaced = pyarrow.table({" a ": [1.0, 2.0], "label": ["x", "y"]})
     parquet.write_table(spaced, tmp_path / "spaced.parquet")
-    assert read_table(tmp_path / "spaced.parquet").columns == ("a", "label")
+    table = read_table(tmp_path / "spaced.parquet")
+    assert table.columns == (" a ", "label") and table.require(["a"], "input") == (" a ",)
+    np.testing.assert_array_equal(table.numeric(["a"])[:, 0], [1.0, 2.0])
+    assert table.column_named(" a ") == " a " and table.column_named("b") is None
     duplicated = pyarrow.table([[1.0], [2.0]], names=["a", "a"])
     parquet.write_table(duplicated, tmp_path / "twice.parquet")
     with pytest.raises(TableError, match="duplicated column names"):

@@ -2,6 +2,7 @@
 
 import time
 
+import numpy as np
 import pytest
 import torch
 
@@ -63,6 +64,10 @@ def test_bad_schedules_are_named():
         PlateauSchedule(factor=1.5)
     with pytest.raises(ValueError, match="patience"):
         PlateauSchedule(patience=-1)
+
+
+def test_a_numpy_integer_batch_size_is_taken():
+    assert [len(batch) for batch in minibatch_indices(10, np.int64(4), 3, seed=0)] == [4, 4, 2]
 
 
 @pytest.mark.parametrize("batch_size", [0, -5, 2.5, True])

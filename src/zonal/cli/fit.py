@@ -151,8 +151,8 @@ def _fit_streamed(args: argparse.Namespace) -> int:
     if args.features is not None:
         features = [name.strip() for name in args.features.split(",") if name.strip()]
     if args.likelihood in (None, "gaussian"):  # the first line names the task, as in memory
-        print(f"zonal: target {args.target!r}: regression, Gaussian likelihood (the streamed fit "
-              "is a regression)", file=sys.stderr)  # fmt: skip
+        print(f"zonal: target {args.target!r}: regression, Gaussian likelihood (the streamed "
+              "fit, --chunk-size, fits regressions only)", file=sys.stderr)  # fmt: skip
     with _user_errors():
         try:
             fitted = streamed_fit(args.data, args.target, output=output,

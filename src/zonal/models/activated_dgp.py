@@ -12,6 +12,7 @@ The rest (variational covariances, kernel variances, likelihood) is then trained
 from __future__ import annotations
 
 import itertools
+import numbers
 from collections.abc import Callable, Sequence
 from typing import cast
 
@@ -85,8 +86,7 @@ class ActivatedDGP(DGP):
                 "network does not have: use SoftmaxLikelihood(num_classes=C, mixing_weights=False) "
                 "with output_dim=C"
             )
-        _check_widths(input_dim, hidden_dims, output_dim)
-        widths = [input_dim, *hidden_dims, output_dim]
+        widths = _checked_widths(input_dim, hidden_dims, output_dim)
         layers = []
         for index, (width_in, width_out) in enumerate(itertools.pairwise(widths)):
             last = index == len(widths) - 2
@@ -457,16 +457,22 @@ def two_stage_fit(
     return {"network": network_losses, "elbo": elbo_losses}
 
 
-def _check_widths(input_dim: object, hidden_dims: object, output_dim: object) -> None:
-    """Refuse, by argument name, widths an activated DGP cannot have (a width of 0 surfaced as
-    an ambient dimension of 1; ``hidden_dims=5`` as a TypeError of the unpacking)."""
-    if isinstance(hidden_dims, int | str) or not isinstance(hidden_dims, Sequence):
+def _checked_widths(input_dim: object, hidden_dims: object, output_dim: object) -> list[int]:
+    """[D, *hidden_dims, output_dim] as ints, refusing by argument name widths an activated DGP
+    cannot have (a width of 0 surfaced as an ambient dimension of 1; ``hidden_dims=5`` as a
+    TypeError of the unpacking); numpy integers and arrays of widths are taken."""
+    try:
+        hidden = [] if isinstance(hidden_dims, str) else list(hidden_dims)  # type: ignore[call-overload]
+    except TypeError:
+        hidden = None
+    if hidden is None or isinstance(hidden_dims, str):
         raise ValueError(f"hidden_dims must be a list of widths (e.g. [5]), got {hidden_dims!r}")
-    named = [("input_dim", input_dim), ("output_dim", output_dim)]
-    named += [(f"hidden_dims[{index}]", width) for index, width in enumerate(hidden_dims)]
+    named = [("input_dim", input_dim), *[(f"hidden_dims[{i}]", w) for i, w in enumerate(hidden)],
+             ("output_dim", output_dim)]  # fmt: skip
     for name, width in named:
-        if isinstance(width, bool) or not isinstance(width, int) or width < 1:
+        if isinstance(width, bool) or not isinstance(width, numbers.Integral) or width < 1:
             raise ValueError(f"{name} must be a positive int, got {width!r}")
+    return [int(width) for _, width in named]
 
 
 def _scales_start(input_scales: bool | float | torch.Tensor) -> float | torch.Tensor | None:

@@ -61,16 +61,16 @@ def _cuda_devices(X: torch.Tensor) -> list[torch.device]:
 
 @contextlib.contextmanager
 def evaluation_mode(module: torch.nn.Module) -> Iterator[None]:
-    """The block in evaluation mode, the module's mode restored after it: ``predict`` and
+    """The block in evaluation mode, the module's modes restored after it: ``predict`` and
     ``log_predictive_density`` called inside a training loop leave it training (GPyTorch keeps
     its memoised q(u) in evaluation mode, so a loop left there trains on a stale one)."""
-    was_training = module.training
+    modes = [(part, part.training) for part in module.modules()]  # parents before children
     module.eval()
     try:
         yield
     finally:
-        if was_training:
-            module.train()
+        for part, mode in modes:  # each part's own mode back (a frozen normalisation layer
+            part.train(mode)  # stays frozen), through ``train`` so that GPyTorch clears caches
 
 
 def _point_noise(noise: torch.Tensor, points: torch.Size) -> torch.Tensor:
@@ -115,9 +115,12 @@ class ZonalModel(Model, FantasizeMixin):
     def forward(self, X: torch.Tensor) -> MultivariateNormal:
         """``model(X)``: :math:`q(f(X))` for :math:`X` [*b, q, D] in the model's input space (after
         any input transform, as GPyTorch's models take :math:`X` when called in evaluation mode;
-        BoTorch's
-        ``qLowerBoundMaxValueEntropy`` with pending points calls the model so). A mixture model
-        (deep or stacked) has no single normal to give: it raises ``UnsupportedError``."""
+        BoTorch's ``qLowerBoundMaxValueEntropy`` with pending points calls the model so, and
+        with transforms mixes this untransformed call with transformed posteriors, as it does
+        for its own models). A stacked mixture has no single normal to give: it raises
+        ``UnsupportedError``. The deep models keep GPyTorch's ``DeepGP`` call (their layers'
+        propagation, a batch of draws), which GIBBON cannot read either: give them to it through
+        ``MomentMatchedModel``."""
         if self._is_ensemble:
             raise UnsupportedError(
                 f"{type(self).__name__}'s posterior is a Gaussian mixture, so calling it for one "

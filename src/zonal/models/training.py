@@ -6,6 +6,7 @@ step callback, which may end a training by raising ``StopTraining``."""
 from __future__ import annotations
 
 import math
+import numbers
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -203,7 +204,11 @@ def fit_svgp(
 def check_batch_size(batch_size: object) -> None:
     """Refuse a minibatch size that is not a positive int (0 divided by zero; a negative one
     trained on a slice of the rows without a word)."""
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+    if (
+        isinstance(batch_size, bool)
+        or not isinstance(batch_size, numbers.Integral)
+        or batch_size < 1
+    ):
         raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
 
 

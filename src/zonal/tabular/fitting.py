@@ -103,17 +103,17 @@ from zonal.tabular.targets import (
 def select_columns(
     table: Table, target: str, features: Sequence[str] | None = None
 ) -> tuple[str, ...]:
-    """The input columns: ``features`` if given, else every column but ``target``."""
-    table.require([target], "target")
+    """The input columns: ``features`` if given, else every column but ``target`` (the table's
+    own names, ``Table.column_named``)."""
+    (target,) = table.require([target], "target")
     if features is None:
         columns = tuple(name for name in table.columns if name != target)
     else:
-        columns = tuple(features)
+        columns = table.require(features, "input")
         if target in columns:
             raise TableError(f"the target column {target!r} is also listed as an input column")
         if len(set(columns)) != len(columns):
             raise TableError(f"input columns listed twice: {', '.join(columns)}")
-        table.require(columns, "input")
     if not columns:
         raise TableError(f"{table.path}: no input columns besides the target {target!r}")
     return columns
@@ -122,7 +122,7 @@ def select_columns(
 def table_target(table: Table, target: str, likelihood: str | None = None) -> Target:
     """The task of ``table``'s column ``target`` (``detect_target`` on its non-missing cells;
     ``likelihood`` forces it), with the reason, for the line that announces it."""
-    table.require([target], "target")
+    (target,) = table.require([target], "target")
     labels, missing = label_texts(table.cells[target])
     present = np.setdiff1d(np.arange(table.num_rows), missing)
     return detect_target(labels[present], likelihood, f"target {target!r}")
@@ -139,6 +139,7 @@ def fit_table(
     """Read the inputs and the target of ``table`` and fit them (``fit_data``, whose keyword
     options these are)."""
     columns = select_columns(table, target, features)
+    (target,) = table.require([target], "target")
     labels, missing = label_texts(table.cells[target])
     kind = table_target(table, target, likelihood)
     if kind.is_classification:
@@ -234,6 +235,9 @@ def fit_data(
     train_rows, valid_rows = validation_split(codes, target, validation_fraction, seed)
     constant = constant_columns(x[train_rows])  # [D]
     warn_about_inputs(feature_columns, constant, num_rows, source)
+    if constant.any() and len(train_rows):  # the validation rows read at the training value,
+        x = x.copy()  # as predictions will be (``predict.at_training_constants``)
+        x[:, constant] = x[train_rows[0], constant]
     warn_about_row_numbers(x, feature_columns, source)
     x_scaler = Standardizer.fit(x[train_rows])
     y_scaler = Standardizer(

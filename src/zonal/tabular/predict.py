@@ -31,7 +31,7 @@ def predict_table(
 ) -> dict[str, np.ndarray]:
     """``predict_data`` on the model's input columns of ``table``; for a classifier, a target
     column in the table must hold only classes the model knows (a ``LabelError`` otherwise)."""
-    missing = [name for name in fitted.feature_columns if name not in table.cells]
+    missing = [name for name in fitted.feature_columns if table.column_named(name) is None]
     if missing:
         raise TableError(
             f"{table.path}: the model was fitted on {len(fitted.feature_columns)} columns "
@@ -39,8 +39,9 @@ def predict_table(
             f"({name_list(missing)}); its {len(table.columns)} columns are "
             f"{name_list(table.columns)}"
         )
-    if fitted.target.is_classification and fitted.target_column in table.cells:
-        labels, absent = label_texts(table.cells[fitted.target_column])
+    target_column = table.column_named(fitted.target_column)
+    if fitted.target.is_classification and target_column is not None:
+        labels, absent = label_texts(table.cells[target_column])
         present = np.setdiff1d(np.arange(table.num_rows), absent)
         encode_labels(fitted.target, labels[present],
                       f"{table.path}: the column {fitted.target_column!r}")  # fmt: skip

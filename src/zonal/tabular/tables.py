@@ -82,14 +82,28 @@ class Table:
         """How an error names data row ``row`` (0-based): a file line (CSV) or an array index."""
         return f"line {row + 2}" if self.is_csv else f"row {row}"
 
-    def require(self, names: Sequence[str], role: str) -> None:
-        """Raise a ``TableError`` listing the table's columns if any of ``names`` is missing."""
-        missing = [name for name in names if name not in self.cells]
+    def column_named(self, name: str) -> str | None:
+        """The table's column ``name``, or else the one column whose name without surrounding
+        spaces is ``name``'s without them (a CSV header is stripped, a Parquet or NPZ name kept
+        as written, ``--target`` and ``--features`` stripped: so ``" wind speed "`` in a Parquet
+        file is the column ``wind speed`` of the same table saved as CSV); None if there is none,
+        or several."""
+        if name in self.cells:
+            return name
+        matches = [column for column in self.columns if column.strip() == name.strip()]
+        return matches[0] if len(matches) == 1 else None
+
+    def require(self, names: Sequence[str], role: str) -> tuple[str, ...]:
+        """The table's columns for ``names`` (``column_named``); a ``TableError`` listing the
+        table's columns if any is missing."""
+        found = [self.column_named(name) for name in names]
+        missing = [name for name, column in zip(names, found, strict=True) if column is None]
         if missing:
             raise TableError(
                 f"{self.path}: no {role} column {name_list(missing)}; its columns are "
                 f"{name_list(self.columns)}"
             )
+        return tuple(column for column in found if column is not None)
 
     def numeric(self, names: Sequence[str], role: str = "input") -> np.ndarray:
         """The columns ``names`` as a float64 matrix [N, len(names)].
@@ -97,7 +111,7 @@ class Table:
         Missing, non-numeric, infinite or too large (|x| > ``MAX_MAGNITUDE``) cells are a
         ``TableError`` naming every bad column with its first rows.
         """
-        self.require(names, role)
+        names = self.require(names, role)
         matrix = np.empty((self.num_rows, len(names)), dtype=np.float64)
         problems: dict[str, list[str]] = {"missing values": [], "non-numeric values": [],
                                           "infinite values": [], _TOO_LARGE: []}  # fmt: skip
@@ -254,8 +268,7 @@ def _read_parquet(path: Path) -> Table:
             f"{path}: reading Parquet needs pyarrow: pip install 'zonal[scale]' (or pyarrow)"
         ) from error
     try:
-        # names stripped as a CSV header's are, so one table saved both ways has one set of names
-        names = [str(name).strip() for name in parquet.ParquetFile(path).schema_arrow.names]
+        names = [str(name) for name in parquet.ParquetFile(path).schema_arrow.names]
         check_header(path, names)  # before reading: pyarrow refuses duplicated names its own way
         table = parquet.read_table(path)
     except TableError:

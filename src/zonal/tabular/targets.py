@@ -78,7 +78,8 @@ def label_texts(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     trailing ``.0`` when integer-valued (3.0 -> ``"3"``), text is stripped. A text column whose
     every present cell is a number is written the same way (``"1"``, ``"1.0"`` and ``" 1 "`` are
     one class ``"1"``, as a numeric column of the same values gives, whatever format the table
-    came in)."""
+    came in), unless a cell reads as a code a number would change: leading zeros (``"007"``)
+    or an integer beyond float64's exact ones (an ID above 2^53)."""
     values = np.asarray(values)
     if values.dtype.kind in "biuf":
         numbers = values.astype(np.float64)
@@ -87,11 +88,24 @@ def label_texts(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return np.array(written, dtype=object), missing
     texts = np.array([str(cell).strip() for cell in values.reshape(-1)], dtype=object)
     is_missing = np.array([text.lower() in MISSING_TOKENS for text in texts], dtype=bool)
-    parsed = [_as_number(text) for text in texts[~is_missing].tolist()]
-    finite = [value for value in parsed if value is not None and math.isfinite(value)]
-    if finite and len(finite) == len(parsed):
-        texts[~is_missing] = [_number_text(value) for value in finite]
+    present = texts[~is_missing].tolist()
+    parsed = [_as_number(text) for text in present]
+    exact = [value for value in parsed if value is not None and _is_plain_value(value)]
+    if exact and len(exact) == len(parsed) and not any(map(_has_leading_zero, present)):
+        texts[~is_missing] = [_number_text(value) for value in exact]
     return texts, np.flatnonzero(is_missing)
+
+
+def _is_plain_value(value: float) -> bool:
+    """A finite number that float64 holds exactly where integers are (|x| < 2^53): larger
+    integer texts (IDs) would collapse into one another."""
+    return math.isfinite(value) and abs(value) < 2**53
+
+
+def _has_leading_zero(text: str) -> bool:
+    """``"007"``, ``"-01"``: a code whose zeros a number would drop (``"0"``, ``"0.5"`` are not)."""
+    digits = text.lstrip("+-")
+    return len(digits) > 1 and digits[0] == "0" and digits[1].isdigit()
 
 
 def _number_text(value: float) -> str:

@@ -156,7 +156,7 @@ class PartitionReader:
         header = Table(self.partitions[0], self.columns,
                        {name: np.empty(0, object) for name in self.columns}, 0, True)  # fmt: skip
         self.features = select_columns(header, target, features)
-        self.target = target
+        (self.target,) = header.require([target], "target")
         for index, path in enumerate(self.partitions[1:], start=1):
             columns = partition_columns(path)
             if set(columns) != set(self.columns):
