@@ -1,5 +1,5 @@
 """Seed 001's claims (spherical-harmonic features, image heads under shift): ch. 3 (VISH),
-sec. 4.2 (shift) and sec. 4.1 (UCI).
+sec. 4.2 (shift and UCI).
 
 Entries of ``zonal.experiments.claims.CLAIMS`` (the package docstring says what a claim holds).
 """
@@ -153,7 +153,7 @@ CLAIMS: tuple[Claim, ...] = (
     Claim(
         "11",
         "ADGP against its own network, MC dropout and the inducing-point DGP on UCI sets",
-        "seed 001 sec. 4.1",
+        "seed 001 sec. 4.2",
         "uci-report",
         f"{RUN} uci-report --protocol converged",
         statistics=tuple(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from zonal.experiments.claims._parts import (
     RESIDUAL_ABLATIONS,
+    RESIDUAL_DEPTH_CAUSE,
     RESIDUAL_NOTES,
     RESIDUAL_UCI_ABLATIONS,
     RESIDUAL_UCI_CAUSE,
@@ -28,12 +29,15 @@ CLAIMS: tuple[Claim, ...] = (
         data="stand-in target (the seed does not give its function)",
         comparable=False,
         statistics=residual_depth(),
+        # "rises / falls with depth": every depth against none, at both sizes (session 42: the
+        # earlier rule asked 0 > 2 alone at 100, which a review found to pass while hidden=1
+        # stood above hidden=0, as the notes below said; made whole, not chosen by the result)
         orderings=(
-            Ordering("N=800 hidden=3 LPD", "N=800 hidden=0 LPD"),
-            Ordering("N=800 hidden=1 LPD", "N=800 hidden=0 LPD"),
-            Ordering("N=100 hidden=0 LPD", "N=100 hidden=2 LPD"),
+            *(Ordering(f"N=800 hidden={h} LPD", "N=800 hidden=0 LPD") for h in (1, 2, 3)),
+            *(Ordering("N=100 hidden=0 LPD", f"N=100 hidden={h} LPD") for h in (1, 2, 3)),
         ),
         ablations=RESIDUAL_ABLATIONS,
+        cause=RESIDUAL_DEPTH_CAUSE,
         notes=RESIDUAL_NOTES,
     ),
     Claim(
