@@ -188,6 +188,10 @@ def test_report_file_has_a_row_per_claim_and_the_cause_where_not_reproduced(tmp_
     assert "| 9 | deep beats shallow |" in text
     assert "Cause: the seed's noise" in text
     assert "2.2 [2.1, 2.3]" in text  # median [quartiles] of 2.0, 2.2, 2.4
+    # each number's seed value and the spread it is allowed (its tolerance), "-" without one
+    assert "| seed | seed's spread | zonal | n |" in text
+    assert "| deep | score | model=deep, size=800 | 2 | 0.1 | 2.2 [2.1, 2.3] | 3 |" in text
+    assert "| shallow | score | model=shallow, size=800 | 1 | - |" in text
 
 
 def test_claims_catalogue_is_well_formed():

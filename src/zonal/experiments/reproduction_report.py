@@ -192,12 +192,15 @@ def _values_table(statistics_: Sequence[Statistic], values: Mapping[str, Value])
             s.column,
             ", ".join(f"{k}={v}" for k, v in s.where.items()),
             format_number(s.seed_value),
+            format_number(s.tolerance) if s.seed_value is not None and s.tolerance else "-",
             values[s.label].text() if s.label in values else "-",
             str(values[s.label].count) if s.label in values else "0",
         ]
         for s in statistics_
     ]
-    return markdown_table(["quantity", "column", "rows", "seed", "zonal", "n"], rows)
+    # the seed's spread: how much worse than the seed's number still counts as reproduced
+    header = ["quantity", "column", "rows", "seed", "seed's spread", "zonal", "n"]
+    return markdown_table(header, rows)
 
 
 def write_reproductions(
