@@ -40,6 +40,7 @@ rows barely feels it.
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -126,12 +127,16 @@ def registered_log_prior(module: torch.nn.Module) -> torch.Tensor:
     ``noise_prior=`` of a likelihood), a scalar tensor with gradients (0 without priors): what
     GPyTorch's ``ExactMarginalLogLikelihood`` adds to :math:`\log p(y)`, so that the closed-form
     fits (``ExactZonalGP.fit``, ``SGPR.fit``) honour them as ``fit_svgp``'s ELBO does."""
-    total = torch.zeros(())
-    for owner in module.modules():  # a zonal model is a torch Module holding GPyTorch ones
-        for prior, closure, _ in getattr(owner, "_priors", {}).values():
-            value = prior.log_prob(closure(owner)).sum()
-            total = total.to(value) + value
-    return total
+    terms = [
+        prior.log_prob(closure(owner)).sum()
+        for owner in module.modules()  # a zonal model is a torch Module holding GPyTorch ones
+        for prior, closure, _ in getattr(owner, "_priors", {}).values()
+    ]
+    if terms:
+        return sum(terms[1:], terms[0])  # dtypes promote as the terms mix
+    tensors = itertools.chain(module.parameters(), module.buffers())
+    reference = next(tensors, None)  # 0 on the model's device, in its dtype
+    return torch.zeros(()) if reference is None else reference.new_zeros(())
 
 
 __all__ = [
